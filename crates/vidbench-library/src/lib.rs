@@ -9,6 +9,7 @@
 
 pub mod content;
 pub mod session;
+pub mod session_io;
 mod manifest;
 
 pub use manifest::{Library, LibraryError, Video, MANIFEST_VERSION};
