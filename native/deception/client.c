@@ -1,0 +1,435 @@
+/*
+ * client.c - the shim's side of the conversation with the daemon.
+ *
+ * One AF_UNIX SOCK_SEQPACKET connection per thread (thread-local struct conn),
+ * opened on first need, non-blocking and close-on-exec. A request is one
+ * datagram (struct lcp_request + the file's fd via SCM_RIGHTS); the reply is
+ * awaited with poll() for at most LIBCEPTION_TIMEOUT_MS. At most one request is
+ * outstanding per connection, and each carries a sequence number that the
+ * reply must echo.
+ *
+ * Failing open: any failure (cannot connect, send fails, daemon closes,
+ * garbage or out-of-sequence reply, stray fds in the reply, timeout) drops the
+ * connection - so a late reply can never be taken for the answer to a later
+ * request - and arms a process-wide back-off: for the next 100 ms, doubling up
+ * to 30 s, no thread tries the daemon again and calls go straight to libc. The
+ * first good reply clears the back-off. No connect storm, no repeated waits.
+ *
+ * Ownership and locks: a thread's conn is touched only by that thread, except
+ * in the fork child handler (single-threaded by then). registry_lock protects
+ * the list of open connections, which exists so that a fork child can close
+ * every connection it inherited (each thread's, not only the forking one's);
+ * it is held only to link or unlink, and across fork by the atfork handlers.
+ *
+ * Our socket can be closed behind our back (closefrom-style loops, dup2 onto
+ * it): before each use the fd table must still say SHIM and fstat must show the
+ * same socket inode, else the number is someone else's and is forgotten
+ * without being closed.
+ *
+ * Cancellation: internal syscalls go through syscall(2), which is not a
+ * cancellation point; the wait in poll() is one (as the real read would be),
+ * with a cleanup handler that drops the connection.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+
+#include "deception.h"
+
+#define BACKOFF_INITIAL_MS 100u
+#define BACKOFF_MAX_MS 30000u
+
+struct conn {
+	int fd;              /* -1: not connected */
+	int dead;            /* thread is exiting: never connect again */
+	int registered;      /* linked in the registry */
+	int key_set;         /* pthread_setspecific done */
+	uint64_t ino;        /* socket inode, to notice the fd being replaced */
+	uint64_t seq;        /* last sequence number sent */
+	uint32_t generation; /* fork generation the fd belongs to */
+	pid_t tid;
+	struct conn *next, *prev;
+};
+
+static LCP__TLS struct conn tls_conn = { .fd = -1 };
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct conn *registry; /* guarded by registry_lock */
+
+static pthread_key_t thread_key;
+static int thread_key_ok;
+static uint32_t fork_generation;
+static pid_t cached_pid;
+
+static uint64_t backoff_until_ns;
+static uint32_t backoff_delay_ms;
+
+pid_t lcp__pid(void)
+{
+	pid_t pid = __atomic_load_n(&cached_pid, __ATOMIC_RELAXED);
+
+	return pid != 0 ? pid : getpid();
+}
+
+static void backoff_failure(void)
+{
+	uint32_t delay = __atomic_load_n(&backoff_delay_ms, __ATOMIC_RELAXED);
+
+	delay = delay == 0 ? BACKOFF_INITIAL_MS : (delay >= BACKOFF_MAX_MS / 2 ? BACKOFF_MAX_MS : delay * 2);
+	__atomic_store_n(&backoff_delay_ms, delay, __ATOMIC_RELAXED);
+	__atomic_store_n(&backoff_until_ns, lcp__now_ns() + (uint64_t)delay * 1000000u, __ATOMIC_RELAXED);
+}
+
+static void backoff_success(void)
+{
+	if (__atomic_load_n(&backoff_delay_ms, __ATOMIC_RELAXED) != 0) {
+		__atomic_store_n(&backoff_delay_ms, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&backoff_until_ns, 0, __ATOMIC_RELAXED);
+	}
+}
+
+static void registry_link(struct conn *c)
+{
+	pthread_mutex_lock(&registry_lock);
+	c->prev = NULL;
+	c->next = registry;
+	if (registry != NULL)
+		registry->prev = c;
+	registry = c;
+	c->registered = 1;
+	pthread_mutex_unlock(&registry_lock);
+}
+
+static void registry_unlink(struct conn *c)
+{
+	pthread_mutex_lock(&registry_lock);
+	if (c->registered) {
+		if (c->prev != NULL)
+			c->prev->next = c->next;
+		else
+			registry = c->next;
+		if (c->next != NULL)
+			c->next->prev = c->prev;
+		c->next = c->prev = NULL;
+		c->registered = 0;
+	}
+	pthread_mutex_unlock(&registry_lock);
+}
+
+/* Forget the connection; close the fd only if it is still ours. */
+static void conn_drop(struct conn *c, int close_fd)
+{
+	int fd = c->fd;
+
+	if (fd < 0)
+		return;
+	registry_unlink(c);
+	c->fd = -1;
+	lcp__fdtab_forget(fd);
+	if (close_fd)
+		lcp__sys_close(fd);
+}
+
+static void conn_fail(struct conn *c, enum lcp__counter why)
+{
+	lcp__stats_count(why, 1);
+	conn_drop(c, 1);
+	backoff_failure();
+}
+
+static void thread_exit(void *arg)
+{
+	struct conn *c = arg;
+
+	c->dead = 1;
+	conn_drop(c, 1);
+	lcp__prefetch_thread_exit();
+}
+
+static int conn_open(struct conn *c)
+{
+	struct sockaddr_un addr;
+	struct stat st;
+	int fd;
+
+	if (lcp__now_ns() < __atomic_load_n(&backoff_until_ns, __ATOMIC_RELAXED)) {
+		lcp__stats_count(LCP_CTR_BACKOFF_SKIPS, 1);
+		return -ENOTCONN;
+	}
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0) {
+		lcp__stats_count(LCP_CTR_CONNECT_FAILURES, 1);
+		backoff_failure();
+		return -ENOTCONN;
+	}
+	memset(&addr, 0, sizeof(addr));
+	addr.sun_family = AF_UNIX;
+	memcpy(addr.sun_path, lcp__cfg.socket_path, sizeof(addr.sun_path) - 1);
+	if (syscall(SYS_connect, fd, (struct sockaddr *)&addr, sizeof(addr)) != 0 || fstat(fd, &st) != 0) {
+		lcp__sys_close(fd);
+		lcp__stats_count(LCP_CTR_CONNECT_FAILURES, 1);
+		backoff_failure();
+		return -ENOTCONN;
+	}
+	c->fd = fd;
+	c->ino = st.st_ino;
+	c->generation = __atomic_load_n(&fork_generation, __ATOMIC_RELAXED);
+	c->tid = gettid();
+	lcp__fdtab_set(fd, LCP_FD_SHIM, LCP_METHOD_UNLEARNED);
+	registry_link(c);
+	if (!c->key_set && thread_key_ok) {
+		pthread_setspecific(thread_key, c);
+		c->key_set = 1;
+	}
+	lcp__stats_count(LCP_CTR_CONNECTS, 1);
+	return 0;
+}
+
+/* Is c->fd still the socket we connected? */
+static int conn_valid(struct conn *c)
+{
+	struct stat st;
+
+	if (c->fd < 0)
+		return 0;
+	if (c->generation != __atomic_load_n(&fork_generation, __ATOMIC_RELAXED)) {
+		/* Inherited through a fork our handler did not see: a copy of the
+		 * parent's socket. Close our copy, never talk on it. */
+		conn_drop(c, 1);
+		return 0;
+	}
+	if (lcp__fd_kind(lcp__fdtab_get(c->fd)) != LCP_FD_SHIM || fstat(c->fd, &st) != 0 ||
+	    !S_ISSOCK(st.st_mode) || (uint64_t)st.st_ino != c->ino) {
+		conn_drop(c, 0);
+		return 0;
+	}
+	return 1;
+}
+
+static void wait_cancelled(void *arg)
+{
+	conn_drop(arg, 1);
+	lcp__guard = 0;
+}
+
+/* poll() for readability; cancellation point, like the call it precedes. */
+static int wait_readable(struct conn *c, int timeout_ms)
+{
+	struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
+	int ready;
+
+	pthread_cleanup_push(wait_cancelled, c);
+	ready = poll(&pfd, 1, timeout_ms);
+	pthread_cleanup_pop(0);
+	if (ready < 0)
+		return -errno;
+	return ready;
+}
+
+/* Close any descriptor a (misbehaving) daemon sent us. Returns how many. */
+static int close_passed_fds(struct msghdr *msg)
+{
+	int count = 0;
+
+	for (struct cmsghdr *cmsg = CMSG_FIRSTHDR(msg); cmsg != NULL; cmsg = CMSG_NXTHDR(msg, cmsg)) {
+		if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS) {
+			size_t n = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			int fds[16];
+
+			if (n > 16)
+				n = 16;
+			memcpy(fds, CMSG_DATA(cmsg), n * sizeof(int));
+			for (size_t i = 0; i < n; i++)
+				lcp__sys_close(fds[i]);
+			count += (int)n;
+		}
+	}
+	return count;
+}
+
+static int send_request(struct conn *c, const struct lcp_request *req, int fd)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} control;
+	struct iovec iov = { .iov_base = (void *)req, .iov_len = sizeof(*req) };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	long sent;
+
+	if (fd >= 0) {
+		struct cmsghdr *cmsg;
+
+		memset(&control, 0, sizeof(control));
+		msg.msg_control = control.buf;
+		msg.msg_controllen = sizeof(control.buf);
+		cmsg = CMSG_FIRSTHDR(&msg);
+		cmsg->cmsg_level = SOL_SOCKET;
+		cmsg->cmsg_type = SCM_RIGHTS;
+		cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
+	}
+	sent = syscall(SYS_sendmsg, c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (sent < 0)
+		return -errno;
+	return sent == (long)sizeof(*req) ? 0 : -EPROTO;
+}
+
+/*
+ * Receive the reply to seq. 0, -ETIMEDOUT, -EPIPE (closed or broken) or -EPROTO.
+ */
+static int receive_reply(struct conn *c, const struct lcp_request *req, struct lcp_reply *reply)
+{
+	uint64_t deadline = lcp__now_ns() + (uint64_t)lcp__cfg.timeout_ms * 1000000u;
+	union {
+		char bytes[LCP_MAX_MESSAGE];
+		struct lcp_reply reply;
+	} buf;
+	union {
+		char buf[CMSG_SPACE(16 * sizeof(int))];
+		struct cmsghdr align;
+	} control;
+
+	for (;;) {
+		uint64_t now = lcp__now_ns();
+		struct iovec iov = { .iov_base = buf.bytes, .iov_len = sizeof(buf.bytes) };
+		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+				      .msg_control = control.buf, .msg_controllen = sizeof(control.buf) };
+		long got;
+		int ready;
+
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		ready = wait_readable(c, (int)((deadline - now + 999999u) / 1000000u));
+		if (ready == -EINTR)
+			continue; /* the handler ran; keep waiting within the bound */
+		if (ready < 0)
+			return -EPIPE;
+		if (ready == 0)
+			continue; /* re-check the deadline */
+		got = syscall(SYS_recvmsg, c->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		if (got < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				continue;
+			return -EPIPE;
+		}
+		if (close_passed_fds(&msg) > 0 || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
+			return -EPROTO;
+		if (got == 0)
+			return -EPIPE;
+		if (got != (long)sizeof(struct lcp_reply) || buf.reply.magic != LCP_REPLY_MAGIC ||
+		    buf.reply.version != LCP_PROTO_VERSION || buf.reply.seq != req->seq ||
+		    buf.reply.op != req->op)
+			return -EPROTO;
+		*reply = buf.reply;
+		return 0;
+	}
+}
+
+int lcp__daemon_request(uint16_t op, int fd, uint64_t off, uint64_t len, uint32_t flags, uint32_t call,
+			struct lcp_reply *reply)
+{
+	struct conn *c = &tls_conn;
+	struct lcp_request req;
+	int err;
+
+	if (c->dead)
+		return -ENOTCONN;
+	if (!conn_valid(c)) {
+		err = conn_open(c);
+		if (err < 0)
+			return err;
+	}
+	memset(&req, 0, sizeof(req));
+	req.magic = LCP_REQUEST_MAGIC;
+	req.version = LCP_PROTO_VERSION;
+	req.op = op;
+	req.flags = flags;
+	req.call = call;
+	req.seq = ++c->seq;
+	req.offset = off;
+	req.length = len;
+	req.tid = (uint32_t)c->tid;
+
+	lcp__stats_count(LCP_CTR_REQUESTS, 1);
+	err = send_request(c, &req, fd);
+	if (err < 0) {
+		conn_fail(c, LCP_CTR_BROKEN);
+		return err == -EPROTO ? -EPROTO : -EPIPE;
+	}
+	err = receive_reply(c, &req, reply);
+	if (err < 0) {
+		conn_fail(c, err == -ETIMEDOUT ? LCP_CTR_TIMEOUTS :
+			     err == -EPROTO ? LCP_CTR_PROTOCOL_ERRORS : LCP_CTR_BROKEN);
+		return err;
+	}
+	backoff_success();
+	lcp__stats_count(op == LCP_OP_CHECK ? LCP_CTR_CHECKS : LCP_CTR_FETCHES, 1);
+	if (reply->status < 0)
+		lcp__stats_count(LCP_CTR_DAEMON_ERRORS, 1);
+	return 0;
+}
+
+static void fork_prepare(void)
+{
+	lcp__guard++;
+	pthread_mutex_lock(&registry_lock);
+}
+
+static void fork_parent(void)
+{
+	pthread_mutex_unlock(&registry_lock);
+	lcp__guard--;
+}
+
+/* The child is single-threaded: close every inherited connection (they are
+ * the parent's sockets) so each thread of the child connects afresh. */
+static void fork_child(void)
+{
+	for (struct conn *c = registry; c != NULL;) {
+		struct conn *next = c->next;
+
+		if (c->fd >= 0) {
+			lcp__fdtab_forget(c->fd);
+			lcp__sys_close(c->fd);
+		}
+		c->fd = -1;
+		c->registered = 0;
+		c->next = c->prev = NULL;
+		c = next;
+	}
+	registry = NULL;
+	pthread_mutex_init(&registry_lock, NULL);
+	__atomic_add_fetch(&fork_generation, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&cached_pid, getpid(), __ATOMIC_RELAXED);
+	__atomic_store_n(&backoff_delay_ms, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&backoff_until_ns, 0, __ATOMIC_RELAXED);
+	lcp__stats_after_fork_child();
+	lcp__guard--;
+}
+
+void lcp__client_init(void)
+{
+	__atomic_store_n(&cached_pid, getpid(), __ATOMIC_RELAXED);
+	if (pthread_key_create(&thread_key, thread_exit) == 0)
+		thread_key_ok = 1;
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+/* Lets prefetch.c arm the thread-exit destructor for its scratch buffer. */
+void lcp__client_arm_thread_exit(void)
+{
+	struct conn *c = &tls_conn;
+
+	if (!c->key_set && thread_key_ok) {
+		pthread_setspecific(thread_key, c);
+		c->key_set = 1;
+	}
+}

@@ -1,0 +1,207 @@
+/*
+ * deception.h - internal interfaces of libdeception.so (the Deception shim).
+ *
+ * The shim is split by concern:
+ *   init.c      configuration from the environment, lazy and constructor-time
+ *               initialisation, resolution of the real libc functions
+ *   fdtab.c     per-fd cache of "is this a regular file" and of which
+ *               residency check works for it
+ *   resident.c  residency checks: cachestat(2), mmap+mincore, or the daemon
+ *   client.c    the per-thread connection to the daemon, request/reply with
+ *               bounded waits, back-off, fork handling
+ *   prefetch.c  in-process prefetch (LIBCEPTION_MODE=prefetch)
+ *   stats.c     counters and latency histograms, JSON at exit
+ *   intercept.c the exported libc entry points and the shared hit/miss logic
+ *
+ * Naming: exported symbols are exactly the libc names we interpose (see
+ * libdeception.map); everything else is hidden and carries the lcp__ prefix
+ * (static helpers carry none). Internal functions return 0 / a value, or
+ * -errno; only the interposed boundary sets errno and returns -1, and it
+ * restores the caller's errno around everything the shim does itself.
+ */
+#ifndef LCP_DECEPTION_H
+#define LCP_DECEPTION_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include <libception/protocol.h>
+
+#define LCP__LIKELY(x) __builtin_expect(!!(x), 1)
+#define LCP__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define LCP__TLS __thread __attribute__((tls_model("initial-exec")))
+
+/* ---- configuration (init.c) ------------------------------------------- */
+
+enum lcp__mode {
+	LCP_MODE_OFF = 0,
+	LCP_MODE_FULL,
+	LCP_MODE_SERIALIZE,
+	LCP_MODE_PREFETCH,
+	LCP_MODE_TRACK,
+};
+
+struct lcp__config {
+	enum lcp__mode mode;
+	char socket_path[108];     /* sun_path size */
+	int timeout_ms;            /* bound on one daemon round trip */
+	uint64_t prefetch;         /* prefetch mode: bytes read ahead */
+	uint64_t max_request;      /* largest range checked/fetched per call */
+	int stats_enabled;         /* counters + histograms maintained */
+	char stats_path[4096];     /* may contain %p */
+	unsigned page_shift;
+};
+
+extern struct lcp__config lcp__cfg;
+
+/* 0 until lcp__init() has completed; read with acquire. */
+extern int lcp__initialised;
+void lcp__init(void);
+const char *lcp__mode_name(enum lcp__mode mode);
+/* Parses "2M", "512K", "1G", "4096", "2MiB". 0 or -EINVAL. */
+int lcp__parse_size(const char *text, uint64_t *out);
+
+/* Re-entrancy guard: non-zero while the shim itself is working on this
+ * thread; interposed calls made meanwhile go straight to libc. */
+extern LCP__TLS int lcp__guard;
+
+/* Resolve a libc symbol with dlsym(RTLD_NEXT), caching it in *slot. */
+void *lcp__resolve(void **slot, const char *name);
+
+/* Resolves every interposed function's libc counterpart (intercept.c). */
+void lcp__resolve_interposed(void);
+
+/* Real functions the shim itself uses (resolved in init, lazily otherwise). */
+ssize_t lcp__real_pread(int fd, void *buf, size_t count, off_t offset);
+void *lcp__real_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
+int lcp__real_open(const char *path, int flags, mode_t mode);
+int lcp__sys_close(int fd);
+
+/* ---- fd table (fdtab.c) ----------------------------------------------- */
+
+enum lcp__fd_kind {
+	LCP_FD_UNKNOWN = 0, /* not looked at since open/close: fstat needed */
+	LCP_FD_REGULAR = 1,
+	LCP_FD_OTHER = 2,   /* socket, pipe, device, directory...: libc only */
+	LCP_FD_SHIM = 3,    /* one of the shim's own daemon connections */
+};
+
+enum lcp__method {
+	LCP_METHOD_UNLEARNED = 0,
+	LCP_METHOD_CACHESTAT = 1,
+	LCP_METHOD_MINCORE = 2,
+	LCP_METHOD_DAEMON = 3, /* local checks cannot be trusted for this file */
+};
+
+#define LCP_FDTAB_SIZE 65536
+
+uint32_t lcp__fdtab_get(int fd);
+void lcp__fdtab_set(int fd, enum lcp__fd_kind kind, enum lcp__method method);
+void lcp__fdtab_forget(int fd);
+/* Last window prefetched in-process for fd (prefetch mode, untrusted
+ * residency): lets later calls inside it skip a second prefetch. */
+int lcp__fdtab_in_window(int fd, uint64_t off, uint64_t len);
+void lcp__fdtab_set_window(int fd, uint64_t start, uint64_t end);
+
+static inline enum lcp__fd_kind lcp__fd_kind(uint32_t state) { return (enum lcp__fd_kind)(state & 3u); }
+static inline enum lcp__method lcp__fd_method(uint32_t state) { return (enum lcp__method)((state >> 2) & 3u); }
+
+/* ---- residency (resident.c) ------------------------------------------- */
+
+enum lcp__residency {
+	LCP_RES_HIT = 0,
+	LCP_RES_MISS = 1,
+	LCP_RES_UNKNOWN = 2, /* no trustworthy local check, daemon not asked */
+};
+
+/*
+ * Facts about the file behind an fd, filled lazily (fstat) by the checks so
+ * that one call never fstats twice.
+ */
+struct lcp__file {
+	int fd;
+	int have_stat;
+	uint64_t size;
+	uid_t uid;
+	uint64_t ino, dev;
+};
+
+int lcp__file_stat(struct lcp__file *file);
+
+/*
+ * Local residency check of [off, off+len) (len > 0, already bounded). Picks and
+ * caches the method for the fd. Returns enum lcp__residency; LCP_RES_UNKNOWN
+ * means the caller must ask the daemon (*method_out = LCP_METHOD_DAEMON).
+ * -errno when the fd turned out not to be a regular file or vanished.
+ */
+int lcp__check_local(struct lcp__file *file, uint64_t off, uint64_t len, enum lcp__method *method_out);
+
+/* ---- daemon client (client.c) ----------------------------------------- */
+
+/*
+ * One request/reply with the daemon on this thread's connection, bounded by
+ * lcp__cfg.timeout_ms. 0 with *reply filled (reply->status may be negative),
+ * or -ENOTCONN (no daemon / backing off), -ETIMEDOUT, -EPROTO, -EPIPE...
+ */
+int lcp__daemon_request(uint16_t op, int fd, uint64_t off, uint64_t len, uint32_t flags,
+			uint32_t call, struct lcp_reply *reply);
+void lcp__client_init(void);
+/* Make sure this thread's exit runs the shim's per-thread cleanup. */
+void lcp__client_arm_thread_exit(void);
+/* Process id, cached (refreshed in fork children). */
+pid_t lcp__pid(void);
+
+/* ---- prefetch mode (prefetch.c) --------------------------------------- */
+
+/* Reads [off, off+max(len, prefetch)) clamped to size into a scratch buffer. */
+int64_t lcp__prefetch_range(int fd, uint64_t off, uint64_t len, uint64_t size);
+void lcp__prefetch_thread_exit(void);
+
+/* ---- statistics (stats.c) --------------------------------------------- */
+
+enum lcp__fn {
+	LCP_FN_OPEN, LCP_FN_OPEN64, LCP_FN_OPENAT, LCP_FN_OPENAT64,
+	LCP_FN_OPEN_2, LCP_FN_OPEN64_2, LCP_FN_OPENAT_2, LCP_FN_OPENAT64_2,
+	LCP_FN_CLOSE,
+	LCP_FN_READ, LCP_FN_READ_CHK, LCP_FN_PREAD, LCP_FN_PREAD64, LCP_FN_PREAD_CHK, LCP_FN_PREAD64_CHK,
+	LCP_FN_READV, LCP_FN_PREADV, LCP_FN_PREADV64, LCP_FN_PREADV2, LCP_FN_PREADV64V2,
+	LCP_FN_SENDFILE, LCP_FN_SENDFILE64,
+	LCP_FN_MMAP, LCP_FN_MMAP64,
+	LCP_FN_FORK,
+	LCP_FN_COUNT
+};
+
+enum lcp__counter {
+	LCP_CTR_CONNECTS,          /* connections established */
+	LCP_CTR_CONNECT_FAILURES,  /* connect attempts that failed */
+	LCP_CTR_BACKOFF_SKIPS,     /* requests not sent: backing off */
+	LCP_CTR_REQUESTS,          /* requests sent */
+	LCP_CTR_FETCHES,           /* FETCH requests answered */
+	LCP_CTR_CHECKS,            /* CHECK requests answered */
+	LCP_CTR_DAEMON_ERRORS,     /* replies with negative status */
+	LCP_CTR_TIMEOUTS,          /* no reply within the bound */
+	LCP_CTR_PROTOCOL_ERRORS,   /* garbage, wrong seq, truncated, stray fds */
+	LCP_CTR_BROKEN,            /* send/recv failures, daemon closed */
+	LCP_CTR_CHECK_CACHESTAT,   /* residency answered by cachestat */
+	LCP_CTR_CHECK_MINCORE,     /* ... by mmap+mincore */
+	LCP_CTR_CHECK_DAEMON,      /* ... by the daemon */
+	LCP_CTR_CHECK_UNKNOWN,     /* nobody could answer */
+	LCP_CTR_PREFETCH_CALLS,    /* in-process prefetches */
+	LCP_CTR_PREFETCH_BYTES,
+	LCP_CTR_COUNT
+};
+
+struct lcp__timer {
+	uint64_t start_ns;
+};
+
+void lcp__stats_call(enum lcp__fn fn, const struct lcp__timer *timer, int64_t ret,
+		     int residency /* enum lcp__residency or -1 */);
+void lcp__stats_count(enum lcp__counter counter, uint64_t n);
+uint64_t lcp__now_ns(void);
+void lcp__stats_after_fork_child(void);
+void lcp__stats_write(void);
+const char *lcp__fn_name(enum lcp__fn fn);
+
+#endif /* LCP_DECEPTION_H */

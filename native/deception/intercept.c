@@ -1,0 +1,740 @@
+/*
+ * intercept.c - the libc entry points libdeception.so exports, and the one
+ * piece of logic they share: "before the real call, make sure the range is in
+ * the page cache".
+ *
+ * Every read-like wrapper follows the same shape:
+ *
+ *   enter()         re-entrancy guard, lazy init, mode off -> straight to libc
+ *   before_range()  fd kind from the table (fstat once per fd); sockets, pipes,
+ *                   devices leave here. Offset (lseek for read/readv/NULL
+ *                   sendfile offsets), length bounded by LIBCEPTION_MAX_REQUEST,
+ *                   residency check, and on a miss: FETCH from the daemon
+ *                   (full, serialize), in-process pread (prefetch) or nothing
+ *                   (track). Restores errno.
+ *   real call       exactly the arguments given; its return value and errno
+ *                   are what the application sees.
+ *   leave()         statistics (when enabled), preserving errno.
+ *
+ * The guard covers only the shim's own work, not the real call, so a thread
+ * cancelled inside a blocking real read leaves nothing behind, and a signal
+ * handler that reads during the shim's own work goes straight to libc.
+ *
+ * User memory the kernel would validate (iovec arrays, sendfile's offset
+ * pointer) is never dereferenced blindly: a bad pointer must give the
+ * application EFAULT from libc, not a crash in the shim. Memory in the live
+ * part of the calling thread's stack is known to be mapped and is read
+ * directly; anything else is read with process_vm_readv.
+ *
+ * Real functions are found with dlsym(RTLD_NEXT) in the constructor and, for
+ * calls that come earlier, on first use. A symbol libc lacks makes the
+ * wrapper fail with ENOSYS, as a missing syscall would.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <string.h>
+#include <stdarg.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/uio.h>
+
+#include "deception.h"
+
+#define LCP_EXPORT __attribute__((visibility("default")))
+
+#ifndef __OPEN_NEEDS_MODE
+#define __OPEN_NEEDS_MODE(flags) (((flags) & O_CREAT) != 0 || ((flags) & O_TMPFILE) == O_TMPFILE)
+#endif
+
+/* Fortified entry points (declared by glibc only under _FORTIFY_SOURCE). */
+int __open_2(const char *path, int flags);
+int __open64_2(const char *path, int flags);
+int __openat_2(int dirfd, const char *path, int flags);
+int __openat64_2(int dirfd, const char *path, int flags);
+ssize_t __read_chk(int fd, void *buf, size_t nbytes, size_t buflen);
+ssize_t __pread_chk(int fd, void *buf, size_t nbytes, off_t offset, size_t buflen);
+ssize_t __pread64_chk(int fd, void *buf, size_t nbytes, off64_t offset, size_t buflen);
+
+#define INTERPOSED(X) \
+	X(open) X(open64) X(openat) X(openat64) X(__open_2) X(__open64_2) X(__openat_2) \
+	X(__openat64_2) X(close) X(read) X(__read_chk) X(pread) X(pread64) X(__pread_chk) \
+	X(__pread64_chk) X(readv) X(preadv) X(preadv64) X(preadv2) X(preadv64v2) X(sendfile) \
+	X(sendfile64) X(mmap) X(mmap64) X(fork)
+
+#define DECLARE_SLOT(name) static void *real_##name;
+INTERPOSED(DECLARE_SLOT)
+#undef DECLARE_SLOT
+
+#define REAL(name) ((__typeof__(&name))lcp__resolve(&real_##name, #name))
+
+void lcp__resolve_interposed(void)
+{
+#define RESOLVE(name) (void)lcp__resolve(&real_##name, #name);
+	INTERPOSED(RESOLVE)
+#undef RESOLVE
+}
+
+static long enosys(void)
+{
+	errno = ENOSYS;
+	return -1;
+}
+
+/* ---- the shared path -------------------------------------------------- */
+
+struct call {
+	enum lcp__fn fn;
+	int saved_errno;
+	int residency; /* enum lcp__residency, or -1 when not checked */
+	int stats;
+	struct lcp__timer timer;
+};
+
+/* 1: the shim takes part in this call (guard held); 0: straight to libc. */
+static inline int enter(struct call *c, enum lcp__fn fn)
+{
+	if (LCP__UNLIKELY(lcp__guard != 0))
+		return 0;
+	if (LCP__UNLIKELY(!__atomic_load_n(&lcp__initialised, __ATOMIC_ACQUIRE))) {
+		lcp__init();
+		if (!__atomic_load_n(&lcp__initialised, __ATOMIC_ACQUIRE))
+			return 0;
+	}
+	if (lcp__cfg.mode == LCP_MODE_OFF)
+		return 0;
+	lcp__guard++;
+	c->fn = fn;
+	c->saved_errno = errno;
+	c->residency = -1;
+	c->stats = lcp__cfg.stats_enabled;
+	if (c->stats)
+		c->timer.start_ns = lcp__now_ns();
+	return 1;
+}
+
+/* End of the shim's own work: release the guard, give errno back. */
+static inline void settle(struct call *c)
+{
+	lcp__guard--;
+	errno = c->saved_errno;
+}
+
+static inline void leave(struct call *c, int64_t ret)
+{
+	if (c->stats) {
+		int saved = errno;
+
+		lcp__stats_call(c->fn, &c->timer, ret, c->residency);
+		errno = saved;
+	}
+}
+
+/* Bounds of this thread's stack: 1 known, -1 unknown, 0 not looked yet. */
+static LCP__TLS int stack_state;
+static LCP__TLS uintptr_t stack_low, stack_high;
+
+/*
+ * Is [p, p+n) in the live part of this thread's stack (between our own frame
+ * and the stack's top)? Such memory is mapped, so it can be read directly.
+ * Servers pass sendfile offsets and iovec arrays that live in their own stack
+ * frames, so this spares the hit path a process_vm_readv (several
+ * microseconds). Off the thread's stack (sigaltstack), the answer is no.
+ */
+static int on_live_stack(const void *p, size_t n)
+{
+	uintptr_t here = (uintptr_t)__builtin_frame_address(0), a = (uintptr_t)p;
+
+	if (LCP__UNLIKELY(stack_state == 0)) {
+		pthread_attr_t attr;
+		void *addr;
+		size_t size;
+
+		stack_state = -1;
+		if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+			if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+				stack_low = (uintptr_t)addr;
+				stack_high = (uintptr_t)addr + size;
+				stack_state = 1;
+			}
+			pthread_attr_destroy(&attr);
+		}
+	}
+	return stack_state == 1 && here >= stack_low && here < stack_high && a >= here && a + n >= a &&
+	       a + n <= stack_high;
+}
+
+/* Read n bytes of the caller's memory at src without trusting the pointer. */
+static int read_user(void *dst, const void *src, size_t n)
+{
+	if (on_live_stack(src, n)) {
+		memcpy(dst, src, n);
+		return 0;
+	}
+	struct iovec local = { .iov_base = dst, .iov_len = n };
+	struct iovec remote = { .iov_base = (void *)src, .iov_len = n };
+	ssize_t got = process_vm_readv(lcp__pid(), &local, 1, &remote, 1, 0);
+
+	if (got < 0)
+		return -errno;
+	return (size_t)got == n ? 0 : -EFAULT;
+}
+
+/* Total length of an iovec array, or -errno if libc will refuse it anyway. */
+static int64_t iov_total(const struct iovec *iov, int iovcnt)
+{
+	struct iovec chunk[32];
+	uint64_t total = 0;
+
+	if (iovcnt <= 0 || iovcnt > IOV_MAX)
+		return -EINVAL;
+	for (int done = 0; done < iovcnt;) {
+		int n = iovcnt - done < 32 ? iovcnt - done : 32;
+		int err = read_user(chunk, iov + done, (size_t)n * sizeof(struct iovec));
+
+		if (err < 0)
+			return err;
+		for (int i = 0; i < n; i++) {
+			if ((ssize_t)chunk[i].iov_len < 0)
+				return -EINVAL;
+			total += chunk[i].iov_len;
+			if (total > (uint64_t)SSIZE_MAX)
+				return -EINVAL;
+		}
+		done += n;
+	}
+	return (int64_t)total;
+}
+
+static int ask_daemon(struct lcp__file *file, uint16_t op, uint64_t off, uint64_t len, uint32_t call_kind,
+		      int local_verdict)
+{
+	struct lcp_reply reply;
+	uint32_t flags = (op == LCP_OP_FETCH && lcp__cfg.mode == LCP_MODE_SERIALIZE) ? LCP_REQ_NO_PREFETCH : 0;
+
+	if (lcp__daemon_request(op, file->fd, off, len, flags, call_kind, &reply) < 0)
+		return local_verdict;
+	if (reply.status < 0) {
+		/* The daemon refused the fd: if it is no longer a regular file,
+		 * fstat records that so we stop asking. */
+		file->have_stat = 0;
+		(void)lcp__file_stat(file);
+		return local_verdict;
+	}
+	if (local_verdict == LCP_RES_UNKNOWN) {
+		lcp__stats_count(LCP_CTR_CHECK_DAEMON, 1);
+		return (reply.flags & LCP_REP_RESIDENT) ? LCP_RES_HIT : LCP_RES_MISS;
+	}
+	return local_verdict;
+}
+
+static int prefetch_in_process(struct lcp__file *file, uint64_t off, uint64_t len)
+{
+	if (lcp__file_stat(file) < 0)
+		return -1;
+	return lcp__prefetch_range(file->fd, off, len, file->size) < 0 ? -1 : 0;
+}
+
+/*
+ * Make [off, off+len) of fd resident if it is a regular file (see the top of
+ * the file). have_offset == 0 means "at the current file position".
+ */
+static void before_range(struct call *c, int fd, int have_offset, int64_t off, uint64_t len, uint32_t call_kind)
+{
+	uint32_t state = lcp__fdtab_get(fd);
+	struct lcp__file file = { .fd = fd };
+	enum lcp__method method = LCP_METHOD_UNLEARNED;
+	int verdict;
+
+	switch (lcp__fd_kind(state)) {
+	case LCP_FD_OTHER:
+	case LCP_FD_SHIM:
+		return;
+	case LCP_FD_UNKNOWN:
+		if (fd < 0 || lcp__file_stat(&file) < 0)
+			return; /* bad fd or not a regular file: libc answers */
+		lcp__fdtab_set(fd, LCP_FD_REGULAR, LCP_METHOD_UNLEARNED);
+		break;
+	case LCP_FD_REGULAR:
+		break;
+	}
+	if (!have_offset) {
+		off = lseek(fd, 0, SEEK_CUR);
+		if (off < 0)
+			return;
+	}
+	if (off < 0 || len == 0)
+		return;
+	if (len > lcp__cfg.max_request)
+		len = lcp__cfg.max_request;
+
+	verdict = lcp__check_local(&file, (uint64_t)off, len, &method);
+	if (verdict < 0)
+		return;
+	if (method == LCP_METHOD_CACHESTAT)
+		lcp__stats_count(LCP_CTR_CHECK_CACHESTAT, 1);
+	else if (method == LCP_METHOD_MINCORE)
+		lcp__stats_count(LCP_CTR_CHECK_MINCORE, 1);
+
+	switch (lcp__cfg.mode) {
+	case LCP_MODE_FULL:
+	case LCP_MODE_SERIALIZE:
+		/* FETCH answers at once when resident: one round trip either way. */
+		if (verdict != LCP_RES_HIT)
+			verdict = ask_daemon(&file, LCP_OP_FETCH, (uint64_t)off, len, call_kind, verdict);
+		break;
+	case LCP_MODE_TRACK:
+		if (verdict == LCP_RES_UNKNOWN)
+			verdict = ask_daemon(&file, LCP_OP_CHECK, (uint64_t)off, len, call_kind, verdict);
+		break;
+	case LCP_MODE_PREFETCH:
+		if (verdict == LCP_RES_MISS ||
+		    (verdict == LCP_RES_UNKNOWN && !lcp__fdtab_in_window(fd, (uint64_t)off, len)))
+			(void)prefetch_in_process(&file, (uint64_t)off, len);
+		break;
+	case LCP_MODE_OFF:
+		break;
+	}
+	if (verdict == LCP_RES_UNKNOWN)
+		lcp__stats_count(LCP_CTR_CHECK_UNKNOWN, 1);
+	c->residency = verdict;
+}
+
+/* ---- open family: only keep the fd table honest ------------------------ */
+
+static inline int open_result(struct call *c, int active, int ret)
+{
+	if (ret >= 0)
+		lcp__fdtab_forget(ret);
+	if (active)
+		leave(c, ret < 0 ? -1 : 0);
+	return ret;
+}
+
+#define OPEN_MODE(flags, mode)                                 \
+	do {                                                   \
+		if (__OPEN_NEEDS_MODE(flags)) {                \
+			va_list ap;                            \
+			va_start(ap, flags);                   \
+			mode = va_arg(ap, mode_t);             \
+			va_end(ap);                            \
+		}                                              \
+	} while (0)
+
+LCP_EXPORT int open(const char *path, int flags, ...)
+{
+	int (*real)(const char *, int, ...) = REAL(open);
+	mode_t mode = 0;
+	struct call c;
+	int active, ret;
+
+	OPEN_MODE(flags, mode);
+	if (real == NULL)
+		return (int)enosys();
+	active = enter(&c, LCP_FN_OPEN);
+	if (active)
+		settle(&c);
+	ret = real(path, flags, mode);
+	return open_result(&c, active, ret);
+}
+
+LCP_EXPORT int open64(const char *path, int flags, ...)
+{
+	int (*real)(const char *, int, ...) = REAL(open64);
+	mode_t mode = 0;
+	struct call c;
+	int active, ret;
+
+	OPEN_MODE(flags, mode);
+	if (real == NULL)
+		return (int)enosys();
+	active = enter(&c, LCP_FN_OPEN64);
+	if (active)
+		settle(&c);
+	ret = real(path, flags, mode);
+	return open_result(&c, active, ret);
+}
+
+LCP_EXPORT int openat(int dirfd, const char *path, int flags, ...)
+{
+	int (*real)(int, const char *, int, ...) = REAL(openat);
+	mode_t mode = 0;
+	struct call c;
+	int active, ret;
+
+	OPEN_MODE(flags, mode);
+	if (real == NULL)
+		return (int)enosys();
+	active = enter(&c, LCP_FN_OPENAT);
+	if (active)
+		settle(&c);
+	ret = real(dirfd, path, flags, mode);
+	return open_result(&c, active, ret);
+}
+
+LCP_EXPORT int openat64(int dirfd, const char *path, int flags, ...)
+{
+	int (*real)(int, const char *, int, ...) = REAL(openat64);
+	mode_t mode = 0;
+	struct call c;
+	int active, ret;
+
+	OPEN_MODE(flags, mode);
+	if (real == NULL)
+		return (int)enosys();
+	active = enter(&c, LCP_FN_OPENAT64);
+	if (active)
+		settle(&c);
+	ret = real(dirfd, path, flags, mode);
+	return open_result(&c, active, ret);
+}
+
+LCP_EXPORT int __open_2(const char *path, int flags)
+{
+	int (*real)(const char *, int) = REAL(__open_2);
+	struct call c;
+	int active, ret;
+
+	if (real == NULL)
+		return (int)enosys();
+	active = enter(&c, LCP_FN_OPEN_2);
+	if (active)
+		settle(&c);
+	ret = real(path, flags);
+	return open_result(&c, active, ret);
+}
+
+LCP_EXPORT int __open64_2(const char *path, int flags)
+{
+	int (*real)(const char *, int) = REAL(__open64_2);
+	struct call c;
+	int active, ret;
+
+	if (real == NULL)
+		return (int)enosys();
+	active = enter(&c, LCP_FN_OPEN64_2);
+	if (active)
+		settle(&c);
+	ret = real(path, flags);
+	return open_result(&c, active, ret);
+}
+
+LCP_EXPORT int __openat_2(int dirfd, const char *path, int flags)
+{
+	int (*real)(int, const char *, int) = REAL(__openat_2);
+	struct call c;
+	int active, ret;
+
+	if (real == NULL)
+		return (int)enosys();
+	active = enter(&c, LCP_FN_OPENAT_2);
+	if (active)
+		settle(&c);
+	ret = real(dirfd, path, flags);
+	return open_result(&c, active, ret);
+}
+
+LCP_EXPORT int __openat64_2(int dirfd, const char *path, int flags)
+{
+	int (*real)(int, const char *, int) = REAL(__openat64_2);
+	struct call c;
+	int active, ret;
+
+	if (real == NULL)
+		return (int)enosys();
+	active = enter(&c, LCP_FN_OPENAT64_2);
+	if (active)
+		settle(&c);
+	ret = real(dirfd, path, flags);
+	return open_result(&c, active, ret);
+}
+
+LCP_EXPORT int close(int fd)
+{
+	int (*real)(int) = REAL(close);
+	struct call c;
+	int active, ret;
+
+	if (real == NULL)
+		return (int)enosys();
+	active = enter(&c, LCP_FN_CLOSE);
+	if (active)
+		settle(&c);
+	ret = real(fd);
+	/* After the close: a concurrent open of the same number resets it too. */
+	lcp__fdtab_forget(fd);
+	if (active)
+		leave(&c, ret);
+	return ret;
+}
+
+/* ---- reads ------------------------------------------------------------ */
+
+LCP_EXPORT ssize_t read(int fd, void *buf, size_t count)
+{
+	ssize_t (*real)(int, void *, size_t) = REAL(read);
+	struct call c;
+	ssize_t ret;
+
+	if (real == NULL)
+		return enosys();
+	if (!enter(&c, LCP_FN_READ))
+		return real(fd, buf, count);
+	before_range(&c, fd, 0, 0, count, LCP_CALL_READ);
+	settle(&c);
+	ret = real(fd, buf, count);
+	leave(&c, ret);
+	return ret;
+}
+
+LCP_EXPORT ssize_t __read_chk(int fd, void *buf, size_t nbytes, size_t buflen)
+{
+	ssize_t (*real)(int, void *, size_t, size_t) = REAL(__read_chk);
+	struct call c;
+	ssize_t ret;
+
+	if (real == NULL)
+		return enosys();
+	if (nbytes > buflen || !enter(&c, LCP_FN_READ_CHK))
+		return real(fd, buf, nbytes, buflen); /* overflow: libc aborts */
+	before_range(&c, fd, 0, 0, nbytes, LCP_CALL_READ);
+	settle(&c);
+	ret = real(fd, buf, nbytes, buflen);
+	leave(&c, ret);
+	return ret;
+}
+
+static ssize_t pread_common(ssize_t (*real)(int, void *, size_t, off_t), enum lcp__fn fn, int fd, void *buf,
+			    size_t count, off_t offset)
+{
+	struct call c;
+	ssize_t ret;
+
+	if (real == NULL)
+		return enosys();
+	if (!enter(&c, fn))
+		return real(fd, buf, count, offset);
+	before_range(&c, fd, 1, offset, count, LCP_CALL_READ);
+	settle(&c);
+	ret = real(fd, buf, count, offset);
+	leave(&c, ret);
+	return ret;
+}
+
+LCP_EXPORT ssize_t pread(int fd, void *buf, size_t count, off_t offset)
+{
+	return pread_common(REAL(pread), LCP_FN_PREAD, fd, buf, count, offset);
+}
+
+LCP_EXPORT ssize_t pread64(int fd, void *buf, size_t count, off64_t offset)
+{
+	return pread_common(REAL(pread64), LCP_FN_PREAD64, fd, buf, count, offset);
+}
+
+static ssize_t pread_chk_common(ssize_t (*real)(int, void *, size_t, off_t, size_t), enum lcp__fn fn, int fd,
+				void *buf, size_t nbytes, off_t offset, size_t buflen)
+{
+	struct call c;
+	ssize_t ret;
+
+	if (real == NULL)
+		return enosys();
+	if (nbytes > buflen || !enter(&c, fn))
+		return real(fd, buf, nbytes, offset, buflen);
+	before_range(&c, fd, 1, offset, nbytes, LCP_CALL_READ);
+	settle(&c);
+	ret = real(fd, buf, nbytes, offset, buflen);
+	leave(&c, ret);
+	return ret;
+}
+
+LCP_EXPORT ssize_t __pread_chk(int fd, void *buf, size_t nbytes, off_t offset, size_t buflen)
+{
+	return pread_chk_common(REAL(__pread_chk), LCP_FN_PREAD_CHK, fd, buf, nbytes, offset, buflen);
+}
+
+LCP_EXPORT ssize_t __pread64_chk(int fd, void *buf, size_t nbytes, off64_t offset, size_t buflen)
+{
+	return pread_chk_common(REAL(__pread64_chk), LCP_FN_PREAD64_CHK, fd, buf, nbytes, offset, buflen);
+}
+
+/* The iovec array is only read once the fd is known to be a regular file. */
+static void before_vector(struct call *c, int fd, int have_offset, int64_t offset, const struct iovec *iov,
+			  int iovcnt)
+{
+	int64_t total;
+
+	if (lcp__fd_kind(lcp__fdtab_get(fd)) >= LCP_FD_OTHER || fd < 0)
+		return;
+	if (have_offset && offset < 0)
+		return;
+	total = iov_total(iov, iovcnt);
+	if (total <= 0)
+		return;
+	before_range(c, fd, have_offset, offset, (uint64_t)total, LCP_CALL_READ);
+}
+
+LCP_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
+{
+	ssize_t (*real)(int, const struct iovec *, int) = REAL(readv);
+	struct call c;
+	ssize_t ret;
+
+	if (real == NULL)
+		return enosys();
+	if (!enter(&c, LCP_FN_READV))
+		return real(fd, iov, iovcnt);
+	before_vector(&c, fd, 0, 0, iov, iovcnt);
+	settle(&c);
+	ret = real(fd, iov, iovcnt);
+	leave(&c, ret);
+	return ret;
+}
+
+static ssize_t preadv_common(ssize_t (*real)(int, const struct iovec *, int, off_t), enum lcp__fn fn, int fd,
+			     const struct iovec *iov, int iovcnt, off_t offset)
+{
+	struct call c;
+	ssize_t ret;
+
+	if (real == NULL)
+		return enosys();
+	if (!enter(&c, fn))
+		return real(fd, iov, iovcnt, offset);
+	before_vector(&c, fd, 1, offset, iov, iovcnt);
+	settle(&c);
+	ret = real(fd, iov, iovcnt, offset);
+	leave(&c, ret);
+	return ret;
+}
+
+LCP_EXPORT ssize_t preadv(int fd, const struct iovec *iov, int iovcnt, off_t offset)
+{
+	return preadv_common(REAL(preadv), LCP_FN_PREADV, fd, iov, iovcnt, offset);
+}
+
+LCP_EXPORT ssize_t preadv64(int fd, const struct iovec *iov, int iovcnt, off64_t offset)
+{
+	return preadv_common(REAL(preadv64), LCP_FN_PREADV64, fd, iov, iovcnt, offset);
+}
+
+static ssize_t preadv2_common(ssize_t (*real)(int, const struct iovec *, int, off_t, int), enum lcp__fn fn,
+			      int fd, const struct iovec *iov, int iovcnt, off_t offset, int flags)
+{
+	struct call c;
+	ssize_t ret;
+
+	if (real == NULL)
+		return enosys();
+	if (!enter(&c, fn))
+		return real(fd, iov, iovcnt, offset, flags);
+	/* RWF_NOWAIT asks never to block: the shim must not block either. Only
+	 * RWF_HIPRI is harmless; other flags go untouched to libc. */
+	if ((flags & ~RWF_HIPRI) == 0)
+		before_vector(&c, fd, offset != -1, offset, iov, iovcnt);
+	settle(&c);
+	ret = real(fd, iov, iovcnt, offset, flags);
+	leave(&c, ret);
+	return ret;
+}
+
+LCP_EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int iovcnt, off_t offset, int flags)
+{
+	return preadv2_common(REAL(preadv2), LCP_FN_PREADV2, fd, iov, iovcnt, offset, flags);
+}
+
+LCP_EXPORT ssize_t preadv64v2(int fd, const struct iovec *iov, int iovcnt, off64_t offset, int flags)
+{
+	return preadv2_common(REAL(preadv64v2), LCP_FN_PREADV64V2, fd, iov, iovcnt, offset, flags);
+}
+
+/* ---- sendfile --------------------------------------------------------- */
+
+static ssize_t sendfile_common(ssize_t (*real)(int, int, off_t *, size_t), enum lcp__fn fn, int out_fd,
+			       int in_fd, off_t *offset, size_t count)
+{
+	struct call c;
+	ssize_t ret;
+
+	if (real == NULL)
+		return enosys();
+	if (!enter(&c, fn))
+		return real(out_fd, in_fd, offset, count);
+	if (lcp__fd_kind(lcp__fdtab_get(in_fd)) < LCP_FD_OTHER && in_fd >= 0) {
+		if (offset == NULL) {
+			before_range(&c, in_fd, 0, 0, count, LCP_CALL_SENDFILE);
+		} else {
+			off_t start;
+
+			if (read_user(&start, offset, sizeof(start)) == 0)
+				before_range(&c, in_fd, 1, start, count, LCP_CALL_SENDFILE);
+		}
+	}
+	settle(&c);
+	ret = real(out_fd, in_fd, offset, count);
+	leave(&c, ret);
+	return ret;
+}
+
+LCP_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
+{
+	return sendfile_common(REAL(sendfile), LCP_FN_SENDFILE, out_fd, in_fd, offset, count);
+}
+
+LCP_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset, size_t count)
+{
+	return sendfile_common(REAL(sendfile64), LCP_FN_SENDFILE64, out_fd, in_fd, offset, count);
+}
+
+/* ---- mmap of regular files: prefetch the mapped window ------------------ */
+
+static void *mmap_common(void *(*real)(void *, size_t, int, int, int, off_t), enum lcp__fn fn, void *addr,
+			 size_t length, int prot, int flags, int fd, off_t offset)
+{
+	struct call c;
+	void *ret;
+
+	if (real == NULL)
+		return (void *)enosys();
+	/* Anonymous memory (malloc, stacks, sanitizers) leaves at once. */
+	if ((flags & MAP_ANONYMOUS) || fd < 0 || (prot & (PROT_READ | PROT_EXEC)) == 0 || !enter(&c, fn))
+		return real(addr, length, prot, flags, fd, offset);
+	before_range(&c, fd, 1, offset, length, LCP_CALL_MMAP);
+	settle(&c);
+	ret = real(addr, length, prot, flags, fd, offset);
+	leave(&c, ret == MAP_FAILED ? -1 : (int64_t)length);
+	return ret;
+}
+
+LCP_EXPORT void *mmap(void *addr, size_t length, int prot, int flags, int fd, off_t offset)
+{
+	return mmap_common(REAL(mmap), LCP_FN_MMAP, addr, length, prot, flags, fd, offset);
+}
+
+LCP_EXPORT void *mmap64(void *addr, size_t length, int prot, int flags, int fd, off64_t offset)
+{
+	return mmap_common(REAL(mmap64), LCP_FN_MMAP64, addr, length, prot, flags, fd, offset);
+}
+
+/* ---- fork: the atfork handlers (client.c) give the child its own state --- */
+
+LCP_EXPORT pid_t fork(void)
+{
+	pid_t (*real)(void) = REAL(fork);
+	struct call c;
+	int active;
+	pid_t pid;
+
+	if (real == NULL)
+		return (pid_t)enosys();
+	active = enter(&c, LCP_FN_FORK);
+	if (active)
+		settle(&c);
+	pid = real();
+	if (active && pid != 0)
+		leave(&c, pid < 0 ? -1 : 0); /* counted by the parent only */
+	return pid;
+}

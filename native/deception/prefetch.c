@@ -1,0 +1,68 @@
+/*
+ * prefetch.c - LIBCEPTION_MODE=prefetch: read ahead in-process, no daemon.
+ *
+ * On a miss the calling thread itself preads the window [offset, offset +
+ * max(length, LIBCEPTION_PREFETCH)), clamped to end of file, into a per-thread
+ * scratch buffer and throws the bytes away: what matters is that the page
+ * cache now holds them, so the real call that follows does not block on disk.
+ * This is the "prefetching without serialization" configuration of the paper:
+ * reads are long, but every thread issues its own.
+ *
+ * pread (never read) so the application's file offset is untouched. The
+ * scratch buffer is an anonymous mapping of SCRATCH_BYTES made on first use and
+ * unmapped when the thread exits; longer windows are read in several chunks.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sys/mman.h>
+
+#include "deception.h"
+
+#define SCRATCH_BYTES (1u << 20)
+
+static LCP__TLS char *scratch;
+
+int64_t lcp__prefetch_range(int fd, uint64_t off, uint64_t len, uint64_t size)
+{
+	uint64_t end, pos;
+
+	if (off >= size)
+		return 0;
+	end = off + (len > lcp__cfg.prefetch ? len : lcp__cfg.prefetch);
+	if (end > size || end < off)
+		end = size;
+	if (scratch == NULL) {
+		void *buf = lcp__real_mmap(NULL, SCRATCH_BYTES, PROT_READ | PROT_WRITE,
+					   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (buf == MAP_FAILED)
+			return -errno;
+		scratch = buf;
+		lcp__client_arm_thread_exit();
+	}
+	for (pos = off; pos < end;) {
+		uint64_t want = end - pos < SCRATCH_BYTES ? end - pos : SCRATCH_BYTES;
+		ssize_t got = lcp__real_pread(fd, scratch, (size_t)want, (off_t)pos);
+
+		if (got < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (got == 0)
+			break;
+		pos += (uint64_t)got;
+	}
+	lcp__stats_count(LCP_CTR_PREFETCH_CALLS, 1);
+	lcp__stats_count(LCP_CTR_PREFETCH_BYTES, pos - off);
+	lcp__fdtab_set_window(fd, off, pos);
+	return (int64_t)(pos - off);
+}
+
+void lcp__prefetch_thread_exit(void)
+{
+	if (scratch != NULL) {
+		munmap(scratch, SCRATCH_BYTES);
+		scratch = NULL;
+	}
+}

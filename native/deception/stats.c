@@ -1,0 +1,266 @@
+/*
+ * stats.c - what the shim saw: counters per interposed function, latency
+ * histograms, daemon conversation counters; written as JSON at exit.
+ *
+ * Maintained only when statistics are on (LIBCEPTION_STATS set, or track
+ * mode), so the hit path of the other modes pays nothing. All counters are
+ * relaxed atomics in static storage: no allocation, no locks, safe in any
+ * thread. Latency is measured around the whole interposed call (shim work +
+ * real call: what the application waited) with CLOCK_MONOTONIC (vDSO, no
+ * syscall) and binned by powers of two: bucket b counts calls that took
+ * [2^b, 2^(b+1)) ns (bucket 0 also holds 0 ns).
+ *
+ * The file is written by the library destructor (normal exit) to the
+ * LIBCEPTION_STATS path with %p replaced by the pid, via a temporary file and
+ * rename so readers never see half a file. A fork child starts from zero and
+ * writes its own file; if the path has no %p the child appends ".<pid>" so it
+ * cannot overwrite its parent's.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "deception.h"
+
+#define HIST_BUCKETS 64
+
+struct fn_stats {
+	uint64_t calls, bytes, hits, misses, unknown, errors;
+	uint64_t latency[HIST_BUCKETS];
+};
+
+static struct fn_stats fn_stats[LCP_FN_COUNT];
+static uint64_t counters[LCP_CTR_COUNT];
+static int is_fork_child;
+
+static const char *const fn_names[LCP_FN_COUNT] = {
+	[LCP_FN_OPEN] = "open", [LCP_FN_OPEN64] = "open64", [LCP_FN_OPENAT] = "openat",
+	[LCP_FN_OPENAT64] = "openat64", [LCP_FN_OPEN_2] = "__open_2", [LCP_FN_OPEN64_2] = "__open64_2",
+	[LCP_FN_OPENAT_2] = "__openat_2", [LCP_FN_OPENAT64_2] = "__openat64_2", [LCP_FN_CLOSE] = "close",
+	[LCP_FN_READ] = "read", [LCP_FN_READ_CHK] = "__read_chk", [LCP_FN_PREAD] = "pread",
+	[LCP_FN_PREAD64] = "pread64", [LCP_FN_PREAD_CHK] = "__pread_chk",
+	[LCP_FN_PREAD64_CHK] = "__pread64_chk", [LCP_FN_READV] = "readv", [LCP_FN_PREADV] = "preadv",
+	[LCP_FN_PREADV64] = "preadv64", [LCP_FN_PREADV2] = "preadv2", [LCP_FN_PREADV64V2] = "preadv64v2",
+	[LCP_FN_SENDFILE] = "sendfile", [LCP_FN_SENDFILE64] = "sendfile64", [LCP_FN_MMAP] = "mmap",
+	[LCP_FN_MMAP64] = "mmap64", [LCP_FN_FORK] = "fork",
+};
+
+static const char *const counter_names[LCP_CTR_COUNT] = {
+	[LCP_CTR_CONNECTS] = "connects", [LCP_CTR_CONNECT_FAILURES] = "connect_failures",
+	[LCP_CTR_BACKOFF_SKIPS] = "backoff_skips", [LCP_CTR_REQUESTS] = "requests",
+	[LCP_CTR_FETCHES] = "fetches", [LCP_CTR_CHECKS] = "checks",
+	[LCP_CTR_DAEMON_ERRORS] = "daemon_errors", [LCP_CTR_TIMEOUTS] = "timeouts",
+	[LCP_CTR_PROTOCOL_ERRORS] = "protocol_errors", [LCP_CTR_BROKEN] = "broken",
+	[LCP_CTR_CHECK_CACHESTAT] = "cachestat", [LCP_CTR_CHECK_MINCORE] = "mincore",
+	[LCP_CTR_CHECK_DAEMON] = "daemon", [LCP_CTR_CHECK_UNKNOWN] = "unknown",
+	[LCP_CTR_PREFETCH_CALLS] = "calls", [LCP_CTR_PREFETCH_BYTES] = "bytes",
+};
+
+const char *lcp__fn_name(enum lcp__fn fn)
+{
+	return (unsigned)fn < LCP_FN_COUNT ? fn_names[fn] : "?";
+}
+
+uint64_t lcp__now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void add(uint64_t *counter, uint64_t n)
+{
+	__atomic_add_fetch(counter, n, __ATOMIC_RELAXED);
+}
+
+void lcp__stats_count(enum lcp__counter counter, uint64_t n)
+{
+	if (lcp__cfg.stats_enabled)
+		add(&counters[counter], n);
+}
+
+void lcp__stats_call(enum lcp__fn fn, const struct lcp__timer *timer, int64_t ret, int residency)
+{
+	struct fn_stats *s = &fn_stats[fn];
+	uint64_t elapsed = lcp__now_ns() - timer->start_ns;
+	unsigned bucket = elapsed == 0 ? 0 : 63u - (unsigned)__builtin_clzll(elapsed);
+
+	add(&s->calls, 1);
+	if (ret < 0)
+		add(&s->errors, 1);
+	else
+		add(&s->bytes, (uint64_t)ret);
+	if (residency == LCP_RES_HIT)
+		add(&s->hits, 1);
+	else if (residency == LCP_RES_MISS)
+		add(&s->misses, 1);
+	else if (residency == LCP_RES_UNKNOWN)
+		add(&s->unknown, 1);
+	add(&s->latency[bucket], 1);
+}
+
+void lcp__stats_after_fork_child(void)
+{
+	memset(fn_stats, 0, sizeof(fn_stats));
+	memset(counters, 0, sizeof(counters));
+	is_fork_child = 1;
+}
+
+/* A small buffered writer over a raw fd; remembers the first error. */
+struct writer {
+	int fd;
+	int err;
+	size_t used;
+	char buf[4096];
+};
+
+static void flush(struct writer *w)
+{
+	size_t done = 0;
+
+	while (w->err == 0 && done < w->used) {
+		ssize_t n = write(w->fd, w->buf + done, w->used - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			w->err = n < 0 ? errno : EIO;
+			break;
+		}
+		done += (size_t)n;
+	}
+	w->used = 0;
+}
+
+__attribute__((format(printf, 2, 3))) static void emit(struct writer *w, const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n >= sizeof(line))
+		n = sizeof(line) - 1;
+	if (w->used + (size_t)n > sizeof(w->buf))
+		flush(w);
+	memcpy(w->buf + w->used, line, (size_t)n);
+	w->used += (size_t)n;
+}
+
+static uint64_t load(const uint64_t *counter)
+{
+	return __atomic_load_n(counter, __ATOMIC_RELAXED);
+}
+
+static void emit_json(struct writer *w)
+{
+	emit(w, "{\n  \"pid\": %d,\n  \"ppid\": %d,\n  \"mode\": \"%s\",\n", (int)getpid(), (int)getppid(),
+	     lcp__mode_name(lcp__cfg.mode));
+	emit(w, "  \"socket\": \"");
+	for (const char *p = lcp__cfg.socket_path; *p != '\0'; p++) {
+		if (*p == '"' || *p == '\\')
+			emit(w, "\\%c", *p);
+		else if ((unsigned char)*p < 0x20)
+			emit(w, "\\u%04x", (unsigned)(unsigned char)*p);
+		else
+			emit(w, "%c", *p);
+	}
+	emit(w, "\",\n  \"timeout_ms\": %d,\n  \"prefetch_bytes\": %llu,\n  \"max_request_bytes\": %llu,\n",
+	     lcp__cfg.timeout_ms, (unsigned long long)lcp__cfg.prefetch, (unsigned long long)lcp__cfg.max_request);
+	emit(w, "  \"functions\": {\n");
+	for (int fn = 0; fn < LCP_FN_COUNT; fn++) {
+		struct fn_stats *s = &fn_stats[fn];
+		int first = 1;
+
+		emit(w, "    \"%s\": {\"calls\": %llu, \"bytes\": %llu, \"hits\": %llu, \"misses\": %llu, "
+			"\"unknown\": %llu, \"errors\": %llu, \"latency_ns\": {",
+		     fn_names[fn], (unsigned long long)load(&s->calls), (unsigned long long)load(&s->bytes),
+		     (unsigned long long)load(&s->hits), (unsigned long long)load(&s->misses),
+		     (unsigned long long)load(&s->unknown), (unsigned long long)load(&s->errors));
+		for (int b = 0; b < HIST_BUCKETS; b++) {
+			uint64_t n = load(&s->latency[b]);
+
+			if (n == 0)
+				continue;
+			emit(w, "%s\"%llu\": %llu", first ? "" : ", ", 1ull << b, (unsigned long long)n);
+			first = 0;
+		}
+		emit(w, "}}%s\n", fn + 1 < LCP_FN_COUNT ? "," : "");
+	}
+	emit(w, "  },\n  \"daemon\": {");
+	for (int c = LCP_CTR_CONNECTS; c <= LCP_CTR_BROKEN; c++)
+		emit(w, "%s\"%s\": %llu", c == LCP_CTR_CONNECTS ? "" : ", ", counter_names[c],
+		     (unsigned long long)load(&counters[c]));
+	emit(w, "},\n  \"residency_checks\": {");
+	for (int c = LCP_CTR_CHECK_CACHESTAT; c <= LCP_CTR_CHECK_UNKNOWN; c++)
+		emit(w, "%s\"%s\": %llu", c == LCP_CTR_CHECK_CACHESTAT ? "" : ", ", counter_names[c],
+		     (unsigned long long)load(&counters[c]));
+	emit(w, "},\n  \"prefetch\": {\"calls\": %llu, \"bytes\": %llu}\n}\n",
+	     (unsigned long long)load(&counters[LCP_CTR_PREFETCH_CALLS]),
+	     (unsigned long long)load(&counters[LCP_CTR_PREFETCH_BYTES]));
+}
+
+/* Expand %p (pid) and %% in the configured path. 0 or -ENAMETOOLONG. */
+static int expand_path(char *out, size_t size)
+{
+	const char *in = lcp__cfg.stats_path;
+	size_t used = 0;
+	int had_pid = 0;
+
+	for (; *in != '\0'; in++) {
+		char piece[32];
+		const char *add_text = piece;
+
+		if (in[0] == '%' && in[1] == 'p') {
+			snprintf(piece, sizeof(piece), "%d", (int)getpid());
+			had_pid = 1;
+			in++;
+		} else if (in[0] == '%' && in[1] == '%') {
+			piece[0] = '%', piece[1] = '\0';
+			in++;
+		} else {
+			piece[0] = *in, piece[1] = '\0';
+		}
+		if (used + strlen(add_text) + 1 > size)
+			return -ENAMETOOLONG;
+		strcpy(out + used, add_text);
+		used += strlen(add_text);
+	}
+	if (is_fork_child && !had_pid) {
+		int n = snprintf(out + used, size - used, ".%d", (int)getpid());
+
+		if (n < 0 || (size_t)n >= size - used)
+			return -ENAMETOOLONG;
+	}
+	return 0;
+}
+
+void lcp__stats_write(void)
+{
+	char path[4200], tmp[4300];
+	struct writer w;
+
+	if (expand_path(path, sizeof(path)) < 0)
+		return;
+	snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, (int)getpid());
+	w.fd = lcp__real_open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	w.err = 0;
+	w.used = 0;
+	if (w.fd < 0)
+		return;
+	emit_json(&w);
+	flush(&w);
+	lcp__sys_close(w.fd);
+	if (w.err != 0 || rename(tmp, path) != 0)
+		unlink(tmp);
+}
