@@ -1,0 +1,201 @@
+//! `libception run`: runs a program under the Deception shim.
+//!
+//! Sets the LIBCEPTION_* variables the shim reads, prepends the shim to
+//! LD_PRELOAD (an existing value is kept after it, never replaced), and
+//! passes the program's exit status through (128 + signal number when it was
+//! killed). With `--start-daemon` it first starts a private daemon on a
+//! socket in a fresh temporary directory (or `--socket`), waits until it
+//! accepts connections, and stops it with SIGTERM after the program exits.
+
+use anyhow::{bail, Context, Result};
+use std::ffi::OsString;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+/// Everything `libception run` can be told.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub mode: String,
+    pub prefetch: Option<u64>,
+    pub socket: Option<PathBuf>,
+    pub start_daemon: bool,
+    pub per_disk: bool,
+    pub shim: Option<PathBuf>,
+    pub timeout_ms: Option<u64>,
+    pub stats_file: Option<PathBuf>,
+    pub daemon_log_level: String,
+    pub command: Vec<OsString>,
+}
+
+pub const MODES: [&str; 5] = ["full", "serialize", "prefetch", "track", "off"];
+
+/// Where the shim is looked for, in order.
+pub fn shim_candidates(explicit: Option<&Path>) -> Vec<PathBuf> {
+    let mut c = Vec::new();
+    if let Some(p) = explicit {
+        c.push(p.to_path_buf());
+        return c;
+    }
+    if let Some(p) = std::env::var_os("LIBCEPTION_SHIM").filter(|v| !v.is_empty()) {
+        c.push(PathBuf::from(p));
+        return c;
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        if let Some(dir) = exe.parent() {
+            c.push(dir.join("../lib/libdeception.so")); // installed: PREFIX/bin + PREFIX/lib
+            c.push(dir.join("../libdeception.so")); // repository: build/bin + build/
+            c.push(dir.join("../../build/libdeception.so")); // cargo: target/release
+        }
+    }
+    c
+}
+
+pub fn find_shim(explicit: Option<&Path>) -> Result<PathBuf> {
+    let candidates = shim_candidates(explicit);
+    for c in &candidates {
+        if c.is_file() {
+            return Ok(c.canonicalize().unwrap_or_else(|_| c.clone()));
+        }
+    }
+    let tried: Vec<String> = candidates.iter().map(|c| c.display().to_string()).collect();
+    bail!("libdeception.so not found (tried: {}); build it with `make`, or pass --shim / set LIBCEPTION_SHIM", tried.join(", "))
+}
+
+/// LD_PRELOAD with the shim first and any existing entries kept.
+pub fn preload_value(shim: &Path, existing: Option<OsString>) -> OsString {
+    let mut v = OsString::from(shim.as_os_str());
+    if let Some(old) = existing.filter(|o| !o.is_empty()) {
+        v.push(":");
+        v.push(old);
+    }
+    v
+}
+
+struct DaemonGuard {
+    child: Child,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Drop for DaemonGuard {
+    fn drop(&mut self) {
+        // SAFETY: signalling our own child by pid.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_daemon(opts: &RunOptions) -> Result<(DaemonGuard, PathBuf)> {
+    let (dir, socket) = match &opts.socket {
+        Some(s) => (None, s.clone()),
+        None => {
+            let d = tempfile::Builder::new().prefix("libception-run-").tempdir().context("creating a directory for the daemon's socket")?;
+            let s = d.path().join("reception.sock");
+            (Some(d), s)
+        }
+    };
+    let exe = std::env::current_exe().context("locating the libception binary")?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("--log-level").arg(&opts.daemon_log_level).arg("daemon").arg("--socket").arg(&socket);
+    let prefetch = if opts.mode == "serialize" { Some(0) } else { opts.prefetch };
+    if let Some(p) = prefetch {
+        cmd.arg("--prefetch").arg(p.to_string());
+    }
+    if opts.per_disk {
+        cmd.arg("--per-disk");
+    }
+    let child = cmd.spawn().context("starting the libception daemon")?;
+    let mut guard = DaemonGuard { child, _dir: dir };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if crate::client::Client::connect(&socket).is_ok() {
+            return Ok((guard, socket));
+        }
+        if let Some(status) = guard.child.try_wait()? {
+            bail!("the libception daemon exited during start-up ({status}); see its messages above");
+        }
+        if Instant::now() > deadline {
+            bail!("the libception daemon did not start listening on {} within 10 s", socket.display());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Runs the program; returns the exit code to pass through.
+pub fn run(opts: RunOptions) -> Result<i32> {
+    if !MODES.contains(&opts.mode.as_str()) {
+        bail!("unknown mode {:?}; one of {}", opts.mode, MODES.join(", "));
+    }
+    let Some((program, args)) = opts.command.split_first() else {
+        bail!("no program given: libception run [OPTIONS] -- PROGRAM [ARGS...]");
+    };
+    let shim = find_shim(opts.shim.as_deref())?;
+    let (daemon, socket) = if opts.start_daemon {
+        let (g, s) = start_daemon(&opts)?;
+        (Some(g), Some(s))
+    } else {
+        (None, opts.socket.clone())
+    };
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    cmd.env("LD_PRELOAD", preload_value(&shim, std::env::var_os("LD_PRELOAD")));
+    cmd.env("LIBCEPTION_MODE", &opts.mode);
+    if let Some(p) = opts.prefetch {
+        cmd.env("LIBCEPTION_PREFETCH", p.to_string());
+    }
+    if let Some(s) = &socket {
+        cmd.env(libception_proto::SOCKET_ENV, s);
+    }
+    if let Some(t) = opts.timeout_ms {
+        cmd.env("LIBCEPTION_TIMEOUT_MS", t.to_string());
+    }
+    if let Some(f) = &opts.stats_file {
+        cmd.env("LIBCEPTION_STATS", f);
+    }
+    // The terminal's Ctrl-C reaches the program directly (same process group);
+    // this wrapper ignores SIGINT/SIGQUIT while it waits. They are ignored only
+    // after spawning, because ignored dispositions are inherited across exec.
+    let mut child = cmd.spawn().with_context(|| format!("starting {}", program.to_string_lossy()))?;
+    // SAFETY: changes this process's dispositions only.
+    let (old_int, old_quit) = unsafe { (libc::signal(libc::SIGINT, libc::SIG_IGN), libc::signal(libc::SIGQUIT, libc::SIG_IGN)) };
+    let status = child.wait().context("waiting for the program")?;
+    // SAFETY: restoring the previous dispositions.
+    unsafe {
+        libc::signal(libc::SIGINT, old_int);
+        libc::signal(libc::SIGQUIT, old_quit);
+    }
+    drop(daemon);
+    Ok(match (status.code(), status.signal()) {
+        (Some(code), _) => code,
+        (None, Some(sig)) => 128 + sig,
+        _ => 1,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preload_is_prepended_never_replaced() {
+        let shim = Path::new("/x/libdeception.so");
+        assert_eq!(preload_value(shim, None), OsString::from("/x/libdeception.so"));
+        assert_eq!(preload_value(shim, Some("".into())), OsString::from("/x/libdeception.so"));
+        assert_eq!(preload_value(shim, Some("/a.so:/b.so".into())), OsString::from("/x/libdeception.so:/a.so:/b.so"));
+    }
+
+    #[test]
+    fn explicit_shim_wins_and_missing_shim_names_the_paths() {
+        let err = find_shim(Some(Path::new("/nonexistent/libdeception.so"))).unwrap_err().to_string();
+        assert!(err.contains("/nonexistent/libdeception.so"), "{err}");
+    }
+}

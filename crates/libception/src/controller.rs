@@ -1,0 +1,136 @@
+//! Prefetch size control.
+//!
+//! The disk worker asks a [`PrefetchController`] how far to extend each read
+//! and reports every finished read back to it. [`FixedPrefetch`] is paper
+//! 000's policy (one size for everything, 2 MiB by default; 0 means serialize
+//! only). Paper 001's adaptive controller (score = disk time x cache-miss
+//! ratio, gradient descent with gradual steps) fits behind the same trait: it
+//! gets per-read observations from `observe_read`, keeps its own interval
+//! state, and answers `prefetch_bytes` with the size in force for that disk.
+
+use std::time::Duration;
+
+/// What the controller knows when sizing a read.
+#[derive(Debug, Clone, Copy)]
+pub struct PrefetchContext<'a> {
+    /// Queue name of the disk the file lives on.
+    pub disk: &'a str,
+    /// File size in bytes.
+    pub file_size: u64,
+    /// The client's requested range, already clamped to the file.
+    pub offset: u64,
+    pub length: u64,
+}
+
+/// One finished read, reported to the controller.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadObservation<'a> {
+    pub disk: &'a str,
+    /// Bytes the read was planned to cover (request extended by the prefetch).
+    pub planned_bytes: u64,
+    /// Bytes actually read from the file (planned minus the resident prefix).
+    pub bytes_read: u64,
+    /// Time the read kept the disk worker busy.
+    pub busy: Duration,
+    /// Time the request waited in the queue before its read started.
+    pub queue_wait: Duration,
+}
+
+/// Decides how many bytes a read is extended to.
+pub trait PrefetchController: Send + Sync {
+    /// Short name for stats (`fixed`, `adaptive`).
+    fn name(&self) -> &'static str;
+    /// Bytes to read starting at the request's offset (0: exactly the request).
+    fn prefetch_bytes(&self, ctx: &PrefetchContext<'_>) -> u64;
+    /// Called after each read; controllers that adapt learn from it.
+    fn observe_read(&self, _obs: &ReadObservation<'_>) {}
+    /// The size currently in force for `disk`, for stats.
+    fn current_bytes(&self, disk: &str) -> u64;
+}
+
+/// Paper 000's fixed-size prefetch.
+#[derive(Debug, Clone, Copy)]
+pub struct FixedPrefetch {
+    bytes: u64,
+}
+
+impl FixedPrefetch {
+    pub fn new(bytes: u64) -> Self {
+        FixedPrefetch { bytes }
+    }
+}
+
+impl PrefetchController for FixedPrefetch {
+    fn name(&self) -> &'static str {
+        "fixed"
+    }
+
+    fn prefetch_bytes(&self, _ctx: &PrefetchContext<'_>) -> u64 {
+        self.bytes
+    }
+
+    fn current_bytes(&self, _disk: &str) -> u64 {
+        self.bytes
+    }
+}
+
+/// The byte range a FETCH turns into: `[start, end)` to read, and the part of
+/// it the client asked for (`want_end`). Pure arithmetic, no I/O.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlannedRead {
+    pub start: u64,
+    pub end: u64,
+    /// End of the client's range (clamped); `start..want_end` must be covered
+    /// for another request to join this read.
+    pub want_end: u64,
+}
+
+/// Plans a read: the request clamped to end of file, extended to `prefetch`
+/// bytes from its page-aligned start, and capped at `max_read` bytes so that
+/// an absurd length never turns into an absurd read.
+pub fn plan_read(offset: u64, length: u64, file_size: u64, prefetch: u64, max_read: u64, page: u64) -> Option<PlannedRead> {
+    let req_start = offset.min(file_size);
+    let req_end = offset.saturating_add(length).min(file_size);
+    if req_start >= req_end {
+        return None;
+    }
+    let start = req_start - req_start % page;
+    let cap_end = start.saturating_add(max_read.max(page)).min(file_size);
+    let want_end = req_end.min(cap_end);
+    let end = if prefetch == 0 {
+        want_end
+    } else {
+        want_end.max(start.saturating_add(prefetch)).min(cap_end)
+    };
+    Some(PlannedRead { start, end, want_end })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    const P: u64 = 4096;
+    const M: u64 = 1 << 20;
+
+    #[test]
+    fn small_request_extends_to_prefetch_from_page_start() {
+        let p = plan_read(5000, 100, 100 * M, 2 * M, 16 * M, P).unwrap();
+        assert_eq!(p, PlannedRead { start: 4096, end: 4096 + 2 * M, want_end: 5100 });
+    }
+
+    #[test]
+    fn serialize_only_reads_the_request() {
+        let p = plan_read(5000, 100, 100 * M, 0, 16 * M, P).unwrap();
+        assert_eq!((p.start, p.end), (4096, 5100));
+    }
+
+    #[test]
+    fn clamped_to_eof_and_max_read() {
+        let p = plan_read(M, u64::MAX, 3 * M / 2, 2 * M, 16 * M, P).unwrap();
+        assert_eq!((p.start, p.end, p.want_end), (M, 3 * M / 2, 3 * M / 2));
+        let p = plan_read(0, 1 << 40, 1 << 41, 2 * M, 16 * M, P).unwrap();
+        assert_eq!((p.start, p.end, p.want_end), (0, 16 * M, 16 * M));
+        assert_eq!(plan_read(10 * M, 5, 3 * M, 2 * M, 16 * M, P), None);
+        assert_eq!(plan_read(u64::MAX, u64::MAX, 3 * M, 2 * M, 16 * M, P), None);
+        assert_eq!(plan_read(0, 0, 3 * M, 2 * M, 16 * M, P), None);
+    }
+}

@@ -1,0 +1,519 @@
+//! The receptionist: one thread, one epoll loop, every client connection.
+//!
+//! It accepts connections (checking SO_PEERCRED against the allow lists),
+//! reads requests with `recvmsg` + SCM_RIGHTS, validates them, answers what it
+//! can at once (STATS, CHECK, FETCH of a range that is already resident, and
+//! every error), and hands misses to the disk worker of the file's disk
+//! (`st_dev` -> whole disk, cached per device). It also handles SIGTERM/SIGINT
+//! through a signalfd in the same loop.
+//!
+//! Every datagram is hostile until parsed. A bad message gets an error reply
+//! and one log line; a connection that keeps sending bad messages, sends
+//! oversized control data repeatedly, or stops reading its replies is closed.
+//! Every received descriptor is owned by an `OwnedFd` from the moment it
+//! arrives, so each is closed exactly once whatever path the request takes.
+
+use crate::conn::{Connection, Peer};
+use crate::controller::{plan_read, PrefetchContext, PrefetchController};
+use crate::disks;
+use crate::residency;
+use crate::stats::{DaemonInfo, DiskStats, Stats};
+use crate::sys::{self, Epoll, EV_READ};
+use crate::worker::{DiskWorker, FileKey, ReadJob, Submitted, Waiter};
+use libception_proto::{echo_header, reply_flags, Op, Reply, Request, RequestError, MAX_MESSAGE, REQUEST_SIZE};
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+pub const TOKEN_LISTENER: u64 = 0;
+pub const TOKEN_SIGNAL: u64 = 1;
+const FIRST_CONN_TOKEN: u64 = 16;
+/// Requests read from one connection per wake-up, for fairness.
+const MESSAGES_PER_WAKEUP: usize = 32;
+/// Protocol errors tolerated on one connection before it is closed.
+const MAX_ERRORS_PER_CONNECTION: u32 = 16;
+
+/// Settings the receptionist needs.
+pub struct ReceptionConfig {
+    pub allow_uids: Vec<u32>,
+    pub allow_gids: Vec<u32>,
+    pub per_disk: bool,
+    pub max_read: u64,
+    pub info: DaemonInfo,
+}
+
+#[derive(Clone)]
+struct DiskRoute {
+    disk: Arc<DiskStats>,
+    worker: Arc<DiskWorker>,
+}
+
+struct ConnEntry {
+    conn: Arc<Connection>,
+    errors: AtomicU32,
+}
+
+pub struct Receptionist {
+    cfg: ReceptionConfig,
+    epoll: Arc<Epoll>,
+    listener: OwnedFd,
+    signal_fd: OwnedFd,
+    stats: Arc<Stats>,
+    controller: Arc<dyn PrefetchController>,
+    conns: HashMap<u64, ConnEntry>,
+    next_token: u64,
+    routes_by_dev: HashMap<u64, DiskRoute>,
+    routes_by_name: HashMap<String, DiskRoute>,
+    workers: Vec<(Arc<DiskWorker>, JoinHandle<()>)>,
+}
+
+/// Why a request could not be served, as (errno, log text).
+type Refusal = (i32, String);
+
+enum Outcome {
+    /// Answered (or refused); keep reading this connection.
+    Answered,
+    /// Handed to a disk worker; stop reading until it replies.
+    Queued,
+    /// Close the connection.
+    Close(String),
+}
+
+impl Receptionist {
+    pub fn new(
+        cfg: ReceptionConfig,
+        listener: OwnedFd,
+        signal_fd: OwnedFd,
+        stats: Arc<Stats>,
+        controller: Arc<dyn PrefetchController>,
+    ) -> std::io::Result<Self> {
+        let epoll = Arc::new(Epoll::new()?);
+        epoll.add(listener.as_raw_fd(), libc::EPOLLIN as u32, TOKEN_LISTENER)?;
+        epoll.add(signal_fd.as_raw_fd(), libc::EPOLLIN as u32, TOKEN_SIGNAL)?;
+        let mut r = Receptionist {
+            cfg,
+            epoll,
+            listener,
+            signal_fd,
+            stats,
+            controller,
+            conns: HashMap::new(),
+            next_token: FIRST_CONN_TOKEN,
+            routes_by_dev: HashMap::new(),
+            routes_by_name: HashMap::new(),
+            workers: Vec::new(),
+        };
+        if !r.cfg.per_disk {
+            r.spawn_worker()?;
+        }
+        Ok(r)
+    }
+
+    fn spawn_worker(&mut self) -> std::io::Result<Arc<DiskWorker>> {
+        let index = self.workers.len();
+        let worker = Arc::new(DiskWorker::new(index, self.controller.clone(), self.stats.clone()));
+        let w = worker.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("disk-worker-{index}"))
+            .spawn(move || w.run())?;
+        self.workers.push((worker.clone(), handle));
+        Ok(worker)
+    }
+
+    /// Runs until SIGTERM or SIGINT, then drains the workers.
+    pub fn run(mut self) -> anyhow::Result<()> {
+        let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
+        'serve: loop {
+            let n = self.epoll.wait(&mut events, -1)?;
+            for ev in events.iter().take(n).copied() {
+                let (token, flags) = (ev.u64, ev.events);
+                match token {
+                    TOKEN_LISTENER => self.accept_all(),
+                    TOKEN_SIGNAL => {
+                        if let Some(sig) = self.read_signal() {
+                            tracing::info!("received signal {sig}; shutting down");
+                            break 'serve;
+                        }
+                    }
+                    id => self.on_connection_event(id, flags),
+                }
+            }
+        }
+        self.shutdown();
+        Ok(())
+    }
+
+    fn read_signal(&self) -> Option<u32> {
+        // SAFETY: signalfd_siginfo is plain data; the read fills it.
+        let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
+        let size = std::mem::size_of::<libc::signalfd_siginfo>();
+        // SAFETY: reading into a buffer of exactly `size` bytes.
+        let n = unsafe { libc::read(self.signal_fd.as_raw_fd(), (&mut info as *mut libc::signalfd_siginfo).cast(), size) };
+        (n as usize == size).then_some(info.ssi_signo)
+    }
+
+    fn shutdown(&mut self) {
+        let _ = self.epoll.delete(self.listener.as_raw_fd());
+        let pending: usize = self.workers.iter().map(|(w, _)| w.stats.queue_length.load(Relaxed).max(0) as usize).sum();
+        tracing::info!(pending, "answering pending requests before exit");
+        for (w, _) in &self.workers {
+            w.stop();
+        }
+        for (w, handle) in self.workers.drain(..) {
+            if handle.join().is_err() {
+                tracing::error!(worker = w.index, "disk worker panicked");
+            }
+        }
+        for (_, entry) in self.conns.drain() {
+            entry.conn.mark_closed();
+        }
+    }
+
+    fn accept_all(&mut self) {
+        loop {
+            // SAFETY: accept4 on our listening socket; result owned below.
+            let raw = unsafe {
+                libc::accept4(
+                    self.listener.as_raw_fd(),
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                )
+            };
+            if raw < 0 {
+                let e = std::io::Error::last_os_error();
+                match e.raw_os_error() {
+                    Some(libc::EAGAIN) => return,
+                    Some(libc::EINTR) | Some(libc::ECONNABORTED) => continue,
+                    _ => {
+                        // EMFILE/ENFILE/ENOMEM: log and retry on the next wake-up.
+                        tracing::error!("accepting a client connection failed: {e}");
+                        return;
+                    }
+                }
+            }
+            // SAFETY: raw is a fresh descriptor we own.
+            let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+            self.admit(fd);
+        }
+    }
+
+    fn admit(&mut self, fd: OwnedFd) {
+        let peer = match nix::sys::socket::getsockopt(&fd, nix::sys::socket::sockopt::PeerCredentials) {
+            Ok(c) => Peer { pid: c.pid(), uid: c.uid(), gid: c.gid() },
+            Err(e) => {
+                tracing::warn!("rejecting a connection: SO_PEERCRED failed: {e}");
+                self.stats.totals.connections_rejected.fetch_add(1, Relaxed);
+                return;
+            }
+        };
+        let restricted = !self.cfg.allow_uids.is_empty() || !self.cfg.allow_gids.is_empty();
+        if restricted && !self.cfg.allow_uids.contains(&peer.uid) && !self.cfg.allow_gids.contains(&peer.gid) {
+            tracing::warn!(pid = peer.pid, uid = peer.uid, gid = peer.gid, "rejecting a connection: uid and gid are not in --allow-uid/--allow-gid");
+            self.stats.totals.connections_rejected.fetch_add(1, Relaxed);
+            return;
+        }
+        let id = self.next_token;
+        self.next_token += 1;
+        let client = self.stats.client(peer.pid, peer.uid, peer.gid);
+        client.connections.fetch_add(1, Relaxed);
+        client.open_connections.fetch_add(1, Relaxed);
+        client.touch();
+        let conn = Arc::new(Connection::new(id, fd, peer, client.clone(), self.epoll.clone(), self.stats.clone()));
+        if let Err(e) = self.epoll.add(conn.raw_fd(), EV_READ, id) {
+            tracing::error!("registering a client connection with epoll failed: {e}");
+            client.open_connections.fetch_sub(1, Relaxed);
+            return;
+        }
+        self.stats.totals.connections_accepted.fetch_add(1, Relaxed);
+        self.stats.totals.connections_open.fetch_add(1, Relaxed);
+        tracing::info!(conn = id, pid = peer.pid, uid = peer.uid, gid = peer.gid, comm = %client.comm, "client connected");
+        self.conns.insert(id, ConnEntry { conn, errors: AtomicU32::new(0) });
+    }
+
+    fn close_connection(&mut self, id: u64, why: &str) {
+        let Some(entry) = self.conns.remove(&id) else { return };
+        let conn = entry.conn;
+        conn.mark_closed();
+        let _ = self.epoll.delete(conn.raw_fd());
+        let (mut waiters, mut reads) = (0, 0);
+        for (w, _) in &self.workers {
+            let (a, b) = w.cancel_connection(id);
+            waiters += a;
+            reads += b;
+        }
+        self.stats.totals.cancelled_waiters.fetch_add(waiters as u64, Relaxed);
+        self.stats.totals.cancelled_reads.fetch_add(reads as u64, Relaxed);
+        self.stats.totals.connections_open.fetch_sub(1, Relaxed);
+        conn.client.open_connections.fetch_sub(1, Relaxed);
+        if waiters > 0 {
+            tracing::info!(conn = id, pid = conn.peer.pid, waiters, reads, "client disconnected mid-request; its requests were cancelled");
+        } else {
+            tracing::debug!(conn = id, pid = conn.peer.pid, "connection closed: {why}");
+        }
+    }
+
+    fn on_connection_event(&mut self, id: u64, flags: u32) {
+        let Some(entry) = self.conns.get(&id) else { return };
+        let conn = entry.conn.clone();
+        if conn.is_closed() {
+            self.close_connection(id, "dropped by the daemon");
+            return;
+        }
+        let hangup = flags & (libc::EPOLLHUP | libc::EPOLLRDHUP | libc::EPOLLERR) as u32 != 0;
+        let readable = flags & libc::EPOLLIN as u32 != 0;
+        if !readable {
+            if hangup {
+                self.close_connection(id, "peer hung up");
+            }
+            return;
+        }
+        let mut buf = [0u8; MAX_MESSAGE];
+        for _ in 0..MESSAGES_PER_WAKEUP {
+            let dgram = match sys::recv_with_fds(conn.raw_fd(), &mut buf) {
+                Ok(d) => d,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if hangup {
+                        self.close_connection(id, "peer hung up");
+                    }
+                    return;
+                }
+                Err(e) => {
+                    self.close_connection(id, &format!("receive failed: {e}"));
+                    return;
+                }
+            };
+            if dgram.len == 0 && dgram.fds.is_empty() && hangup {
+                self.close_connection(id, "end of stream");
+                return;
+            }
+            let zero_length = dgram.len == 0;
+            match self.on_message(&conn, &buf[..dgram.copied], dgram.len, dgram.fds, dgram.control_truncated) {
+                Outcome::Answered if zero_length => return, // a 0-byte read may also be EOF: let epoll tell
+                Outcome::Answered => {}
+                Outcome::Queued => return,
+                Outcome::Close(why) => {
+                    conn.drop_connection(&why);
+                    self.close_connection(id, &why);
+                    return;
+                }
+            }
+            if conn.is_closed() {
+                self.close_connection(id, "dropped while replying");
+                return;
+            }
+        }
+    }
+
+    fn refuse(&self, conn: &Connection, op: u16, seq: u64, (errno, why): Refusal) -> Outcome {
+        conn.client.errors.fetch_add(1, Relaxed);
+        tracing::warn!(conn = conn.id, pid = conn.peer.pid, uid = conn.peer.uid, seq, "request refused ({}): {why}", std::io::Error::from_raw_os_error(errno));
+        let errors = self.conns.get(&conn.id).map(|e| e.errors.fetch_add(1, Relaxed) + 1).unwrap_or(0);
+        conn.send(&Reply::error(op, seq, errno), None);
+        if errors >= MAX_ERRORS_PER_CONNECTION {
+            return Outcome::Close(format!("{errors} refused requests"));
+        }
+        Outcome::Answered
+    }
+
+    fn on_message(&mut self, conn: &Arc<Connection>, data: &[u8], real_len: usize, mut fds: Vec<OwnedFd>, control_truncated: bool) -> Outcome {
+        let request = match Request::parse(data) {
+            Ok(r) if real_len == REQUEST_SIZE => r,
+            parsed => {
+                self.stats.totals.protocol_errors.fetch_add(1, Relaxed);
+                let (op, seq) = echo_header(data);
+                let err = match parsed {
+                    Ok(_) | Err(RequestError::Size { .. }) => RequestError::Size { len: real_len },
+                    Err(e) => e,
+                };
+                let errno = match err {
+                    RequestError::Size { .. } | RequestError::Magic { .. } | RequestError::Version { .. } => libc::EPROTO,
+                    _ => libc::EINVAL,
+                };
+                let n = fds.len();
+                drop(fds);
+                return self.refuse(conn, op, seq, (errno, format!("{err} ({n} fds closed)")));
+            }
+        };
+        conn.client.touch();
+        let (op, seq) = (request.op as u16, request.seq);
+        match request.op {
+            Op::Fetch => {
+                self.stats.totals.requests_fetch.fetch_add(1, Relaxed);
+                conn.client.fetch.fetch_add(1, Relaxed);
+            }
+            Op::Check => {
+                self.stats.totals.requests_check.fetch_add(1, Relaxed);
+                conn.client.check.fetch_add(1, Relaxed);
+            }
+            Op::Stats => {
+                self.stats.totals.requests_stats.fetch_add(1, Relaxed);
+                conn.client.stats.fetch_add(1, Relaxed);
+            }
+        }
+        if control_truncated {
+            self.stats.totals.bad_fd_errors.fetch_add(1, Relaxed);
+            let n = fds.len();
+            drop(fds);
+            return self.refuse(conn, op, seq, (libc::EINVAL, format!("too many descriptors (control data truncated, {n} received and closed)")));
+        }
+        if request.op == Op::Stats {
+            if !fds.is_empty() {
+                self.stats.totals.bad_fd_errors.fetch_add(1, Relaxed);
+                let n = fds.len();
+                drop(fds);
+                return self.refuse(conn, op, seq, (libc::EINVAL, format!("STATS carries no descriptor, got {n}")));
+            }
+            return self.answer_stats(conn, op, seq);
+        }
+        if fds.len() != 1 {
+            self.stats.totals.bad_fd_errors.fetch_add(1, Relaxed);
+            let n = fds.len();
+            drop(fds);
+            let errno = if n == 0 { libc::EBADF } else { libc::EINVAL };
+            return self.refuse(conn, op, seq, (errno, format!("{} needs exactly one descriptor, got {n}", request.op.name())));
+        }
+        let file = File::from(fds.pop().expect("one fd"));
+        match self.serve_file_request(conn, &request, file) {
+            Ok(outcome) => outcome,
+            Err(refusal) => {
+                self.stats.totals.bad_fd_errors.fetch_add(1, Relaxed);
+                self.refuse(conn, op, seq, refusal)
+            }
+        }
+    }
+
+    fn answer_stats(&self, conn: &Connection, op: u16, seq: u64) -> Outcome {
+        let mut info = self.cfg.info.clone();
+        info.prefetch_bytes = self.controller.current_bytes("");
+        info.residency_method = format!("{:?}", residency::method()).to_lowercase();
+        let json = match serde_json::to_vec(&self.stats.snapshot(info)) {
+            Ok(j) => j,
+            Err(e) => return self.refuse(conn, op, seq, (libc::EIO, format!("encoding stats failed: {e}"))),
+        };
+        let reply = Reply { payload_len: json.len() as u64, ..Reply::ok(op, seq) };
+        conn.send(&reply, Some(&json));
+        Outcome::Answered
+    }
+
+    fn route(&mut self, dev: u64) -> std::io::Result<DiskRoute> {
+        if let Some(r) = self.routes_by_dev.get(&dev) {
+            return Ok(r.clone());
+        }
+        let id = disks::disk_of_dev(dev);
+        let route = match self.routes_by_name.get(&id.name) {
+            Some(r) => r.clone(),
+            None => {
+                let worker = if self.cfg.per_disk { self.spawn_worker()? } else { self.workers[0].0.clone() };
+                let disk = self.stats.add_disk(id.name.clone(), worker.index);
+                let r = DiskRoute { disk, worker };
+                self.routes_by_name.insert(id.name.clone(), r.clone());
+                r
+            }
+        };
+        let (major, minor) = disks::split_dev(dev);
+        route.disk.add_device(format!("{major}:{minor}"));
+        tracing::info!(device = %format!("{major}:{minor}"), disk = %id.name, worker = route.worker.index, "new device mapped to a disk queue");
+        self.routes_by_dev.insert(dev, route.clone());
+        Ok(route)
+    }
+
+    fn serve_file_request(&mut self, conn: &Arc<Connection>, req: &Request, file: File) -> Result<Outcome, Refusal> {
+        let meta = file
+            .metadata()
+            .map_err(|e| (e.raw_os_error().unwrap_or(libc::EBADF), format!("fstat of the passed descriptor failed: {e}")))?;
+        let ft = meta.file_type();
+        if !ft.is_file() {
+            let (errno, kind) = if ft.is_dir() {
+                (libc::EISDIR, "a directory")
+            } else if ft.is_fifo() {
+                (libc::ESPIPE, "a pipe")
+            } else if ft.is_socket() {
+                (libc::ESPIPE, "a socket")
+            } else {
+                (libc::EINVAL, "not a regular file")
+            };
+            return Err((errno, format!("the passed descriptor is {kind}")));
+        }
+        let size = meta.len();
+        let route = self.route(meta.dev()).map_err(|e| (libc::ENOMEM, format!("starting a disk worker failed: {e}")))?;
+        let (op, seq) = (req.op as u16, req.seq);
+        let req_start = req.offset.min(size);
+        let req_end = req.offset.saturating_add(req.length).min(size);
+
+        if req.op == Op::Check {
+            route.disk.checks.fetch_add(1, Relaxed);
+            let resident = req_start >= req_end || self.check_resident(&file, req_start, req_end);
+            let flags = if resident { reply_flags::RESIDENT } else { 0 };
+            conn.send(&Reply { flags, ..Reply::ok(op, seq) }, None);
+            return Ok(Outcome::Answered);
+        }
+
+        route.disk.requests.fetch_add(1, Relaxed);
+        let prefetch = if req.no_prefetch() {
+            0
+        } else {
+            self.controller.prefetch_bytes(&PrefetchContext {
+                disk: &route.disk.name,
+                file_size: size,
+                offset: req_start,
+                length: req_end - req_start,
+            })
+        };
+        let Some(plan) = plan_read(req.offset, req.length, size, prefetch, self.cfg.max_read.max(prefetch), residency::page_size()) else {
+            route.disk.resident_hits.fetch_add(1, Relaxed);
+            conn.client.resident_hits.fetch_add(1, Relaxed);
+            conn.send(&Reply { flags: reply_flags::RESIDENT, ..Reply::ok(op, seq) }, None);
+            return Ok(Outcome::Answered);
+        };
+        let wanted = plan.want_end - req_start;
+        route.disk.bytes_requested.fetch_add(wanted, Relaxed);
+        conn.client.bytes_requested.fetch_add(wanted, Relaxed);
+        if self.check_resident(&file, req_start, plan.want_end) {
+            route.disk.resident_hits.fetch_add(1, Relaxed);
+            conn.client.resident_hits.fetch_add(1, Relaxed);
+            conn.send(&Reply { flags: reply_flags::RESIDENT, ..Reply::ok(op, seq) }, None);
+            return Ok(Outcome::Answered);
+        }
+        // Pause before queueing: the worker's reply re-arms reading.
+        conn.pause_reading();
+        let job = ReadJob {
+            file,
+            key: FileKey { dev: meta.dev(), ino: meta.ino() },
+            plan,
+            disk: route.disk.clone(),
+            waiters: vec![Waiter { conn: conn.clone(), op, seq, joined: false }],
+            enqueued: Instant::now(),
+        };
+        match route.worker.submit(job) {
+            Submitted::Queued { ahead } => {
+                tracing::debug!(conn = conn.id, seq, disk = %route.disk.name, start = plan.start, end = plan.end, ahead, "read queued");
+            }
+            Submitted::Joined { in_flight, file } => {
+                drop(file);
+                route.disk.joined.fetch_add(1, Relaxed);
+                conn.client.joined.fetch_add(1, Relaxed);
+                tracing::debug!(conn = conn.id, seq, disk = %route.disk.name, in_flight, "request joined an existing read");
+            }
+        }
+        Ok(Outcome::Queued)
+    }
+
+    /// Residency with the daemon's rights; a failed check counts as "not
+    /// resident" (the FETCH path then reads, which is always safe).
+    fn check_resident(&self, file: &File, start: u64, end: u64) -> bool {
+        match residency::is_resident(file.as_fd(), start, end) {
+            Ok(r) => r,
+            Err(e) => {
+                self.stats.totals.residency_check_failures.fetch_add(1, Relaxed);
+                tracing::debug!("residency check failed, treating as not resident: {e}");
+                false
+            }
+        }
+    }
+}

@@ -1,0 +1,230 @@
+//! Page-cache residency checks made with the daemon's own rights.
+//!
+//! Primary method: `cachestat(2)` (Linux 6.5+, syscall 451), which counts the
+//! cached pages of a range. Fallback when the kernel lacks it (ENOSYS):
+//! `mmap` + `mincore`. Both are truthful only for a caller that owns the file
+//! or may write it; for anyone else `cachestat` fails with EPERM and `mincore`
+//! reports every page resident. Reception runs as root, so its check is
+//! truthful for every file, which is why unprivileged shims ask it (LCP_OP_CHECK).
+//! An EPERM here is returned as an error and callers treat it as "not known
+//! resident": a check that cannot fail is not a check.
+//!
+//! Ranges are byte ranges `[start, end)` with `end <= file size`; they are
+//! widened to whole pages because that is what the cache holds.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+
+const SYS_CACHESTAT: libc::c_long = 451;
+/// Largest window mapped at once by the mincore fallback.
+const MINCORE_WINDOW: u64 = 64 << 20;
+
+#[repr(C)]
+struct CachestatRange {
+    off: u64,
+    len: u64,
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct Cachestat {
+    nr_cache: u64,
+    nr_dirty: u64,
+    nr_writeback: u64,
+    nr_evicted: u64,
+    nr_recently_evicted: u64,
+}
+
+static CACHESTAT_MISSING: AtomicBool = AtomicBool::new(false);
+
+/// The system page size.
+pub fn page_size() -> u64 {
+    static PAGE: OnceLock<u64> = OnceLock::new();
+    *PAGE.get_or_init(|| {
+        // SAFETY: sysconf has no memory effects.
+        let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        if v > 0 {
+            v as u64
+        } else {
+            4096
+        }
+    })
+}
+
+/// Which mechanism answered (for logs and stats).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Cachestat,
+    Mincore,
+}
+
+/// The method in use on this kernel.
+pub fn method() -> Method {
+    if CACHESTAT_MISSING.load(Ordering::Relaxed) {
+        Method::Mincore
+    } else {
+        Method::Cachestat
+    }
+}
+
+/// Number of cached pages among `pages` pages starting at page `first`.
+fn cachestat_pages(fd: BorrowedFd<'_>, first: u64, pages: u64) -> io::Result<u64> {
+    let ps = page_size();
+    let range = CachestatRange {
+        off: first * ps,
+        len: pages * ps,
+    };
+    let mut out = Cachestat::default();
+    // SAFETY: both pointers point to live, correctly laid out structs.
+    let rc = unsafe {
+        libc::syscall(
+            SYS_CACHESTAT,
+            fd.as_raw_fd() as libc::c_uint,
+            &range as *const CachestatRange,
+            &mut out as *mut Cachestat,
+            0 as libc::c_uint,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(out.nr_cache)
+}
+
+/// Per-page residency of `pages` pages from page `first`, by mmap + mincore.
+fn mincore_pages(fd: BorrowedFd<'_>, first: u64, pages: u64) -> io::Result<Vec<bool>> {
+    let ps = page_size();
+    let mut resident = Vec::with_capacity(pages.min(MINCORE_WINDOW / ps) as usize);
+    let mut done = 0;
+    while done < pages {
+        let n = (pages - done).min(MINCORE_WINDOW / ps);
+        let len = (n * ps) as usize;
+        // SAFETY: a fresh read-only shared mapping; unmapped below on every path.
+        let addr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                ((first + done) * ps) as libc::off_t,
+            )
+        };
+        if addr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let mut vec = vec![0u8; n as usize];
+        // SAFETY: addr/len is the mapping just made; vec has one byte per page.
+        let rc = unsafe { libc::mincore(addr, len, vec.as_mut_ptr()) };
+        let err = io::Error::last_os_error();
+        // SAFETY: unmapping exactly what was mapped.
+        unsafe { libc::munmap(addr, len) };
+        if rc != 0 {
+            return Err(err);
+        }
+        resident.extend(vec.iter().map(|b| b & 1 == 1));
+        done += n;
+    }
+    Ok(resident)
+}
+
+fn page_span(start: u64, end: u64) -> (u64, u64) {
+    let ps = page_size();
+    let first = start / ps;
+    let last = end.div_ceil(ps);
+    (first, last - first)
+}
+
+/// Whether every page of `[start, end)` is in the page cache.
+pub fn is_resident(fd: BorrowedFd<'_>, start: u64, end: u64) -> io::Result<bool> {
+    Ok(resident_prefix(fd, start, end)? == end.saturating_sub(start))
+}
+
+/// How many bytes from `start` (up to `end`) are resident without a gap.
+pub fn resident_prefix(fd: BorrowedFd<'_>, start: u64, end: u64) -> io::Result<u64> {
+    if end <= start {
+        return Ok(0);
+    }
+    let (first, pages) = page_span(start, end);
+    let ps = page_size();
+    let bytes_for = |k: u64| ((first + k) * ps).min(end) - start;
+    if !CACHESTAT_MISSING.load(Ordering::Relaxed) {
+        match prefix_pages_cachestat(fd, first, pages) {
+            Ok(k) => return Ok(bytes_for(k)),
+            Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
+                CACHESTAT_MISSING.store(true, Ordering::Relaxed);
+                tracing::info!("cachestat(2) is not available; using mmap+mincore for residency checks");
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let resident = mincore_pages(fd, first, pages)?;
+    let k = resident.iter().take_while(|r| **r).count() as u64;
+    Ok(bytes_for(k))
+}
+
+/// Largest k such that the first k pages are all cached, by bisection:
+/// one call when everything or nothing is cached, log2(pages) otherwise.
+fn prefix_pages_cachestat(fd: BorrowedFd<'_>, first: u64, pages: u64) -> io::Result<u64> {
+    let all = |k: u64| -> io::Result<bool> { Ok(cachestat_pages(fd, first, k)? == k) };
+    if all(pages)? {
+        return Ok(pages);
+    }
+    if !all(1)? {
+        return Ok(0);
+    }
+    let (mut lo, mut hi) = (1, pages); // all(lo) holds, all(hi) does not
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if all(mid)? {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(lo)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::FileExt;
+
+    fn evict(f: &std::fs::File) {
+        f.sync_all().unwrap();
+        // SAFETY: plain advice on a valid fd.
+        let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        assert_eq!(rc, 0);
+    }
+
+    #[test]
+    fn prefix_follows_what_was_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let mut f = std::fs::File::create(&path).unwrap();
+        f.write_all(&vec![7u8; 64 * 4096 + 100]).unwrap();
+        drop(f);
+        let f = std::fs::File::open(&path).unwrap();
+        evict(&f);
+        let size = 64 * 4096 + 100;
+        assert_eq!(resident_prefix(f.as_fd(), 0, size).unwrap(), 0);
+        assert!(!is_resident(f.as_fd(), 0, size).unwrap());
+        let mut buf = vec![0u8; 10 * 4096];
+        // POSIX_FADV_RANDOM keeps kernel readahead from caching beyond the read.
+        // SAFETY: plain advice on a valid fd.
+        unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+        f.read_exact_at(&mut buf, 0).unwrap();
+        assert_eq!(resident_prefix(f.as_fd(), 0, size).unwrap(), 10 * 4096);
+        assert_eq!(resident_prefix(f.as_fd(), 100, size).unwrap(), 10 * 4096 - 100);
+        assert!(is_resident(f.as_fd(), 5, 10 * 4096).unwrap());
+        assert!(!is_resident(f.as_fd(), 5, 10 * 4096 + 1).unwrap());
+        let mut all = vec![0u8; size as usize];
+        f.read_exact_at(&mut all, 0).unwrap();
+        assert!(is_resident(f.as_fd(), 0, size).unwrap());
+        assert_eq!(resident_prefix(f.as_fd(), 0, 0).unwrap(), 0);
+    }
+}
