@@ -11,9 +11,10 @@
 //!   ([`conn`]).
 //! * [`stats`]: counters per disk, worker and client, served as JSON over the
 //!   socket (LCP_OP_STATS) and optionally as Prometheus text.
-//! * [`daemon`], [`cli_stat`], [`cli_run`]: the three subcommands; [`client`]
+//! * [`daemon`], [`cli_stat`], [`cli_run`], [`cli_fetch`]: the subcommands; [`client`]
 //!   is the protocol client used by `stat` and the tests.
 
+pub mod cli_fetch;
 pub mod cli_run;
 pub mod cli_stat;
 pub mod client;

@@ -75,6 +75,36 @@ enum Command {
         #[arg(long, value_name = "SECS")]
         watch: Option<f64>,
     },
+    /// Ask the daemon to make file ranges resident (or, with --check, whether they are)
+    Fetch {
+        /// Socket path of the daemon
+        #[arg(long, env = "LIBCEPTION_SOCKET", default_value = libception_proto::SOCKET_DEFAULT)]
+        socket: PathBuf,
+        /// Byte offset of the range in each file
+        #[arg(long, default_value = "0", value_parser = parse_size_arg)]
+        offset: u64,
+        /// Length of the range (default: one page; the daemon extends it by its prefetch size)
+        #[arg(long, default_value = "4096", value_parser = parse_size_arg)]
+        length: u64,
+        /// Only report residency (LCP_OP_CHECK); no I/O
+        #[arg(long)]
+        check: bool,
+        /// Read exactly the range, without prefetch (LCP_REQ_NO_PREFETCH)
+        #[arg(long)]
+        no_prefetch: bool,
+        /// posix_fadvise(RANDOM) on each descriptor first, so kernel readahead adds nothing to the daemon's read
+        #[arg(long)]
+        fadvise_random: bool,
+        /// One JSON object per file instead of text
+        #[arg(long)]
+        json: bool,
+        /// Seconds to wait for each reply
+        #[arg(long, default_value = "60")]
+        timeout: f64,
+        /// Files to fetch, one request each, in order
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
     /// Run a program under the Deception shim
     Run {
         /// Shim mode: full, serialize, prefetch, track or off (LIBCEPTION_MODE)
@@ -180,6 +210,20 @@ fn main() {
         Command::Stat { socket, json, watch } => {
             init_logging(&cli, "warn");
             libception::cli_stat::run(socket, *json, *watch).map(|()| 0)
+        }
+        Command::Fetch { socket, offset, length, check, no_prefetch, fadvise_random, json, timeout, files } => {
+            init_logging(&cli, "warn");
+            libception::cli_fetch::run(&libception::cli_fetch::FetchOptions {
+                socket: socket.clone(),
+                files: files.clone(),
+                offset: *offset,
+                length: *length,
+                check: *check,
+                no_prefetch: *no_prefetch,
+                fadvise_random: *fadvise_random,
+                json: *json,
+                timeout: std::time::Duration::from_secs_f64(timeout.max(0.001)),
+            })
         }
         Command::Run { mode, prefetch, socket, start_daemon, per_disk, shim, timeout_ms, stats, command } => {
             init_logging(&cli, "warn");

@@ -1,0 +1,182 @@
+//! Helpers shared by the daemon's integration tests: start the real
+//! `libception` binary on a private socket (and stop it, checking a clean
+//! exit), make and evict test files, count a process's descriptors.
+#![allow(dead_code)]
+
+use libception::client::Client;
+use libception::stats::Snapshot;
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_libception");
+pub const MIB: u64 = 1 << 20;
+
+/// A daemon started for one test; stopped (SIGTERM) on drop.
+pub struct Daemon {
+    pub child: Option<Child>,
+    pub socket: PathBuf,
+    pub log: PathBuf,
+    pub dir: tempfile::TempDir,
+}
+
+/// A temporary directory on the real filesystem the tests run from (the
+/// cargo target dir), not tmpfs, so that eviction and disk mapping are real.
+pub fn real_tempdir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("daemon-test-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("temp dir in the cargo target dir")
+}
+
+impl Daemon {
+    pub fn start(args: &[&str]) -> Daemon {
+        let dir = real_tempdir();
+        let socket = dir.path().join("reception.sock");
+        let log = dir.path().join("daemon.log");
+        let child = Command::new(BIN)
+            .args(["--log-level", "debug", "daemon", "--socket"])
+            .arg(&socket)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(File::create(&log).unwrap())
+            .spawn()
+            .expect("spawn libception daemon");
+        let mut d = Daemon { child: Some(child), socket, log, dir };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Client::connect(&d.socket).is_err() {
+            if let Some(st) = d.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("daemon exited at start-up ({st}):\n{}", d.log_text());
+            }
+            assert!(Instant::now() < deadline, "daemon did not listen within 10 s:\n{}", d.log_text());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        d
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    pub fn client(&self) -> Client {
+        let c = Client::connect(&self.socket).expect("connect to daemon");
+        c.set_timeout(Some(Duration::from_secs(30))).unwrap();
+        c
+    }
+
+    pub fn stats(&self) -> Snapshot {
+        self.client().stats().expect("stats")
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn fd_count(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.pid())).unwrap().count()
+    }
+
+    /// Waits until the daemon's fd count is `want` (closes are asynchronous
+    /// to the client); returns the last count seen.
+    pub fn wait_fd_count(&self, want: usize) -> usize {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let n = self.fd_count();
+            if n == want || Instant::now() > deadline {
+                return n;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGTERM and wait; returns the exit status.
+    pub fn stop(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("daemon running");
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                return st;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("daemon did not exit within 30 s of SIGTERM:\n{}", self.log_text());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Writes a file of `size` bytes (content depends on the name) and returns its path.
+pub fn make_file(dir: &Path, name: &str, size: u64) -> PathBuf {
+    let path = dir.join(name);
+    let mut f = File::create(&path).unwrap();
+    let seed = name.bytes().fold(7u8, |a, b| a.wrapping_mul(31).wrapping_add(b));
+    let block: Vec<u8> = (0..MIB as usize).map(|i| (i as u8).wrapping_mul(seed)).collect();
+    let mut left = size;
+    while left > 0 {
+        let n = left.min(MIB) as usize;
+        f.write_all(&block[..n]).unwrap();
+        left -= n as u64;
+    }
+    f.sync_all().unwrap();
+    path
+}
+
+/// Drops a file's pages from the page cache.
+pub fn evict(path: &Path) {
+    let f = File::open(path).unwrap();
+    f.sync_all().unwrap();
+    // SAFETY: advice on a descriptor we own.
+    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(rc, 0);
+}
+
+/// Resident bytes from `start` (up to `end`) without a gap, checked here.
+pub fn resident_prefix(path: &Path, start: u64, end: u64) -> u64 {
+    use std::os::fd::AsFd;
+    let f = File::open(path).unwrap();
+    libception::residency::resident_prefix(f.as_fd(), start, end).unwrap()
+}
+
+/// Whether any page of `[start, end)` is resident.
+pub fn any_resident(path: &Path, start: u64, end: u64) -> bool {
+    use std::os::fd::AsFd;
+    let f = File::open(path).unwrap();
+    let ps = libception::residency::page_size();
+    let mut pos = start;
+    while pos < end {
+        if libception::residency::is_resident(f.as_fd(), pos, (pos + ps).min(end)).unwrap() {
+            return true;
+        }
+        pos += ps;
+    }
+    false
+}
+
+/// Opens a file and advises RANDOM access, so that kernel readahead adds
+/// nothing to what the daemon reads through this descriptor.
+pub fn open_random(path: &Path) -> File {
+    let f = File::open(path).unwrap();
+    // SAFETY: advice on a descriptor we own.
+    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+    f
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: no arguments, no memory effects.
+    unsafe { libc::geteuid() == 0 }
+}

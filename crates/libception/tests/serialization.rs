@@ -1,0 +1,222 @@
+//! Serialization and prefetch, observed from outside the daemon: N threads
+//! and N processes fetch N different cold files on the same disk at once;
+//! the daemon's counters must show one read in flight at most, reads of the
+//! prefetch size, and the page cache (checked here with cachestat) must hold
+//! exactly the prefetched ranges. Also: overlapping requests join a queued
+//! read instead of reading twice, and LCP_REQ_NO_PREFETCH reads the exact range.
+//!
+//! Test files are opened with POSIX_FADV_RANDOM by the clients (the fd is
+//! shared with the daemon), so kernel readahead adds nothing to what the
+//! daemon reads and the page-cache check can be exact.
+
+mod common;
+use common::*;
+use libception::stats::{DiskSnapshot, SizeBucket, Snapshot};
+use libception_proto::{reply_flags, request_flags, Op, Request};
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+const N: usize = 6;
+const FILE_SIZE: u64 = 8 * MIB;
+const PREFETCH: u64 = 2 * MIB;
+
+fn cold_files(dir: &std::path::Path, prefix: &str, n: usize, size: u64) -> Vec<PathBuf> {
+    let files: Vec<PathBuf> = (0..n).map(|i| make_file(dir, &format!("{prefix}{i}"), size)).collect();
+    for f in &files {
+        evict(f);
+        assert_eq!(resident_prefix(f, 0, size), 0, "{} still cached after DONTNEED", f.display());
+    }
+    files
+}
+
+/// The one disk that served requests in this test.
+fn busy_disk(s: &Snapshot) -> &DiskSnapshot {
+    let used: Vec<&DiskSnapshot> = s.disks.iter().filter(|d| d.requests > 0).collect();
+    assert_eq!(used.len(), 1, "files in one directory must map to one disk: {:#?}", s.disks);
+    used[0]
+}
+
+fn assert_serialized_prefetch(s: &Snapshot, files: &[PathBuf]) {
+    let d = busy_disk(s);
+    assert_eq!(d.max_in_flight, 1, "more than one read in flight on {}: {d:#?}", d.name);
+    for w in &s.workers {
+        assert!(w.max_in_flight <= 1, "worker {} had {} reads in flight", w.index, w.max_in_flight);
+    }
+    assert_eq!(d.requests, files.len() as u64);
+    assert_eq!(d.queued, files.len() as u64);
+    assert_eq!(d.reads, files.len() as u64);
+    assert_eq!(d.bytes_read, files.len() as u64 * PREFETCH);
+    assert_eq!(d.bytes_requested, files.len() as u64 * 4096);
+    assert_eq!(d.reads_by_size, vec![SizeBucket { le_bytes: PREFETCH, count: files.len() as u64 }]);
+    assert_eq!(d.queue_wait_us.count, files.len() as u64);
+    assert_eq!(d.queue_length_hist.count, files.len() as u64);
+    for f in files {
+        assert_eq!(resident_prefix(f, 0, FILE_SIZE), PREFETCH, "{}: the prefetched range is not (only) what is cached", f.display());
+        assert!(!any_resident(f, PREFETCH, FILE_SIZE), "{}: pages beyond the prefetch are cached", f.display());
+    }
+}
+
+#[test]
+fn threads_fetching_cold_files_are_served_one_read_at_a_time() {
+    let dir = real_tempdir();
+    let files = cold_files(dir.path(), "thread", N, FILE_SIZE);
+    let daemon = Daemon::start(&["--prefetch", "2M"]);
+    let barrier = Arc::new(Barrier::new(N));
+    let handles: Vec<_> = files
+        .iter()
+        .cloned()
+        .map(|path| {
+            let barrier = barrier.clone();
+            let mut client = daemon.client();
+            std::thread::spawn(move || {
+                let f = open_random(&path);
+                barrier.wait();
+                client.fetch(f.as_raw_fd(), 0, 4096, 0).expect("fetch")
+            })
+        })
+        .collect();
+    for h in handles {
+        let r = h.join().unwrap();
+        assert_eq!(r.status, 0);
+        assert_eq!(r.flags, reply_flags::READ, "{r:?}");
+        assert_eq!(r.bytes_read, PREFETCH);
+    }
+    assert_serialized_prefetch(&daemon.stats(), &files);
+}
+
+#[test]
+fn processes_fetching_cold_files_are_served_one_read_at_a_time() {
+    let dir = real_tempdir();
+    let files = cold_files(dir.path(), "proc", N, FILE_SIZE);
+    let daemon = Daemon::start(&["--prefetch", "2M"]);
+    let children: Vec<_> = files
+        .iter()
+        .map(|f| {
+            Command::new(BIN)
+                .args(["fetch", "--json", "--fadvise-random", "--socket"])
+                .arg(&daemon.socket)
+                .arg(f)
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut pids = std::collections::HashSet::new();
+    for c in children {
+        pids.insert(c.id() as i32);
+        let out = c.wait_with_output().unwrap();
+        assert!(out.status.success());
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["status"], 0);
+        assert_eq!(v["read"], true);
+        assert_eq!(v["joined"], false);
+        assert_eq!(v["bytes_read"], PREFETCH);
+    }
+    let s = daemon.stats();
+    assert_serialized_prefetch(&s, &files);
+    for pid in pids {
+        let c = s.clients.iter().find(|c| c.pid == pid).expect("each process is a client");
+        assert_eq!((c.fetch, c.bytes_requested, c.bytes_read), (1, 4096, PREFETCH));
+    }
+}
+
+#[test]
+fn no_prefetch_flag_reads_exactly_the_range() {
+    let dir = real_tempdir();
+    let files = cold_files(dir.path(), "exact", 1, FILE_SIZE);
+    let daemon = Daemon::start(&["--prefetch", "2M"]);
+    let f = open_random(&files[0]);
+    let r = daemon.client().fetch(f.as_raw_fd(), MIB + 100, 5000, request_flags::NO_PREFETCH).unwrap();
+    assert_eq!((r.status, r.flags), (0, reply_flags::READ));
+    // The read starts at the page holding the offset.
+    assert_eq!(r.bytes_read, 100 + 5000);
+    assert_eq!(resident_prefix(&files[0], MIB, FILE_SIZE), 8192);
+    assert!(!any_resident(&files[0], 0, MIB));
+    // The same range again is answered by the receptionist as resident.
+    let r = daemon.client().fetch(f.as_raw_fd(), MIB + 100, 5000, request_flags::NO_PREFETCH).unwrap();
+    assert_eq!((r.status, r.flags, r.bytes_read), (0, reply_flags::RESIDENT, 0));
+    let s = daemon.stats();
+    let d = busy_disk(&s);
+    assert_eq!((d.requests, d.resident_hits, d.reads, d.bytes_read), (2, 1, 1, 5100));
+}
+
+#[test]
+fn the_resident_prefix_of_a_planned_read_is_skipped() {
+    let dir = real_tempdir();
+    let files = cold_files(dir.path(), "prefix", 1, FILE_SIZE);
+    let daemon = Daemon::start(&["--prefetch", "2M"]);
+    let f = open_random(&files[0]);
+    let mut c = daemon.client();
+    // Cache the first 1 MiB exactly, then ask for [0, 4 KiB) with a 2 MiB prefetch:
+    // the range the client asked for is resident, so nothing is read.
+    assert_eq!(c.fetch(f.as_raw_fd(), 0, MIB, request_flags::NO_PREFETCH).unwrap().bytes_read, MIB);
+    let r = c.fetch(f.as_raw_fd(), 0, 4096, 0).unwrap();
+    assert_eq!((r.flags, r.bytes_read), (reply_flags::RESIDENT, 0));
+    // Asking for [512 KiB, 1 MiB + 4 KiB) misses; the planned read is
+    // [512 KiB, 2.5 MiB) and its resident prefix (up to 1 MiB) is skipped.
+    let r = c.fetch(f.as_raw_fd(), MIB / 2, MIB / 2 + 4096, 0).unwrap();
+    assert_eq!((r.flags, r.bytes_read), (reply_flags::READ, 3 * MIB / 2));
+    assert_eq!(resident_prefix(&files[0], 0, FILE_SIZE), MIB / 2 + 2 * MIB);
+}
+
+fn send_fetch(c: &libception::client::Client, fd: i32, seq: u64, offset: u64, length: u64) {
+    let req = Request { op: Op::Fetch, flags: 0, call: 0, seq, offset, length, tid: 0 };
+    c.send_raw(&req.encode(), &[fd]).unwrap();
+}
+
+fn wait_until(daemon: &Daemon, what: &str, cond: impl Fn(&Snapshot) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let s = daemon.stats();
+        if cond(&s) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting until {what}: {:#?}", s.disks);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn overlapping_requests_join_a_queued_read() {
+    let dir = real_tempdir();
+    let blockers = cold_files(dir.path(), "blocker", 2, 64 * MIB);
+    let target = cold_files(dir.path(), "target", 1, FILE_SIZE).remove(0);
+    let daemon = Daemon::start(&["--prefetch", "2M", "--max-read", "64M"]);
+    // Two 64 MiB reads keep the worker busy while the requests below arrive.
+    let bfiles: Vec<_> = blockers.iter().map(|b| open_random(b)).collect();
+    let bconns: Vec<_> = (0..2).map(|_| daemon.client()).collect();
+    for (i, (c, f)) in bconns.iter().zip(&bfiles).enumerate() {
+        send_fetch(c, f.as_raw_fd(), 100 + i as u64, 0, 64 * MIB);
+    }
+    wait_until(&daemon, "the second blocker is queued", |s| s.disks.iter().any(|d| d.queued == 2));
+    let tf = open_random(&target);
+    let (a, b, c, d) = (daemon.client(), daemon.client(), daemon.client(), daemon.client());
+    send_fetch(&a, tf.as_raw_fd(), 1, 0, 4096);
+    wait_until(&daemon, "the first target request is queued", |s| s.disks.iter().any(|d| d.queued == 3));
+    send_fetch(&b, tf.as_raw_fd(), 2, 8192, 4096); // inside A's 2 MiB: joins
+    send_fetch(&c, tf.as_raw_fd(), 3, MIB, 4096); // inside A's 2 MiB: joins
+    send_fetch(&d, tf.as_raw_fd(), 4, 3 * MIB, 4096); // beyond it: a read of its own
+    let ra = a.recv_reply().unwrap();
+    let rb = b.recv_reply().unwrap();
+    let rc = c.recv_reply().unwrap();
+    let rd = d.recv_reply().unwrap();
+    for c in &bconns {
+        let r = c.recv_reply().unwrap();
+        assert_eq!((r.status, r.bytes_read), (0, 64 * MIB));
+    }
+    assert_eq!((ra.seq, ra.status, ra.flags, ra.bytes_read), (1, 0, reply_flags::READ, PREFETCH));
+    let joined = reply_flags::READ | reply_flags::JOINED;
+    assert_eq!((rb.seq, rb.status, rb.flags), (2, 0, joined), "{rb:?}");
+    assert_eq!((rc.seq, rc.status, rc.flags), (3, 0, joined), "{rc:?}");
+    assert_eq!((rd.seq, rd.status, rd.flags, rd.bytes_read), (4, 0, reply_flags::READ, PREFETCH));
+    let s = daemon.stats();
+    let disk = busy_disk(&s);
+    assert_eq!((disk.requests, disk.queued, disk.joined, disk.reads), (6, 4, 2, 4));
+    assert_eq!(disk.bytes_read, 2 * 64 * MIB + 2 * PREFETCH);
+    assert_eq!(disk.max_in_flight, 1);
+    assert_eq!(resident_prefix(&target, 0, FILE_SIZE), PREFETCH);
+    assert_eq!(resident_prefix(&target, 3 * MIB, FILE_SIZE), PREFETCH);
+}
