@@ -1,0 +1,312 @@
+//! A whole load run: check the input, open the result files, check that the
+//! server answers, then start sessions at Poisson times on a single-threaded
+//! event loop until the stop condition, wait for the active ones to end, and
+//! write the summary.
+//!
+//! The dispatcher, the interval sampler and the progress callback run in the
+//! loop's main future (so the callback may borrow from the caller); sessions
+//! are local tasks. All of the client's work happens on the calling thread,
+//! which is why `cpu.thread_*` in the summary is the client's own cost.
+
+use crate::arrivals::PoissonArrivals;
+use crate::client::{play_session, Shared, SCRATCH_BYTES};
+use crate::config::{LoadConfig, LoadError, Server, Stop};
+use crate::records::Collector;
+use crate::summary::{summarize, CpuUse, LoadSummary, RunFacts, Setup};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::path::Path;
+use std::rc::Rc;
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio::time::{sleep_until, Instant};
+use vidbench_library::session::Session;
+use vidbench_library::Library;
+
+/// What the progress callback is told every sample interval.
+#[derive(Debug, Clone)]
+pub struct Progress {
+    pub elapsed_s: f64,
+    pub sessions_started: u64,
+    pub sessions_active: u64,
+    pub sessions_completed: u64,
+    pub sessions_failed: u64,
+    /// Body bytes received in the last interval, MB/s.
+    pub received_mb_s: f64,
+    /// Bytes of requests completed in the last interval, MB/s.
+    pub completed_mb_s: f64,
+}
+
+impl std::fmt::Display for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:7.1} s  active {:5}  started {:6}  completed {:6}  failed {:5}  {:8.2} MB/s",
+            self.elapsed_s,
+            self.sessions_active,
+            self.sessions_started,
+            self.sessions_completed,
+            self.sessions_failed,
+            self.received_mb_s
+        )
+    }
+}
+
+/// Plays `sessions` (in order) against the configured server; see the crate
+/// documentation. Blocks the calling thread, which must not be inside a
+/// tokio runtime.
+pub fn play(config: LoadConfig, sessions: Vec<Session>, progress: &mut dyn FnMut(&Progress)) -> Result<LoadSummary, LoadError> {
+    config.check()?;
+    if sessions.is_empty() {
+        return Err(LoadError::NoSessions);
+    }
+    let server = Server::resolve(&config.server)?;
+    let file_ids = prepare(&sessions, config.verify.as_ref(), config.timeout_override.is_some())?;
+    prepare_out_dir(&config.out_dir)?;
+    raise_open_file_limit();
+
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(LoadError::Runtime)?;
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, run(config, server, sessions, file_ids, progress))
+}
+
+async fn run(
+    config: LoadConfig,
+    server: Server,
+    sessions: Vec<Session>,
+    file_ids: Vec<Vec<Option<u32>>>,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<LoadSummary, LoadError> {
+    check_reachable(&config.server, &server).await?;
+    let collector = Collector::create(&config.out_dir)?;
+    let sessions_available = sessions.len();
+    let started_unix_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    let cpu_start = (rusage(libc::RUSAGE_THREAD), rusage(libc::RUSAGE_SELF));
+    let run_start = Instant::now();
+    let shared = Rc::new(Shared {
+        server,
+        run_start,
+        receive_buffer: config.receive_buffer,
+        timeout_override: config.timeout_override,
+        scratch: RefCell::new(vec![0u8; SCRATCH_BYTES].into_boxed_slice()),
+        collector: RefCell::new(collector),
+        interrupted: Cell::new(false),
+        interrupt: Notify::new(),
+        session_done: Notify::new(),
+    });
+
+    let mut arrivals = PoissonArrivals::new(config.rate, config.seed);
+    let mut queue = sessions.into_iter().zip(file_ids).peekable();
+    let mut next_at = arrivals.next().expect("the arrival process never ends");
+    let interval = Duration::from_secs_f64(config.interval_s);
+    let mut tick = 1u32;
+    let mut starting = true;
+    let mut stopped_by = "";
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+
+    loop {
+        if starting {
+            let stop = match config.stop {
+                Stop::Duration(d) if next_at > d => Some("duration"),
+                Stop::Sessions(n) if shared.collector.borrow().started >= n => Some("session-count"),
+                _ if queue.peek().is_none() => Some("all-sessions-played"),
+                _ => None,
+            };
+            if let Some(why) = stop {
+                starting = false;
+                stopped_by = why;
+            }
+        }
+        if !starting && shared.collector.borrow().active == 0 {
+            break;
+        }
+        let tick_at = run_start + interval * tick;
+        let start_at = run_start + Duration::from_secs_f64(next_at);
+        tokio::select! {
+            biased;
+            _ = &mut ctrl_c, if config.handle_interrupt && !shared.interrupted.get() => {
+                shared.interrupted.set(true);
+                shared.interrupt.notify_waiters();
+                starting = false;
+                stopped_by = "interrupted";
+            }
+            _ = sleep_until(tick_at) => {
+                let row = shared.collector.borrow_mut().close_interval((interval * tick).as_secs_f64());
+                tick += 1;
+                let c = shared.collector.borrow();
+                progress(&Progress {
+                    elapsed_s: row.end_s,
+                    sessions_started: c.started,
+                    sessions_active: c.active,
+                    sessions_completed: c.ended - c.failed,
+                    sessions_failed: c.failed,
+                    received_mb_s: row.received_mb_s,
+                    completed_mb_s: row.completed_mb_s,
+                });
+            }
+            _ = sleep_until(start_at), if starting => {
+                let (session, ids) = queue.next().expect("peeked above");
+                let lag = Instant::now().saturating_duration_since(start_at).as_secs_f64();
+                shared.collector.borrow_mut().session_started(session.phase, next_at, lag);
+                tokio::task::spawn_local(play_session(shared.clone(), session, ids, next_at));
+                next_at = arrivals.next().expect("the arrival process never ends");
+            }
+            _ = shared.session_done.notified(), if !starting => {}
+        }
+    }
+
+    let wall_s = run_start.elapsed().as_secs_f64();
+    let cpu_end = (rusage(libc::RUSAGE_THREAD), rusage(libc::RUSAGE_SELF));
+    let mut collector = shared.collector.borrow_mut();
+    let last_tick_s = (interval * (tick - 1)).as_secs_f64();
+    if wall_s > last_tick_s + 1e-3 {
+        collector.close_interval(wall_s);
+    }
+    let cpu = CpuUse {
+        thread_user_s: cpu_end.0 .0 - cpu_start.0 .0,
+        thread_system_s: cpu_end.0 .1 - cpu_start.0 .1,
+        process_user_s: cpu_end.1 .0 - cpu_start.1 .0,
+        process_system_s: cpu_end.1 .1 - cpu_start.1 .1,
+        cores_used: (cpu_end.0 .0 - cpu_start.0 .0 + cpu_end.0 .1 - cpu_start.0 .1) / wall_s.max(1e-9),
+    };
+    let setup = Setup {
+        server: config.server.clone(),
+        offered_rate: config.rate,
+        stop: config.stop,
+        seed: config.seed,
+        sessions_source: config.sessions_source.clone(),
+        sessions_available,
+        verify: config.verify.is_some(),
+        timeout_override_s: config.timeout_override,
+        interval_s: config.interval_s,
+        receive_buffer: config.receive_buffer,
+        client_version: env!("CARGO_PKG_VERSION").to_owned(),
+        hostname: read_trimmed("/proc/sys/kernel/hostname"),
+        kernel: read_trimmed("/proc/sys/kernel/osrelease"),
+        started_unix_s,
+    };
+    let summary = summarize(
+        &collector,
+        RunFacts {
+            setup,
+            stopped_by: stopped_by.to_owned(),
+            wall_s,
+            offered_rate: config.rate,
+            verify: config.verify.is_some(),
+            cpu,
+        },
+    );
+    collector.finish()?;
+    let path = config.out_dir.join("summary.json");
+    let text = serde_json::to_string_pretty(&summary).expect("a summary always serializes");
+    std::fs::write(&path, text + "\n").map_err(|source| LoadError::Output { path, source })?;
+    Ok(summary)
+}
+
+/// Checks the sessions before anything is sent and finds, when verifying,
+/// the content id of every request (its `file_id`, else the library file with
+/// its path, query string ignored).
+fn prepare(sessions: &[Session], verify: Option<&Library>, timeout_overridden: bool) -> Result<Vec<Vec<Option<u32>>>, LoadError> {
+    let by_path: HashMap<&str, u32> = verify.map_or_else(HashMap::new, |lib| lib.files.iter().map(|f| (f.path.as_str(), f.id)).collect());
+    let ids: std::collections::HashSet<u32> = verify.map_or_else(Default::default, |lib| lib.files.iter().map(|f| f.id).collect());
+    let mut all = Vec::with_capacity(sessions.len());
+    for s in sessions {
+        let bad = |request: usize, message: String| LoadError::BadSession { session: s.id, request, message };
+        if s.requests.is_empty() {
+            return Err(bad(0, "the session has no requests".into()));
+        }
+        let mut file_ids = Vec::with_capacity(s.requests.len());
+        for (i, r) in s.requests.iter().enumerate() {
+            if !r.path.starts_with('/') || r.path.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control()) {
+                return Err(bad(i, format!("path {:?} must start with / and hold no spaces or control characters", r.path)));
+            }
+            if let Some((a, b)) = r.range {
+                if a > b {
+                    return Err(bad(i, format!("range {a}-{b} is empty")));
+                }
+            }
+            if !timeout_overridden && !(r.timeout_s.is_finite() && r.timeout_s > 0.0) {
+                return Err(bad(i, format!("timeout_s {} is not a positive number of seconds", r.timeout_s)));
+            }
+            if let Some(p) = r.pace_s {
+                if !(p.is_finite() && p >= 0.0) {
+                    return Err(bad(i, format!("pace_s {p} is not a non-negative number of seconds")));
+                }
+            }
+            let id = match verify {
+                None => None,
+                Some(_) => {
+                    let path = r.path.split('?').next().unwrap_or("").trim_start_matches('/');
+                    let id = r.file_id.or_else(|| by_path.get(path).copied()).ok_or_else(|| {
+                        bad(i, format!("cannot verify: {:?} has no file_id and is not a file of the library", r.path))
+                    })?;
+                    if !ids.contains(&id) {
+                        return Err(bad(i, format!("cannot verify: file id {id} is not in the library")));
+                    }
+                    Some(id)
+                }
+            };
+            file_ids.push(id);
+        }
+        all.push(file_ids);
+    }
+    Ok(all)
+}
+
+fn prepare_out_dir(dir: &Path) -> Result<(), LoadError> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| LoadError::OutputDir { path: dir.to_owned(), message: format!("cannot create it: {e}") })?;
+    for name in ["requests.csv", "sessions.csv", "summary.json"] {
+        if dir.join(name).exists() {
+            return Err(LoadError::OutputDir {
+                path: dir.to_owned(),
+                message: format!("it already holds results ({name}); choose a new directory or remove them"),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// One connection before the run, so an unreachable server is one clear error
+/// instead of thousands of failed sessions.
+async fn check_reachable(url: &str, server: &Server) -> Result<(), LoadError> {
+    let unreachable = |source| LoadError::Unreachable { url: url.to_owned(), addr: server.addr, source };
+    match tokio::time::timeout(Duration::from_secs(5), tokio::net::TcpStream::connect(server.addr)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(unreachable(e)),
+        Err(_) => Err(unreachable(std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer within 5 s"))),
+    }
+}
+
+/// Every session holds a socket: lift the soft open-file limit to the hard one.
+fn raise_open_file_limit() {
+    // SAFETY: getrlimit/setrlimit only read and write the struct we pass.
+    unsafe {
+        let mut limit = std::mem::zeroed::<libc::rlimit>();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}
+
+/// (user, system) CPU seconds of `who`.
+fn rusage(who: libc::c_int) -> (f64, f64) {
+    // SAFETY: getrusage fills the struct we pass.
+    let usage = unsafe {
+        let mut usage = std::mem::zeroed::<libc::rusage>();
+        if libc::getrusage(who, &mut usage) != 0 {
+            return (0.0, 0.0);
+        }
+        usage
+    };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (secs(usage.ru_utime), secs(usage.ru_stime))
+}
+
+fn read_trimmed(path: &str) -> String {
+    std::fs::read_to_string(path).map(|s| s.trim().to_owned()).unwrap_or_default()
+}
