@@ -34,6 +34,7 @@ struct fake_daemon {
 	int nrecords, capacity;
 	int connections;
 	int log_fd;
+	int served_total;    /* late-first: requests seen so far; guarded by lock */
 	int active;          /* connection threads running; guarded by lock */
 	pthread_cond_t idle; /* signalled when active drops */
 };
@@ -258,10 +259,17 @@ static void *serve_connection(void *arg)
 		case FAKE_SLOW:
 			sleep_ms(d->delay_ms);
 			break;
-		case FAKE_LATE_FIRST:
-			if (served == 1)
+		case FAKE_LATE_FIRST: {
+			int first;
+
+			pthread_mutex_lock(&d->lock);
+			first = d->served_total == 0;
+			d->served_total++;
+			pthread_mutex_unlock(&d->lock);
+			if (first)
 				sleep_ms(d->delay_ms);
 			break;
+		}
 		case FAKE_GARBAGE:
 			reply.magic = 0xdeadbeef;
 			break;
@@ -389,7 +397,7 @@ int fake_daemon_records(struct fake_daemon *d, struct fake_record *out, int max)
 
 	pthread_mutex_lock(&d->lock);
 	n = d->nrecords;
-	if (out != NULL)
+	if (out != NULL && n > 0 && max > 0)
 		memcpy(out, d->records, (size_t)(n < max ? n : max) * sizeof(*out));
 	pthread_mutex_unlock(&d->lock);
 	return n;

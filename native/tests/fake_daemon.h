@@ -24,7 +24,7 @@ enum fake_behaviour {
 	FAKE_WRONG_SEQ,    /* answer with seq + 1000 */
 	FAKE_CLOSE,        /* close the connection on every request */
 	FAKE_STRAY_FD,     /* a correct reply carrying an extra fd */
-	FAKE_LATE_FIRST,   /* the first reply of each connection comes after delay_ms */
+	FAKE_LATE_FIRST,   /* the daemon's very first reply comes after delay_ms */
 };
 
 struct fake_record {

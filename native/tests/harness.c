@@ -23,6 +23,7 @@ extern char **environ;
 
 static char test_dir[256];
 static char self_path[4096];
+static char stats_dir[300];
 static int failures;
 static int run_counter;
 
@@ -171,6 +172,12 @@ void h_init(int argc, char **argv, void (*scenario)(const char *name))
 	}
 	parent_pid = getpid();
 	atexit(cleanup);
+	/* Statistics land here; writable by children running as another uid. */
+	snprintf(stats_dir, sizeof(stats_dir), "%s/stats", test_dir);
+	if (mkdir(stats_dir, 0777) != 0 || chmod(stats_dir, 0777) != 0) {
+		perror("mkdir stats");
+		exit(1);
+	}
 	setenv("LCP_TEST_DIR", test_dir, 1);
 	signal(SIGPIPE, SIG_IGN);
 }
@@ -246,7 +253,7 @@ void h_run(const struct h_run *run, const char *scenario, int timeout_s, struct 
 	memset(result, 0, sizeof(*result));
 	result->output = calloc(1, cap);
 	snprintf(sock, sizeof(sock), "%s/d%d.sock", test_dir, id);
-	snprintf(result->stats_path, sizeof(result->stats_path), "%s/stats-%d.json", test_dir, id);
+	snprintf(result->stats_path, sizeof(result->stats_path), "%s/stats/stats-%d.json", test_dir, id);
 	if (run->daemon) {
 		daemon = fake_daemon_start(sock, run->behaviour, run->delay_ms);
 		if (daemon == NULL) {

@@ -1,0 +1,137 @@
+/*
+ * t_modes.c - what each LIBCEPTION_MODE does to the page cache and to the
+ * daemon, observed from outside: prefetch mode reads LIBCEPTION_PREFETCH
+ * bytes ahead in-process (clamped to EOF), track mode counts but changes no
+ * I/O and never fetches, off and an unknown mode leave everything alone,
+ * sizes like 512K and 2MiB are understood, and the statistics file is valid.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static char buf[65536];
+
+static void scenario(const char *name)
+{
+	int fd;
+
+	if (strcmp(name, "one-read") == 0) {
+		h_evict(h_path("big.bin"));
+		fd = open(h_path("big.bin"), O_RDONLY);
+		H_CALL("pread 4096 at 0", pread(fd, buf, 4096, 0), buf, 0);
+		close(fd);
+		printf("resident pages: %llu\n", (unsigned long long)h_resident_pages(h_path("big.bin")));
+	} else if (strcmp(name, "near-eof") == 0) {
+		h_evict(h_path("short.bin"));
+		fd = open(h_path("short.bin"), O_RDONLY);
+		H_CALL("pread 100 at 500000", pread(fd, buf, 100, 500000), buf, 0);
+		close(fd);
+	} else if (strcmp(name, "five-preads") == 0) {
+		h_evict(h_path("big.bin"));
+		fd = open(h_path("big.bin"), O_RDONLY);
+		for (int i = 0; i < 5; i++)
+			H_CALL("pread", pread(fd, buf, 4096, (off_t)i * 4096), buf, 0);
+		close(fd);
+	}
+}
+
+static unsigned long long resident_of(const char *output)
+{
+	const char *p = strstr(output, "resident pages: ");
+
+	return p ? strtoull(p + 16, NULL, 10) : 0;
+}
+
+int main(int argc, char **argv)
+{
+	const struct h_run base = { .label = "baseline" };
+	const struct h_run prefetch = { .label = "prefetch 1M", .mode = "prefetch", .prefetch = "1M" };
+	const struct h_run prefetch_k = { .label = "prefetch 512K", .mode = "prefetch", .prefetch = "512K" };
+	const struct h_run prefetch_mib = { .label = "prefetch 2MiB", .mode = "prefetch", .prefetch = "2MiB" };
+	const struct h_run prefetch_bad = { .label = "prefetch lots", .mode = "prefetch", .prefetch = "lots" };
+	const struct h_run track = { .label = "track", .mode = "track", .daemon = 1 };
+	const struct h_run off = { .label = "off", .mode = "off", .daemon = 1 };
+	const struct h_run bogus = { .label = "bogus mode", .mode = "bogus", .daemon = 1 };
+	const struct h_run full = { .label = "full", .mode = "full", .daemon = 1 };
+	struct h_result b, r;
+	unsigned long long base_pages;
+
+	h_init(argc, argv, scenario);
+	h_make_file(h_path("big.bin"), 3u << 20, 70);
+	h_make_file(h_path("short.bin"), 600000, 71);
+
+	h_run(&base, "one-read", 30, &b);
+	base_pages = resident_of(b.output);
+	printf("baseline: one 4 KiB read leaves %llu pages resident (kernel readahead)\n", base_pages);
+	h_expect(base_pages < 256, "baseline readahead already covers 1 MiB; the prefetch check would prove nothing");
+
+	h_run(&prefetch, "one-read", 30, &r);
+	printf("prefetch 1M: %llu pages resident, prefetched %lld bytes\n", resident_of(r.output),
+	       h_stat(&r, "\"prefetch\": {", "bytes"));
+	h_expect(resident_of(r.output) >= 256, "prefetch 1M: the first MiB should be resident");
+	h_expect(h_stat(&r, "\"prefetch\": {", "bytes") == 1 << 20, "prefetch 1M: should read exactly 1 MiB ahead");
+	h_expect(h_stat(&r, NULL, "prefetch_bytes") == 1 << 20, "LIBCEPTION_PREFETCH=1M not understood");
+	h_expect(strncmp(r.output, b.output, strcspn(b.output, "\n")) == 0, "prefetch: the read itself changed");
+	h_result_free(&r);
+
+	h_run(&prefetch_k, "one-read", 30, &r);
+	h_expect(h_stat(&r, NULL, "prefetch_bytes") == 512 << 10, "LIBCEPTION_PREFETCH=512K not understood");
+	h_result_free(&r);
+	h_run(&prefetch_mib, "one-read", 30, &r);
+	h_expect(h_stat(&r, NULL, "prefetch_bytes") == 2 << 20, "LIBCEPTION_PREFETCH=2MiB not understood");
+	h_result_free(&r);
+	h_run(&prefetch_bad, "one-read", 30, &r);
+	h_expect(r.status == 0 && h_stat(&r, NULL, "prefetch_bytes") == 2 << 20,
+		 "LIBCEPTION_PREFETCH=lots must keep the 2 MiB default and still run");
+	h_result_free(&r);
+
+	h_run(&prefetch, "near-eof", 30, &r);
+	h_expect(h_stat(&r, "\"prefetch\": {", "bytes") == 100000,
+		 "prefetch near EOF: should read the 100000 bytes to EOF, read %lld", h_stat(&r, "\"prefetch\": {", "bytes"));
+	h_result_free(&r);
+
+	h_run(&track, "one-read", 30, &r);
+	printf("track: %llu pages resident\n", resident_of(r.output));
+	h_expect(strcmp(r.output, b.output) == 0 || resident_of(r.output) < 256,
+		 "track: must not prefetch (resident pages %llu)", resident_of(r.output));
+	h_expect(r.nrecords == 0, "track: the daemon must not be asked about a file cachestat can check");
+	h_result_free(&r);
+
+	h_run(&track, "five-preads", 30, &r);
+	h_expect(h_stat(&r, "\"pread\"", "calls") == 5, "track: pread calls %lld, expected 5",
+		 h_stat(&r, "\"pread\"", "calls"));
+	h_expect(h_stat(&r, "\"pread\"", "bytes") == 5 * 4096, "track: pread bytes wrong");
+	h_expect(h_stat(&r, "\"pread\"", "misses") >= 1 &&
+		 h_stat(&r, "\"pread\"", "misses") + h_stat(&r, "\"pread\"", "hits") == 5,
+		 "track: the first cold pread is a miss and every call is classified");
+	{
+		char cmd[700];
+
+		snprintf(cmd, sizeof(cmd), "python3 -c 'import json,sys; json.load(open(sys.argv[1]))' %s",
+			 r.stats_path);
+		if (system("python3 -c '' 2>/dev/null") == 0)
+			h_expect(system(cmd) == 0, "track: %s is not valid JSON", r.stats_path);
+	}
+	h_result_free(&r);
+
+	h_run(&off, "one-read", 30, &r);
+	h_expect(strcmp(r.output, b.output) == 0 || resident_of(r.output) < 256, "off: changed the page cache");
+	h_expect(r.nrecords == 0 && r.connections == 0, "off: must not talk to the daemon");
+	h_result_free(&r);
+	h_run(&bogus, "one-read", 30, &r);
+	h_expect(r.status == 0 && r.nrecords == 0 && r.connections == 0, "unknown mode: must behave as off");
+	h_result_free(&r);
+
+	h_run(&full, "one-read", 30, &r);
+	printf("full: %llu pages resident after the daemon's fetch\n", resident_of(r.output));
+	h_expect(resident_of(r.output) >= 512, "full: the fake daemon reads 2 MiB ahead; those pages should be resident");
+	h_result_free(&r);
+	h_result_free(&b);
+	return h_finish();
+}
