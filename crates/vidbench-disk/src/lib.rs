@@ -1,19 +1,27 @@
 //! The emulated hard disk: a FUSE filesystem timed by a model of one drive.
 //!
-//! Placeholder until issue #3 lands: the command line is wired into the
-//! `vidbench` binary, the implementation is not.
+//! A library manifest (`vidbench_library::Library`) becomes a read-only
+//! filesystem whose file content is generated, and whose reads complete when a
+//! model of one drive says they would. The parts:
+//!
+//! - [`params`]: drive parameters, the presets, the TOML drive file;
+//! - [`model`]: the drive model on a simulated clock (pure, tested alone);
+//! - [`layout`]: where each file lies on the platter;
+//! - `scheduler`: the thread that puts the model on the wall clock and
+//!   replies to reads at their completion times;
+//! - `fs`: the FUSE filesystem (fuser), `stats`: iostat-like counters,
+//!   `trace`: the per-request CSV, `sys`: mount table, bdi, unmount;
+//! - [`cli`]: `vidbench disk mount|unmount|stat|presets|model|bench`.
+//!
+//! docs/disk.md describes the testbed, its model and its limits.
 
-pub mod cli {
-    /// Arguments of `vidbench disk`.
-    #[derive(Debug, clap::Args)]
-    pub struct Args {
-        /// Everything after the subcommand (not parsed yet).
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        pub rest: Vec<String>,
-    }
-
-    /// Runs `vidbench disk`.
-    pub fn run(_args: Args) -> anyhow::Result<()> {
-        anyhow::bail!("vidbench disk is not implemented yet (issue #3)")
-    }
-}
+mod bench;
+pub mod cli;
+mod fs;
+pub mod layout;
+pub mod model;
+pub mod params;
+mod scheduler;
+pub mod stats;
+mod sys;
+mod trace;
