@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# nginx serving files under the shim: bytes identical to the files (whole
+# files and ranges, sendfile on and off), for cold files. nginx workers run
+# as www-data and the files belong to root, so the shim cannot check
+# residency itself and must go through the daemon - the case the paper's
+# servers are in. Needs root (nginx's user switch) and nginx.
+set -euo pipefail
+source "$(dirname "$0")/../../native/tests/shim-lib.bash"
+shim_require_build
+[ "$(id -u)" -eq 0 ] || { echo "needs root (nginx switches workers to www-data)"; exit 77; }
+[ -x /usr/sbin/nginx ] || { echo "nginx is not installed (scripts/bootstrap)"; exit 77; }
+command -v curl >/dev/null || { echo "curl is not installed"; exit 77; }
+id www-data >/dev/null 2>&1 || { echo "no www-data user"; exit 77; }
+tmp=$(mktemp -d)
+chmod 755 "$tmp"
+nginx_pid=
+stop_nginx() {
+  if [ -n "$nginx_pid" ]; then
+    kill -QUIT "$nginx_pid" 2>/dev/null || true
+    for _ in $(seq 100); do kill -0 "$nginx_pid" 2>/dev/null || break; sleep 0.05; done
+    kill -KILL "$nginx_pid" 2>/dev/null || true
+    wait "$nginx_pid" 2>/dev/null || true
+    nginx_pid=
+  fi
+}
+trap 'stop_nginx; shim_cleanup; rm -rf "$tmp"' EXIT
+
+mkdir -p "$tmp/www" "$tmp/stats" "$tmp/temp"
+chmod 777 "$tmp/stats"
+for i in 1 2 3 4; do head -c $((3 << 20)) /dev/urandom >"$tmp/www/video$i.mp4"; done
+chmod 644 "$tmp/www"/*
+port=$((20000 + RANDOM % 30000))
+
+start_nginx() {
+  local sendfile=$1
+  cat >"$tmp/nginx.conf" <<CONF
+daemon off;
+worker_processes 2;
+user www-data;
+error_log $tmp/error.log warn;
+pid $tmp/nginx.pid;
+events { worker_connections 64; }
+http {
+  access_log off;
+  sendfile $sendfile;
+  client_body_temp_path $tmp/temp/body;
+  proxy_temp_path $tmp/temp/proxy;
+  fastcgi_temp_path $tmp/temp/fastcgi;
+  uwsgi_temp_path $tmp/temp/uwsgi;
+  scgi_temp_path $tmp/temp/scgi;
+  server { listen 127.0.0.1:$port; root $tmp/www; }
+}
+CONF
+  env LD_PRELOAD="$SHIM" LIBCEPTION_MODE=full LIBCEPTION_SOCKET="$sock" \
+    LIBCEPTION_STATS="$tmp/stats/nginx-%p.json" /usr/sbin/nginx -c "$tmp/nginx.conf" -e "$tmp/error.log" &
+  nginx_pid=$!
+  for _ in $(seq 100); do
+    curl -s -o /dev/null "http://127.0.0.1:$port/" && return 0
+    sleep 0.05
+  done
+  echo "nginx did not come up on port $port"; cat "$tmp/error.log" || true
+  return 1
+}
+
+sock=$tmp/daemon.sock
+shim_start_daemon "$sock" "$tmp/daemon.log"
+chmod 666 "$sock" 2>/dev/null || true
+echo "daemon: $DAEMON_KIND, port $port"
+status=0
+for sendfile in on off; do
+  rm -f "$tmp/stats"/*.json
+  start_nginx $sendfile
+  shim_evict "$tmp/www"/*
+  for i in 1 2 3 4; do
+    curl -sf -o "$tmp/got$i" "http://127.0.0.1:$port/video$i.mp4" &
+  done
+  wait_status=0
+  for job in $(jobs -p); do [ "$job" = "$nginx_pid" ] || [ "$job" = "$DAEMON_PID" ] || wait "$job" || wait_status=1; done
+  [ $wait_status -eq 0 ] || { echo "FAIL sendfile $sendfile: a download failed"; status=1; }
+  for i in 1 2 3 4; do
+    cmp -s "$tmp/www/video$i.mp4" "$tmp/got$i" || { echo "FAIL sendfile $sendfile: video$i differs"; status=1; }
+  done
+  curl -sf -r 1000000-1999999 -o "$tmp/range" "http://127.0.0.1:$port/video2.mp4"
+  cmp -s <(tail -c +1000001 "$tmp/www/video2.mp4" | head -c 1000000) "$tmp/range" ||
+    { echo "FAIL sendfile $sendfile: range request differs"; status=1; }
+  stop_nginx
+  calls=$(( $(shim_stat_sum "$tmp/stats" '*.json' calls '"sendfile64"') + $(shim_stat_sum "$tmp/stats" '*.json' calls '"pread64"') ))
+  daemon_checked=$(shim_stat_sum "$tmp/stats" '*.json' daemon '"residency_checks"')
+  fetches=$(shim_stat_sum "$tmp/stats" '*.json' fetches)
+  echo "sendfile $sendfile: $(ls "$tmp/stats" | wc -l) stats files, sendfile64+pread64 calls $calls, daemon-checked $daemon_checked, fetches $fetches"
+  [ "$calls" -gt 0 ] || { echo "FAIL sendfile $sendfile: the shim saw no file reads in nginx"; status=1; }
+  [ "$daemon_checked" -gt 0 ] || { echo "FAIL sendfile $sendfile: www-data's reads of root's files were not checked by the daemon"; status=1; }
+  [ "$fetches" -gt 0 ] || { echo "FAIL sendfile $sendfile: nothing fetched"; status=1; }
+done
+exit $status
