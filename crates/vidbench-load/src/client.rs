@@ -159,6 +159,7 @@ struct InFlight {
 }
 
 /// The parts of a response head the client checks.
+#[derive(Debug)]
 struct Head {
     status: u16,
     len: usize,

@@ -1,0 +1,427 @@
+//! The load client against a local test server whose behaviour each request
+//! chooses (see `common`): pacing, deadlines, bandwidth caps, delay, failure
+//! causes, ramp windows, Poisson starts and verification, all checked from the
+//! raw records the run writes. Timing bands are generous: they check behaviour
+//! (a cap is applied, a deadline is enforced), not speed.
+
+mod common;
+
+use common::TestServer;
+use serde::Deserialize;
+use std::path::Path;
+use vidbench_library::session::{Phase, Request, Session};
+use vidbench_library::{Library, Video, MANIFEST_VERSION};
+use vidbench_load::{play, LoadConfig, LoadError, LoadSummary, Stop};
+
+#[derive(Debug, Deserialize)]
+struct Req {
+    session: u64,
+    phase: String,
+    path: String,
+    start_s: f64,
+    first_byte_s: Option<f64>,
+    end_s: f64,
+    bytes: u64,
+    status: Option<u16>,
+    outcome: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct Sess {
+    session: u64,
+    phase: String,
+    scheduled_s: f64,
+    start_s: f64,
+    requests_done: usize,
+    outcome: String,
+    detail: String,
+}
+
+fn read_csv<T: for<'de> Deserialize<'de>>(path: &Path) -> Vec<T> {
+    csv::Reader::from_path(path).unwrap().deserialize().map(|r| r.unwrap()).collect()
+}
+
+fn req(path: &str, range: Option<(u64, u64)>, pace_s: Option<f64>, timeout_s: f64) -> Request {
+    Request { path: path.into(), range, file_id: None, pace_s, timeout_s }
+}
+
+fn session(id: u64, phase: Phase, rate_bps: u64, delay_ms: u32, requests: Vec<Request>) -> Session {
+    Session { id, phase, class: "test".into(), rate_bps, delay_ms, video: 0, requests }
+}
+
+struct Run {
+    dir: tempfile::TempDir,
+    summary: LoadSummary,
+}
+
+impl Run {
+    fn out(&self) -> std::path::PathBuf {
+        self.dir.path().join("out")
+    }
+    fn requests(&self) -> Vec<Req> {
+        read_csv(&self.out().join("requests.csv"))
+    }
+    fn sessions(&self) -> Vec<Sess> {
+        let mut s: Vec<Sess> = read_csv(&self.out().join("sessions.csv"));
+        s.sort_by_key(|s| s.session);
+        s
+    }
+}
+
+fn run_with(server: &TestServer, rate: f64, sessions: Vec<Session>, tweak: impl FnOnce(&mut LoadConfig)) -> Run {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = LoadConfig::new(server.url(), rate, dir.path().join("out"));
+    config.interval_s = 0.5;
+    tweak(&mut config);
+    let summary = play(config, sessions, &mut |_| {}).expect("the run completes");
+    let run = Run { dir, summary };
+    for f in ["requests.csv", "sessions.csv", "intervals.csv", "summary.json"] {
+        assert!(run.out().join(f).exists(), "{f} was written");
+    }
+    let written: WrittenSummary = serde_json::from_str(&std::fs::read_to_string(run.out().join("summary.json")).unwrap()).unwrap();
+    assert_eq!(written.sessions.started, run.summary.sessions.started);
+    run
+}
+
+/// The part of summary.json read back to check it matches the returned summary.
+#[derive(Deserialize)]
+struct WrittenSummary {
+    sessions: WrittenCounts,
+}
+#[derive(Deserialize)]
+struct WrittenCounts {
+    started: u64,
+}
+
+fn run(server: &TestServer, rate: f64, sessions: Vec<Session>) -> Run {
+    run_with(server, rate, sessions, |_| {})
+}
+
+#[test]
+fn unpaced_requests_follow_completion_and_paced_ones_follow_the_previous_start() {
+    let server = TestServer::start();
+    let r = |q: &str, pace| req(&format!("/f?size=50000{q}"), Some((0, 49_999)), pace, 10.0);
+    let s = session(
+        0,
+        Phase::Measure,
+        0,
+        0,
+        vec![
+            r("", None),
+            r("&head_delay_ms=150", None),
+            r("", Some(0.4)),
+            r("&head_delay_ms=700", Some(0.4)), // slower than its successor's pacing
+            r("", Some(0.4)),
+        ],
+    );
+    let run = run(&server, 50.0, vec![s]);
+    let rows = run.requests();
+    assert_eq!(rows.len(), 5);
+    assert!(rows.iter().all(|r| r.outcome == "ok" && r.bytes == 50_000 && r.status == Some(206)), "{rows:?}");
+    // Unpaced: starts as soon as the previous response is complete.
+    let gap = rows[1].start_s - rows[0].end_s;
+    assert!((0.0..0.1).contains(&gap), "unpaced request started {gap} s after the previous ended");
+    assert!(rows[1].end_s - rows[1].start_s >= 0.15);
+    // Paced: 0.4 s after the previous start (not the previous end).
+    let pace = rows[2].start_s - rows[1].start_s;
+    assert!((0.4..0.55).contains(&pace), "paced start {pace} s after the previous start");
+    let pace = rows[3].start_s - rows[2].start_s;
+    assert!((0.4..0.55).contains(&pace), "paced start {pace} s after the previous start");
+    // When the previous response takes longer than the pacing, the next starts when it completes.
+    assert!(rows[3].end_s - rows[3].start_s >= 0.7);
+    let gap = rows[4].start_s - rows[3].end_s;
+    assert!((0.0..0.1).contains(&gap), "late paced request started {gap} s after the previous ended");
+    assert_eq!(run.summary.sessions.completed, 1);
+}
+
+#[test]
+fn a_missed_deadline_fails_the_session_at_the_deadline_and_stops_it() {
+    let server = TestServer::start();
+    let slow_head = session(
+        0,
+        Phase::Measure,
+        0,
+        0,
+        vec![
+            req("/f?size=1000", None, None, 5.0),
+            req("/f?size=1000&head_delay_ms=3000", None, None, 1.0),
+            req("/f?size=1000", None, None, 5.0),
+        ],
+    );
+    let slow_body = session(
+        1,
+        Phase::Measure,
+        0,
+        0,
+        vec![req("/f?size=400000&slow_bps=200000", None, None, 1.0), req("/f?size=1000", None, None, 5.0)],
+    );
+    let run = run(&server, 100.0, vec![slow_head, slow_body]);
+    let rows = run.requests();
+    let of = |s: u64| rows.iter().filter(|r| r.session == s).collect::<Vec<_>>();
+    let (a, b) = (of(0), of(1));
+    assert_eq!(a.len(), 2, "the session stops after the failed request: {a:?}");
+    assert_eq!(a[0].outcome, "ok");
+    assert_eq!(a[1].outcome, "timeout");
+    let took = a[1].end_s - a[1].start_s;
+    assert!((1.0..1.5).contains(&took), "timed out after {took} s, deadline 1 s");
+    assert_eq!(b.len(), 1);
+    assert_eq!(b[0].outcome, "timeout");
+    assert!(b[0].bytes > 0 && b[0].bytes < 400_000, "partial body counted: {}", b[0].bytes);
+    assert_eq!(b[0].status, Some(200));
+    let took = b[0].end_s - b[0].start_s;
+    assert!((1.0..1.5).contains(&took), "timed out after {took} s, deadline 1 s");
+    let sessions = run.sessions();
+    assert_eq!(sessions[0].outcome, "timeout");
+    assert_eq!(sessions[0].requests_done, 1);
+    assert_eq!(sessions[1].requests_done, 0);
+    assert_eq!(run.summary.sessions.failed_by_cause.get("timeout"), Some(&2));
+    assert_eq!(run.summary.failure_percent, Some(100.0));
+}
+
+#[test]
+fn a_capped_session_downloads_near_its_cap_and_flow_control_holds_the_server_back() {
+    let server = TestServer::start();
+    let rate_bps = 4_000_000; // 500 KB/s
+    let size = 1_500_000u64;
+    // A server send buffer of 64 KiB (the kernel doubles it), as a server
+    // configured with `sndbuf=` has.
+    let s = session(0, Phase::Measure, rate_bps, 0, vec![req(&format!("/f?size={size}&sndbuf=65536"), None, None, 30.0)]);
+    let run = run(&server, 100.0, vec![s]);
+    let rows = run.requests();
+    assert_eq!(rows[0].outcome, "ok");
+    assert_eq!(rows[0].bytes, size);
+    let took = rows[0].end_s - rows[0].first_byte_s.unwrap();
+    let rate = size as f64 / took;
+    let cap = rate_bps as f64 / 8.0;
+    assert!(rate > 0.5 * cap && rate < 1.2 * cap, "transfer at {rate} B/s, cap {cap} B/s");
+    // The server could not write the body much faster than the client read it:
+    // only the two socket buffers (well under half the body) got ahead of the reader.
+    let served = server.served.lock().unwrap().clone();
+    let write_time = (served[0].write_finished - served[0].write_started).as_secs_f64();
+    assert!(write_time > 0.5 * took, "server wrote the body in {write_time} s, client read it in {took} s");
+}
+
+#[test]
+fn one_way_delay_is_added_to_handshake_request_and_response() {
+    let server = TestServer::start();
+    let s = session(
+        0,
+        Phase::Measure,
+        0,
+        200,
+        vec![req("/f?size=1000", None, None, 5.0), req("/f?size=1000", None, None, 5.0)],
+    );
+    let run = run(&server, 100.0, vec![s]);
+    let rows = run.requests();
+    // First request: handshake (2 delays), request (1), response (1).
+    let first = rows[0].end_s - rows[0].start_s;
+    assert!((0.8..1.3).contains(&first), "first response after {first} s");
+    assert!(rows[0].first_byte_s.unwrap() - rows[0].start_s >= 0.8);
+    // Later requests on the open connection: request and response only.
+    let second = rows[1].end_s - rows[1].start_s;
+    assert!((0.4..0.9).contains(&second), "second response after {second} s");
+}
+
+#[test]
+fn failures_are_counted_by_cause_and_verification_catches_a_wrong_byte() {
+    let server = TestServer::start();
+    let library = Library {
+        version: MANIFEST_VERSION,
+        name: "t".into(),
+        placement_seed: 1,
+        files: vec![Video {
+            id: 1,
+            path: "f".into(),
+            size: 1 << 20,
+            video: 0,
+            chunk: None,
+            bitrate_kbps: 420,
+            duration_s: 20.0,
+            rank: 1,
+        }],
+    };
+    let one = |id, path: &str| session(id, Phase::Measure, 0, 0, vec![req(path, Some((0, 99_999)), None, 5.0)]);
+    let sessions = vec![
+        one(0, "/f"),
+        one(1, "/f?status=500"),
+        one(2, "/f?close_after=30000"),
+        one(3, "/f?corrupt=777"),
+        one(4, "/f?status=200"), // 200 where 206 was expected
+        one(5, "/f?size=50000"), // a range past the end: the server sends less
+    ];
+    let verified = run_with(&server, 100.0, sessions.clone(), |c| c.verify = Some(library.clone()));
+    let by = &verified.summary.sessions.failed_by_cause;
+    assert_eq!(verified.summary.sessions.completed, 1, "{:?}", verified.summary.sessions);
+    assert_eq!(by.get("status"), Some(&2));
+    assert_eq!(by.get("short_body"), Some(&2));
+    assert_eq!(by.get("verify"), Some(&1));
+    assert_eq!(verified.summary.verify.mismatches, 1);
+    let sessions_csv = verified.sessions();
+    assert!(sessions_csv[3].detail.contains("byte 777 differs"), "{}", sessions_csv[3].detail);
+    assert!(sessions_csv[2].detail.contains("30000 of 100000"), "{}", sessions_csv[2].detail);
+    assert_eq!(verified.requests().iter().find(|r| r.session == 2).unwrap().bytes, 30_000);
+    // The same run without --verify does not look at the bytes.
+    let unverified = run(&server, 100.0, sessions);
+    assert_eq!(unverified.summary.sessions.completed, 2);
+    assert_eq!(unverified.summary.sessions.failed_by_cause.get("verify"), None);
+}
+
+#[test]
+fn refused_connections_are_counted_once_per_session_and_aggregated() {
+    // The server accepts the connectivity check, then stops listening.
+    let server = TestServer::start_with_accept_limit(Some(1));
+    let sessions: Vec<Session> =
+        (0..20).map(|i| session(i, Phase::Measure, 0, 0, vec![req("/f?size=1000", None, None, 5.0)])).collect();
+    let run = run(&server, 200.0, sessions);
+    assert_eq!(run.summary.sessions.failed_by_cause.get("connect"), Some(&20));
+    assert_eq!(run.summary.errors.len(), 1, "{:?}", run.summary.errors);
+    assert_eq!(run.summary.errors[0].count, 20);
+    assert!(run.summary.errors[0].message.contains(&server.addr.to_string()));
+}
+
+#[test]
+fn ramp_sessions_are_played_and_recorded_but_left_out_of_the_headline() {
+    let server = TestServer::start();
+    let mut sessions = Vec::new();
+    for i in 0..4 {
+        sessions.push(session(i, Phase::RampUp, 0, 0, vec![req("/f?status=503", None, None, 5.0)]));
+    }
+    for i in 4..10 {
+        sessions.push(session(i, Phase::Measure, 0, 0, vec![req("/f?size=20000", None, None, 5.0); 2]));
+    }
+    for i in 10..13 {
+        sessions.push(session(i, Phase::RampDown, 0, 0, vec![req("/f?head_delay_ms=2000", None, None, 0.5)]));
+    }
+    let run = run(&server, 20.0, sessions);
+    let s = &run.summary;
+    assert_eq!(s.failure_percent, Some(0.0));
+    assert_eq!(s.sessions.started, 13);
+    assert_eq!(s.sessions.failed, 7);
+    assert_eq!(s.sessions_by_phase["ramp-up"].failed_by_cause.get("status"), Some(&4));
+    assert_eq!(s.sessions_by_phase["ramp-down"].failed_by_cause.get("timeout"), Some(&3));
+    assert_eq!(s.sessions_by_phase["measure"].completed, 6);
+    // Latency percentiles count measure-phase requests only.
+    assert_eq!(s.response_ms.as_ref().unwrap().count, 12);
+    // The raw data keeps every session and request.
+    let rows = run.requests();
+    assert_eq!(rows.len(), 4 + 12 + 3);
+    assert_eq!(rows.iter().filter(|r| r.phase == "ramp-up" && r.outcome == "status").count(), 4);
+    assert_eq!(rows.iter().filter(|r| r.phase == "ramp-down" && r.outcome == "timeout").count(), 3);
+    assert!(rows.iter().any(|r| r.path == "/f?status=503" && r.status == Some(503)));
+    assert_eq!(run.sessions().iter().filter(|s| s.phase == "ramp-up").count(), 4);
+    let (a, b) = s.measure_window_s.unwrap();
+    let scheduled: Vec<f64> = run.sessions().iter().filter(|s| s.phase == "measure").map(|s| s.scheduled_s).collect();
+    assert_eq!(a, scheduled.iter().copied().fold(f64::INFINITY, f64::min));
+    assert_eq!(b, scheduled.iter().copied().fold(0.0, f64::max));
+}
+
+#[test]
+fn session_starts_follow_a_poisson_process_at_the_offered_rate() {
+    let server = TestServer::start();
+    let rate = 50.0;
+    let n = 250;
+    let sessions: Vec<Session> =
+        (0..n).map(|i| session(i, Phase::Measure, 0, 0, vec![req("/f?size=100", None, None, 5.0)])).collect();
+    let run = run_with(&server, rate, sessions, |c| c.seed = 9);
+    let rows = run.sessions();
+    assert_eq!(rows.len(), n as usize);
+    let mut starts: Vec<f64> = rows.iter().map(|s| s.start_s).collect();
+    // Sessions are taken in file order, never started early.
+    assert!(rows.windows(2).all(|w| w[1].scheduled_s > w[0].scheduled_s));
+    assert!(rows.iter().all(|s| s.start_s >= s.scheduled_s - 1e-3));
+    starts.sort_by(f64::total_cmp);
+    let mut gaps: Vec<f64> = std::iter::once(starts[0]).chain(starts.windows(2).map(|w| w[1] - w[0])).collect();
+    let mean = gaps.iter().sum::<f64>() / n as f64;
+    // Mean gap 1/rate within 4 standard errors (sd of an exponential = its mean).
+    assert!((mean * rate - 1.0).abs() < 4.0 / (n as f64).sqrt(), "mean gap {mean}");
+    // Kolmogorov-Smirnov against Exp(rate) at the 1 % level.
+    gaps.sort_by(f64::total_cmp);
+    let d = gaps
+        .iter()
+        .enumerate()
+        .map(|(i, g)| {
+            let cdf = 1.0 - (-rate * g).exp();
+            (cdf - i as f64 / n as f64).abs().max(((i + 1) as f64 / n as f64 - cdf).abs())
+        })
+        .fold(0.0, f64::max);
+    assert!(d < 1.63 / (n as f64).sqrt(), "KS distance {d}");
+    let achieved = run.summary.session_rate.achieved.unwrap();
+    assert!((achieved / rate - 1.0).abs() < 0.25, "achieved {achieved}/s for {rate}/s");
+}
+
+#[test]
+fn stop_conditions_limit_the_sessions_started() {
+    let server = TestServer::start();
+    let sessions: Vec<Session> =
+        (0..50).map(|i| session(i, Phase::Measure, 0, 0, vec![req("/f?size=100", None, None, 5.0)])).collect();
+    let run_n = run_with(&server, 100.0, sessions.clone(), |c| c.stop = Stop::Sessions(7));
+    assert_eq!(run_n.summary.sessions.started, 7);
+    assert_eq!(run_n.summary.stopped_by, "session-count");
+    let run_d = run_with(&server, 20.0, sessions.clone(), |c| c.stop = Stop::Duration(0.5));
+    let started = run_d.summary.sessions.started;
+    assert!(run_d.sessions().iter().all(|s| s.scheduled_s <= 0.5));
+    assert!(started < 50 && run_d.summary.stopped_by == "duration", "{started}");
+    let run_all = run(&server, 500.0, sessions);
+    assert_eq!(run_all.summary.sessions.started, 50);
+    assert_eq!(run_all.summary.stopped_by, "all-sessions-played");
+    let intervals = std::fs::read_to_string(run_all.out().join("intervals.csv")).unwrap();
+    assert!(intervals.lines().count() >= 2, "{intervals}");
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let one = vec![session(0, Phase::Measure, 0, 0, vec![req("/f", None, None, 5.0)])];
+    let err = |url: &str, sessions: Vec<Session>| {
+        play(LoadConfig::new(url, 1.0, dir.path().join("x")), sessions, &mut |_| {}).unwrap_err()
+    };
+    // A closed port: one clear error naming the address, no result files.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let e = err(&format!("http://{closed}"), one.clone());
+    assert!(matches!(e, LoadError::Unreachable { .. }), "{e}");
+    assert!(e.to_string().contains(&closed.to_string()), "{e}");
+    assert!(!dir.path().join("x/requests.csv").exists());
+    assert!(matches!(err("https://127.0.0.1:1", one.clone()), LoadError::BadServerUrl { .. }));
+    assert!(matches!(err("not a url", one.clone()), LoadError::BadServerUrl { .. }));
+    let bad_path = vec![session(3, Phase::Measure, 0, 0, vec![req("/ok", None, None, 5.0), req("no-slash", None, None, 5.0)])];
+    let e = err("http://127.0.0.1:1", bad_path);
+    assert!(e.to_string().contains("session 3, request 1"), "{e}");
+    assert!(matches!(err("http://127.0.0.1:1", vec![]), LoadError::NoSessions));
+    // Results already in the directory are never overwritten.
+    let server = TestServer::start();
+    std::fs::create_dir_all(dir.path().join("y")).unwrap();
+    std::fs::write(dir.path().join("y/summary.json"), "{}").unwrap();
+    let e = play(LoadConfig::new(server.url(), 1.0, dir.path().join("y")), one, &mut |_| {}).unwrap_err();
+    assert!(e.to_string().contains("already holds results"), "{e}");
+}
+
+#[test]
+fn the_command_line_names_a_malformed_session_line() {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: vidbench_load::cli::Args,
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("sessions.jsonl");
+    let good = serde_json::to_string(&session(0, Phase::Measure, 0, 0, vec![req("/f", None, None, 5.0)])).unwrap();
+    std::fs::write(&file, format!("{good}\n{{\"id\": 1, \"bogus\": true}}\n")).unwrap();
+    let out = dir.path().join("out");
+    let cli = Cli::try_parse_from([
+        "load",
+        file.to_str().unwrap(),
+        "--server",
+        "http://127.0.0.1:1",
+        "--rate",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+    ])
+    .unwrap();
+    let e = format!("{:#}", vidbench_load::cli::run(cli.args).unwrap_err());
+    assert!(e.contains("sessions.jsonl:2"), "{e}");
+    // --duration and --sessions exclude each other.
+    assert!(Cli::try_parse_from(["load", "s", "--server", "u", "--rate", "1", "--out", "o", "--duration", "1", "--sessions", "2"]).is_err());
+}
