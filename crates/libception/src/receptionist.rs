@@ -288,13 +288,11 @@ impl Receptionist {
                     return;
                 }
             };
-            if dgram.len == 0 && dgram.fds.is_empty() && hangup {
+            if dgram.len == 0 && dgram.fds.is_empty() && (hangup || sys::peer_closed(conn.raw_fd())) {
                 self.close_connection(id, "end of stream");
                 return;
             }
-            let zero_length = dgram.len == 0;
             match self.on_message(&conn, &buf[..dgram.copied], dgram.len, dgram.fds, dgram.control_truncated) {
-                Outcome::Answered if zero_length => return, // a 0-byte read may also be EOF: let epoll tell
                 Outcome::Answered => {}
                 Outcome::Queued => return,
                 Outcome::Close(why) => {

@@ -167,3 +167,13 @@ pub fn recv_with_fds(fd: RawFd, buf: &mut [u8]) -> io::Result<Datagram> {
         control_truncated: msg.msg_flags & libc::MSG_CTRUNC != 0,
     })
 }
+
+/// Whether the peer of a connected socket has closed or shut down its
+/// sending side. On SOCK_SEQPACKET a receive of 0 bytes means either an empty
+/// datagram or end of stream; this tells them apart.
+pub fn peer_closed(fd: RawFd) -> bool {
+    let mut p = libc::pollfd { fd, events: libc::POLLRDHUP, revents: 0 };
+    // SAFETY: one valid pollfd, zero timeout.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n > 0 && p.revents & (libc::POLLHUP | libc::POLLRDHUP | libc::POLLERR) != 0
+}

@@ -1,0 +1,214 @@
+//! The daemon's life cycle and access control: socket creation (mode, stale
+//! socket removal, refusal to steal a live daemon's socket or to replace a
+//! non-socket file), peer credential checks, clean shutdown on SIGTERM and
+//! SIGINT with pending requests answered and the socket removed, `--per-disk`
+//! workers, and `libception run` (environment, LD_PRELOAD prepending, exit
+//! status pass-through, a private daemon).
+
+mod common;
+use common::*;
+use libception_proto::{reply_flags, Op, Request};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[test]
+fn socket_is_created_with_the_requested_mode_and_removed_at_exit() {
+    let mut d = Daemon::start(&[]);
+    let meta = std::fs::metadata(&d.socket).unwrap();
+    assert!(meta.file_type().is_socket());
+    assert_eq!(meta.permissions().mode() & 0o7777, 0o660);
+    assert!(d.stop().success());
+    assert!(!d.socket.exists(), "socket left behind after SIGTERM");
+    assert!(d.log_text().contains("received signal 15"));
+
+    let mut d = Daemon::start(&["--socket-mode", "0600"]);
+    assert_eq!(std::fs::metadata(&d.socket).unwrap().permissions().mode() & 0o7777, 0o600);
+    // SIGINT is a clean shutdown too.
+    let mut child = d.child.take().unwrap();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    assert!(child.wait().unwrap().success());
+    assert!(!d.socket.exists());
+}
+
+#[test]
+fn a_live_daemon_is_never_replaced_and_a_stale_socket_is() {
+    let d = Daemon::start(&[]);
+    let out = Command::new(BIN).args(["daemon", "--socket"]).arg(&d.socket).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("already listening"), "{err}");
+    d.client().stats().expect("the first daemon still serves");
+
+    // A stale socket: bound, then its owner went away without removing it.
+    let dir = real_tempdir();
+    let stale = dir.path().join("stale.sock");
+    drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+    assert!(stale.exists());
+    let mut child = Command::new(BIN)
+        .args(["daemon", "--socket"])
+        .arg(&stale)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while libception::client::Client::connect(&stale).is_err() {
+        assert!(child.try_wait().unwrap().is_none(), "daemon refused a stale socket");
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+
+    // A regular file at the path is left alone.
+    let file = dir.path().join("not-a-socket");
+    std::fs::write(&file, "keep me").unwrap();
+    let out = Command::new(BIN).args(["daemon", "--socket"]).arg(&file).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not a socket"));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me");
+}
+
+#[test]
+fn peers_outside_the_allow_lists_are_rejected_and_logged() {
+    // SAFETY: trivial getters.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let other = (uid + 4242).to_string();
+    let d = Daemon::start(&["--allow-uid", &other, "--allow-gid", &other]);
+    let c = libception::client::Client::connect(&d.socket).unwrap();
+    c.set_timeout(Some(Duration::from_secs(5))).unwrap();
+    let sent = c.send_raw(&Request { op: Op::Stats, flags: 0, call: 0, seq: 1, offset: 0, length: 0, tid: 0 }.encode(), &[]);
+    let mut buf = [0u8; 64];
+    let got = c.recv_raw(&mut buf);
+    assert!(sent.is_err() || matches!(got, Ok(0) | Err(_)), "a rejected peer got an answer");
+    let log = d.log_text();
+    assert!(log.contains("rejecting a connection") && log.contains(&format!("uid={uid}")), "{log}");
+
+    let d = Daemon::start(&["--allow-uid", &other, "--allow-gid", &gid.to_string()]);
+    let s = d.stats();
+    assert_eq!(s.totals.connections_rejected, 0);
+}
+
+#[test]
+fn sigterm_answers_pending_requests_before_exiting() {
+    let dir = real_tempdir();
+    let files: Vec<_> = (0..3).map(|i| make_file(dir.path(), &format!("p{i}"), 32 * MIB)).collect();
+    let mut d = Daemon::start(&["--prefetch", "2M", "--max-read", "32M"]);
+    let clients: Vec<_> = files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            evict(f);
+            let c = d.client();
+            let file = std::fs::File::open(f).unwrap();
+            c.send_raw(&Request { op: Op::Fetch, flags: 0, call: 0, seq: i as u64 + 1, offset: 0, length: 32 * MIB, tid: 0 }.encode(), &[file.as_raw_fd()])
+                .unwrap();
+            c
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while d.stats().disks.iter().map(|x| x.queued).sum::<u64>() < 3 {
+        assert!(Instant::now() < deadline);
+    }
+    let status = d.stop();
+    assert!(status.success(), "{status}");
+    for (i, c) in clients.iter().enumerate() {
+        let r = c.recv_reply().expect("pending request answered before exit");
+        assert_eq!((r.seq, r.status), (i as u64 + 1, 0));
+        assert!(r.flags & (reply_flags::READ | reply_flags::RESIDENT) != 0);
+    }
+    assert!(!d.socket.exists());
+}
+
+#[test]
+fn per_disk_mode_gives_each_disk_its_own_worker() {
+    let dir = real_tempdir();
+    let on_disk = make_file(dir.path(), "a", MIB);
+    // /dev/shm is tmpfs: an anonymous device, hence its own disk queue.
+    let shm = tempfile::tempdir_in("/dev/shm").unwrap();
+    let on_tmpfs = make_file(shm.path(), "b", MIB);
+    for args in [&["--per-disk"][..], &[][..]] {
+        let d = Daemon::start(args);
+        let mut c = d.client();
+        for p in [&on_disk, &on_tmpfs] {
+            evict(p);
+            let f = std::fs::File::open(p).unwrap();
+            assert_eq!(c.fetch(f.as_raw_fd(), 0, 4096, 0).unwrap().status, 0);
+        }
+        let s = d.stats();
+        assert_eq!(s.disks.len(), 2, "{:#?}", s.disks);
+        let anon = s.disks.iter().find(|x| x.name.starts_with("anon-0:")).expect("tmpfs is anonymous");
+        let real = s.disks.iter().find(|x| !x.name.starts_with("anon-")).expect("the real disk");
+        if args.is_empty() {
+            assert_eq!(s.workers.len(), 1);
+            assert_eq!((anon.worker, real.worker), (0, 0));
+        } else {
+            assert_eq!(s.workers.len(), 2);
+            assert_ne!(anon.worker, real.worker);
+        }
+    }
+}
+
+fn empty_shared_object(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let src = dir.join(format!("{name}.c"));
+    let so = dir.join(format!("{name}.so"));
+    std::fs::write(&src, "int libception_test_marker_symbol;\n").unwrap();
+    let ok = Command::new("cc").args(["-shared", "-fPIC", "-o"]).arg(&so).arg(&src).status().unwrap();
+    assert!(ok.success(), "cc could not build a test shared object");
+    so
+}
+
+#[test]
+fn run_sets_the_environment_prepends_the_shim_and_passes_the_exit_status() {
+    let dir = real_tempdir();
+    let shim = empty_shared_object(dir.path(), "libdeception");
+    let other = empty_shared_object(dir.path(), "other");
+    let out = Command::new(BIN)
+        .args(["run", "--mode", "serialize", "--prefetch", "4M", "--timeout-ms", "250", "--socket", "/tmp/x.sock", "--shim"])
+        .arg(&shim)
+        .args(["--", "sh", "-c", "echo \"$LD_PRELOAD|$LIBCEPTION_MODE|$LIBCEPTION_PREFETCH|$LIBCEPTION_SOCKET|$LIBCEPTION_TIMEOUT_MS\"; exit 7"])
+        .env("LD_PRELOAD", &other)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(7));
+    let shim_abs = shim.canonicalize().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("{}:{}|serialize|4194304|/tmp/x.sock|250", shim_abs.display(), other.display())
+    );
+    // Killed by a signal: 128 + signal number.
+    let st = Command::new(BIN).args(["run", "--shim"]).arg(&shim).args(["--", "sh", "-c", "kill -TERM $$"]).status().unwrap();
+    assert_eq!(st.code(), Some(128 + libc::SIGTERM));
+    // LIBCEPTION_SHIM is used when --shim is not given; a missing shim is an error naming it.
+    let out = Command::new(BIN).args(["run", "--", "true"]).env("LIBCEPTION_SHIM", dir.path().join("missing.so")).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("missing.so"));
+}
+
+#[test]
+fn run_can_start_a_private_daemon_for_the_program() {
+    let dir = real_tempdir();
+    let shim = empty_shared_object(dir.path(), "libdeception");
+    let script = format!(
+        "{bin} stat --json --socket \"$LIBCEPTION_SOCKET\" > {out} && echo \"$LIBCEPTION_SOCKET\"",
+        bin = BIN,
+        out = dir.path().join("stats.json").display()
+    );
+    let out = Command::new(BIN)
+        .args(["run", "--start-daemon", "--prefetch", "1M", "--shim"])
+        .arg(&shim)
+        .args(["--", "sh", "-c", &script])
+        .env_remove("LD_PRELOAD")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let socket = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(!socket.is_empty());
+    assert!(!std::path::Path::new(&socket).exists(), "the private daemon's socket outlived it");
+    let stats: libception::stats::Snapshot = serde_json::from_slice(&std::fs::read(dir.path().join("stats.json")).unwrap()).unwrap();
+    assert_eq!(stats.daemon.prefetch_bytes, MIB);
+    assert_eq!(stats.daemon.socket, socket);
+}
