@@ -141,7 +141,10 @@ impl DriveArgs {
         if let Some(kind) = &o.kind {
             p.kind = if kind == "ssd" { DriveKind::Ssd } else { DriveKind::Hdd };
         }
-        p.validate()?;
+        p.validate().with_context(|| match &self.config {
+            Some(path) => format!("drive {name} with {} and the command line", path.display()),
+            None => format!("drive {name} with the command line"),
+        })?;
         Ok((name, p))
     }
 }
@@ -288,11 +291,20 @@ impl Ready {
         std::env::remove_var(READY_FD_ENV);
         Ready { pipe }
     }
-    fn send(&mut self, message: &str) {
+    /// Tells the parent (or the terminal) that the mount is ready.
+    fn ready(&mut self, message: &str) {
+        match self.pipe.take() {
+            Some(mut pipe) => {
+                let _ = pipe.write_all(message.as_bytes());
+            }
+            None => eprint!("vidbench disk: {message}"),
+        }
+    }
+    /// Tells a daemonizing parent why the mount failed (in the foreground the
+    /// error is printed by `vidbench` itself).
+    fn failed(&mut self, error: &anyhow::Error) {
         if let Some(mut pipe) = self.pipe.take() {
-            let _ = pipe.write_all(message.as_bytes());
-        } else {
-            eprintln!("{message}");
+            let _ = pipe.write_all(format!("error: {error:#}\n").as_bytes());
         }
     }
 }
@@ -305,7 +317,7 @@ fn mount(args: MountArgs) -> anyhow::Result<()> {
     match serve(&args, &mut ready) {
         Ok(()) => Ok(()),
         Err(e) => {
-            ready.send(&format!("error: {e:#}\n"));
+            ready.failed(&e);
             Err(e)
         }
     }
@@ -357,7 +369,7 @@ fn daemonize(args: &MountArgs) -> anyhow::Result<()> {
 
 fn serve(args: &MountArgs, ready: &mut Ready) -> anyhow::Result<()> {
     let (preset_name, params) = args.drive.resolve()?;
-    let library = Library::load(&args.library)?;
+    let library = Library::load(&args.library).map_err(|e| anyhow::anyhow!("{e}"))?;
     let mountpoint = &args.mountpoint;
     let meta = std::fs::metadata(mountpoint).with_context(|| format!("mount point {} does not exist or cannot be reached", mountpoint.display()))?;
     if !meta.is_dir() {
@@ -463,7 +475,7 @@ fn serve(args: &MountArgs, ready: &mut Ready) -> anyhow::Result<()> {
             }
         })?;
     }
-    ready.send(&format!(
+    ready.ready(&format!(
         "ready: {} on {} ({} files, {:.1} GB, {} placement, device {}:{}, read_ahead_kb {})\n",
         preset_name,
         canonical.display(),
