@@ -1,19 +1,30 @@
-//! Experiment driver: finds the maximum failure-free rate of real servers.
+//! Experiment driver (`vidbench run`): runs real web servers on the emulated
+//! disk under a memory limit, with and without Libception, and finds each
+//! configuration's maximum failure-free rate (paper 000 section 4, paper 003
+//! section 7).
 //!
-//! Placeholder until issue #5 lands: the command line is wired into the
-//! `vidbench` binary, the implementation is not.
+//! - [`experiment`]: the experiment file and its checks.
+//! - [`search`]: the maximum failure-free rate search (pure, tested against a
+//!   simulated server), [`stats`] for confidence intervals.
+//! - [`driver`]: the loop over configurations, rates and repetitions, results
+//!   layout, progress, resume; one run builds its guards in order:
+//!   [`disk`] (outside the cgroup), [`cgroup`], [`daemon`], [`server`] (from a
+//!   [`template`]), all children being [`process`] guards, and stops them in
+//!   reverse whatever happens ([`interrupt`] turns Ctrl-C into an error).
+//! - [`reader`]: cache warming and the `wc` upper bound.
+//! - [`setup`]: the machine description recorded with every run.
 
-pub mod cli {
-    /// Arguments of `vidbench run`.
-    #[derive(Debug, clap::Args)]
-    pub struct Args {
-        /// Everything after the subcommand (not parsed yet).
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        pub rest: Vec<String>,
-    }
-
-    /// Runs `vidbench run`.
-    pub fn run(_args: Args) -> anyhow::Result<()> {
-        anyhow::bail!("vidbench run is not implemented yet (issue #5)")
-    }
-}
+pub mod cgroup;
+pub mod cli;
+pub mod daemon;
+pub mod disk;
+pub mod driver;
+pub mod experiment;
+pub mod interrupt;
+pub mod process;
+pub mod reader;
+pub mod search;
+pub mod server;
+pub mod setup;
+pub mod stats;
+pub mod template;

@@ -1,0 +1,109 @@
+//! `vidbench run EXPERIMENT.toml --out RESULTS [--resume]`, and the hidden
+//! reader mode the driver starts inside a run's cgroup.
+
+use crate::driver::{self, Driver};
+use crate::experiment::{Experiment, RatePlan};
+use crate::{cgroup, interrupt, reader};
+use anyhow::Context;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Arguments of `vidbench run`.
+#[derive(Debug, clap::Args)]
+#[command(about = "Run an experiment: servers on the emulated disk, with and without Libception, \
+                   searching each configuration's maximum failure-free rate (see docs/run.md)")]
+pub struct Args {
+    /// The experiment file (TOML), e.g. bench/experiments/quick.toml.
+    #[arg(required_unless_present = "internal_read")]
+    pub experiment: Option<PathBuf>,
+    /// Results directory (created; refused if it holds results, unless --resume).
+    #[arg(long, required_unless_present_any = ["internal_read", "check"])]
+    pub out: Option<PathBuf>,
+    /// Continue an interrupted experiment: finished runs are kept, the others redone.
+    #[arg(long)]
+    pub resume: bool,
+    /// Only check the experiment file and print the configurations and the run plan.
+    #[arg(long)]
+    pub check: bool,
+    #[arg(long, hide = true)]
+    pub internal_read: Option<PathBuf>,
+    #[arg(long, hide = true)]
+    pub internal_mount: Option<PathBuf>,
+    #[arg(long, hide = true)]
+    pub internal_report: Option<PathBuf>,
+    #[arg(long, hide = true)]
+    pub internal_deadline_s: Option<f64>,
+}
+
+/// Runs `vidbench run`.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if let Some(list) = &args.internal_read {
+        let mount = args.internal_mount.as_ref().context("--internal-read needs --internal-mount")?;
+        let report = args.internal_report.as_ref().context("--internal-read needs --internal-report")?;
+        let ranges = vidbench_library::session_io::read_warm_list(list)?;
+        let r = reader::read_ranges(mount, &ranges, 128, args.internal_deadline_s.map(Duration::from_secs_f64))?;
+        std::fs::write(report, serde_json::to_string_pretty(&r)? + "\n")?;
+        return Ok(());
+    }
+    let path = args.experiment.expect("clap requires it");
+    let exp = Experiment::from_file(&path)?;
+    if args.check {
+        print_plan(&exp);
+        return Ok(());
+    }
+    let out = args.out.expect("clap requires it");
+    cgroup::available().map_err(anyhow::Error::msg)?;
+    interrupt::install()?;
+    raise_fd_limit();
+    driver::cleanup_leftovers(&out);
+    let result = Driver::new(exp, &out, args.resume).and_then(|mut d| d.run_all().map(|s| (d, s)));
+    match result {
+        Ok((d, summaries)) => {
+            eprintln!("vidbench run: all runs done; results in {}", d.out.display());
+            for s in &summaries {
+                println!("{:<28} {}", s.label, s.headline());
+            }
+            Ok(())
+        }
+        Err(e) if e.is::<interrupt::Interrupted>() || interrupt::requested() => {
+            anyhow::bail!("interrupted: finished runs are kept in {}; continue with `vidbench run {} --out {} --resume`", out.display(), path.display(), out.display())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn print_plan(exp: &Experiment) {
+    println!("experiment {:?}: {} configurations, about {} runs", exp.name, exp.configs.len(), exp.configs.iter().map(|c| driver::estimate_runs(&c.rates)).sum::<usize>());
+    for c in &exp.configs {
+        let what = match (c.server, c.libception) {
+            (Some(s), Some(m)) => format!("{} under Libception ({}{})", s.name(), m.name(), c.prefetch_kb.map(|p| format!(", prefetch {p} KiB")).unwrap_or_default()),
+            (Some(s), None) => format!("{} vanilla", s.name()),
+            (None, _) => "wc upper bound".into(),
+        };
+        let plan = match &c.rates {
+            RatePlan::Fixed { rates, repetitions, .. } => format!("rates {rates:?} x {repetitions}"),
+            RatePlan::Search { search, threshold_pct } => format!(
+                "search {}..{} (resolution {}, {} repetitions, threshold {threshold_pct} %)",
+                search.low, search.high, search.resolution, search.repetitions
+            ),
+            RatePlan::None { repetitions } => format!("{repetitions} run(s)"),
+        };
+        println!("  {:<24} {what}; read_ahead {} KiB, max request {} KiB; {plan}", c.name, c.read_ahead_kb, c.max_request_kb);
+    }
+}
+
+/// Servers and the load client hold a socket per session: raise the open-file
+/// limit (inherited by the servers) as far as root may.
+fn raise_fd_limit() {
+    let want: libc::rlim_t = 1 << 16;
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < want {
+            let raised = libc::rlimit { rlim_cur: want, rlim_max: lim.rlim_max.max(want) };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) != 0 {
+                let soft = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
+                libc::setrlimit(libc::RLIMIT_NOFILE, &soft);
+            }
+        }
+    }
+}

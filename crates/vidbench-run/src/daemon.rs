@@ -1,0 +1,82 @@
+//! Libception's daemon for one run, as a guard.
+//!
+//! `libception daemon --socket RUN/daemon.sock --prefetch BYTES` runs inside the
+//! run's memory cgroup (role `daemon` for CPU accounting): the pages it
+//! prefetches are charged where the server's are, as on the papers' machines
+//! where both shared the server's RAM. The socket is opened to every user
+//! (mode 0666) because the servers' workers run as an unprivileged user; it
+//! lives in the run directory and only for the run. Counters come from
+//! `libception stat --json --socket P` before the daemon is stopped (SIGTERM,
+//! which answers pending requests first).
+
+use crate::cgroup::{Role, RunCgroup};
+use crate::interrupt;
+use crate::process::{tail, Child, Spawn};
+use anyhow::{bail, Context};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Daemon {
+    pub child: Child,
+    pub socket: PathBuf,
+    binary: PathBuf,
+    log: PathBuf,
+    pub command: Vec<String>,
+}
+
+impl Daemon {
+    pub fn start(binary: &Path, socket: &Path, prefetch_bytes: u64, log: &Path, cgroup: &RunCgroup) -> anyhow::Result<Daemon> {
+        let args = vec![
+            "daemon".to_string(),
+            "--socket".into(),
+            socket.display().to_string(),
+            "--prefetch".into(),
+            prefetch_bytes.to_string(),
+        ];
+        let out = std::fs::File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
+        let mut command = Command::new(binary);
+        command.args(&args).stdin(Stdio::null()).stdout(out.try_clone()?).stderr(out);
+        let child = Child::spawn(Spawn {
+            name: "libception daemon",
+            command,
+            attach: Some(cgroup.attach(Role::Daemon)?),
+            stop_signal: libc::SIGTERM,
+            death_signal: libc::SIGKILL,
+        })?;
+        let mut command_line = vec![binary.display().to_string()];
+        command_line.extend(args);
+        let mut d = Daemon { child, socket: socket.to_owned(), binary: binary.to_owned(), log: log.to_owned(), command: command_line };
+        let end = Instant::now() + Duration::from_secs(20);
+        loop {
+            interrupt::check()?;
+            if socket.exists() {
+                std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o666))
+                    .with_context(|| format!("cannot open the daemon's socket {} to the server's user", socket.display()))?;
+                return Ok(d);
+            }
+            if let Some(status) = d.child.exited() {
+                bail!("libception daemon exited ({status}) during start-up; its log {}:\n{}", log.display(), tail(log, 20));
+            }
+            if Instant::now() > end {
+                bail!("libception daemon did not create {} within 20 s; its log {}:\n{}", socket.display(), log.display(), tail(log, 20));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `libception stat --json`.
+    pub fn stats(&self) -> anyhow::Result<serde_json::Value> {
+        let out = Command::new(&self.binary)
+            .args(["stat", "--json", "--socket"])
+            .arg(&self.socket)
+            .stdin(Stdio::null())
+            .output()
+            .context("cannot run libception stat")?;
+        if !out.status.success() {
+            bail!("libception stat failed: {} (daemon log {})", String::from_utf8_lossy(&out.stderr).trim(), self.log.display());
+        }
+        serde_json::from_slice(&out.stdout).context("libception stat --json did not print JSON")
+    }
+}

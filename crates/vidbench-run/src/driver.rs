@@ -1,0 +1,726 @@
+//! The experiment loop: every configuration, every rate, every repetition, one
+//! run each, with progress, resume and clean-up.
+//!
+//! Results layout (see docs/run.md):
+//!
+//! ```text
+//! OUT/experiment.toml          the experiment file as given
+//! OUT/experiment.json          the checked, expanded experiment
+//! OUT/machine.json             kernel, CPU, packages, git revision
+//! OUT/workload/                the generated workload (when a spec is given)
+//! OUT/runs/CONFIG/rate-R-repK/ one run: run.json, setup.json, load/, disk-*.json,
+//!                              daemon.json, shim/, resources.json, result.json, DONE
+//! OUT/runs/CONFIG/wc-repK/     one wc run: wc.json instead of load/
+//! OUT/runs/CONFIG/search.json  the search's decisions (search plans)
+//! OUT/summary.json             one line per configuration
+//! ```
+//!
+//! A run directory is complete when it holds `DONE` (written last); `--resume`
+//! reuses complete runs and redoes incomplete ones, and a search replays its
+//! finished runs from disk, so it takes the same decisions as before.
+//! One run ([`Driver::run_server`]) builds its guards in order (disk, cgroup,
+//! daemon, server) and stops them in reverse, on success, error or Ctrl-C alike.
+
+use crate::cgroup::{self, Role, RunCgroup};
+use crate::daemon::Daemon;
+use crate::disk::{self, Disk, DiskOptions};
+use crate::experiment::{Config, Experiment, Mode, RatePlan, RunKind, WorkloadSource};
+use crate::interrupt::{self, Interrupted};
+use crate::process::{tail, Child, Spawn};
+use crate::reader::{self, ReadReport};
+use crate::search::{self, Outcome, Prober, SearchResult};
+use crate::server::{self, ServerSetup};
+use crate::{setup, stats};
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use vidbench_library::session::Session;
+
+/// The marker of a complete run directory.
+pub const DONE: &str = "DONE";
+
+/// What a finished run recorded in `result.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunResult {
+    pub config: String,
+    pub kind: RunKind,
+    pub rate: Option<f64>,
+    pub repetition: u32,
+    pub outcome: Outcome,
+    pub wall_s: f64,
+}
+
+/// The generated (or given) workload files.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkloadFiles {
+    pub dir: PathBuf,
+    pub library: PathBuf,
+    pub sessions: PathBuf,
+    pub warm: Option<PathBuf>,
+}
+
+/// Where the programs are.
+#[derive(Debug, Clone, Serialize)]
+pub struct Programs {
+    pub vidbench: PathBuf,
+    pub libception: PathBuf,
+    pub shim: PathBuf,
+}
+
+impl Programs {
+    /// `[paths]` first, then `$LIBCEPTION_BUILD`, then the build directory this
+    /// `vidbench` runs from (`build/bin/vidbench` -> `build/`).
+    pub fn find(exp: &Experiment) -> anyhow::Result<Programs> {
+        let vidbench = std::env::current_exe().context("cannot find the running vidbench binary")?;
+        let build = std::env::var_os("LIBCEPTION_BUILD")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| vidbench.parent().and_then(Path::parent).map(Path::to_owned).unwrap_or_default());
+        Ok(Programs {
+            libception: exp.paths.libception.clone().unwrap_or_else(|| build.join("bin/libception")),
+            shim: exp.paths.shim.clone().unwrap_or_else(|| build.join("libdeception.so")),
+            vidbench,
+        })
+    }
+}
+
+/// Counts runs for the progress line.
+struct Progress {
+    started: Instant,
+    done: usize,
+    run_seconds: Vec<f64>,
+    estimate_total: usize,
+}
+
+impl Progress {
+    fn line(&self, what: &str) -> String {
+        let elapsed = self.started.elapsed().as_secs_f64();
+        let n = self.done + 1;
+        let m = self.estimate_total.max(n);
+        let eta = if self.run_seconds.is_empty() {
+            "?".to_string()
+        } else {
+            fmt_duration(stats::mean(&self.run_seconds) * (m - self.done) as f64)
+        };
+        format!("[run {n} of ~{m}] {what} | elapsed {} | ETA {eta}", fmt_duration(elapsed))
+    }
+}
+
+pub fn fmt_duration(s: f64) -> String {
+    let s = s.max(0.0).round() as u64;
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, s / 60 % 60)
+    } else {
+        format!("{}m{:02}s", s / 60, s % 60)
+    }
+}
+
+/// Estimated number of runs of a plan (exact for fixed plans).
+pub fn estimate_runs(plan: &RatePlan) -> usize {
+    match plan {
+        RatePlan::Fixed { rates, repetitions, .. } => rates.len() * *repetitions as usize,
+        RatePlan::None { repetitions } => *repetitions as usize,
+        RatePlan::Search { search, .. } => {
+            let step = (search.high - search.low) / (search.coarse_points.max(2) - 1) as f64;
+            let bisect = (step / search.resolution).log2().ceil().max(0.0) as usize;
+            (search.coarse_points as usize).div_ceil(2) + bisect + search.repetitions as usize - 1
+        }
+    }
+}
+
+/// Rate as it appears in directory names.
+pub fn rate_tag(rate: f64) -> String {
+    format!("{rate:.2}")
+}
+
+pub struct Driver {
+    pub exp: Experiment,
+    pub out: PathBuf,
+    pub programs: Programs,
+    pub workload: WorkloadFiles,
+    sessions: Vec<Session>,
+    machine: Value,
+    progress: Progress,
+    cgroup_counter: u32,
+}
+
+fn now_unix() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+}
+
+fn write_json(path: &Path, v: &impl Serialize) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(v).expect("JSON values serialize");
+    std::fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Checks that every program the experiment needs exists, before anything is set up.
+pub fn check_programs(exp: &Experiment, p: &Programs) -> anyhow::Result<()> {
+    for c in &exp.configs {
+        if let Some(kind) = c.server {
+            let bin = server_binary(exp, c, kind);
+            if !bin.is_file() {
+                bail!("configuration {:?}: the {} binary {} does not exist (install it, or set `binary` or [paths])", c.name, kind.name(), bin.display());
+            }
+        }
+        if let Some(mode) = c.libception {
+            if !p.shim.is_file() {
+                bail!("configuration {:?}: the shim {} does not exist (run `make`, or set [paths].shim)", c.name, p.shim.display());
+            }
+            if mode.needs_daemon() && !p.libception.is_file() {
+                bail!("configuration {:?}: the daemon {} does not exist (run `make`, or set [paths].libception)", c.name, p.libception.display());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn server_binary(exp: &Experiment, c: &Config, kind: crate::experiment::ServerKind) -> PathBuf {
+    use crate::experiment::ServerKind::*;
+    c.binary.clone().unwrap_or_else(|| {
+        let configured = match kind {
+            Nginx => exp.paths.nginx.clone(),
+            Apache => exp.paths.apache.clone(),
+            Lighttpd => exp.paths.lighttpd.clone(),
+        };
+        configured.unwrap_or_else(|| PathBuf::from(kind.default_binary()))
+    })
+}
+
+impl Driver {
+    /// Prepares the results directory and the workload.
+    pub fn new(exp: Experiment, out: &Path, resume: bool) -> anyhow::Result<Driver> {
+        let programs = Programs::find(&exp)?;
+        check_programs(&exp, &programs)?;
+        let exists = out.is_dir() && std::fs::read_dir(out)?.next().is_some();
+        if exists && !resume {
+            bail!("results directory {} already holds results: pass --resume to continue it, or choose another --out", out.display());
+        }
+        std::fs::create_dir_all(out.join("runs")).with_context(|| format!("cannot create {}", out.display()))?;
+        let out = std::fs::canonicalize(out)?;
+        let stored = out.join("experiment.json");
+        if resume && stored.exists() {
+            let old: Value = serde_json::from_str(&std::fs::read_to_string(&stored)?).context("experiment.json of the results is not JSON")?;
+            let new = serde_json::to_value(&exp)?;
+            for key in ["configs", "disk", "run", "memory_limit_bytes", "workload"] {
+                if old.get(key) != new.get(key) {
+                    bail!(
+                        "cannot resume {}: the experiment's `{key}` changed since these results were started (use a new --out)",
+                        out.display()
+                    );
+                }
+            }
+        }
+        std::fs::copy(&exp.source, out.join("experiment.toml")).with_context(|| format!("cannot copy {}", exp.source.display()))?;
+        write_json(&stored, &exp)?;
+        let workload = prepare_workload(&exp, &out, &programs)?;
+        let sessions = vidbench_library::session_io::read_sessions(&workload.sessions)?;
+        vidbench_library::Library::load(&workload.library)?;
+        let machine = setup::machine(exp.source.parent().unwrap_or(Path::new(".")));
+        write_json(&out.join("machine.json"), &machine)?;
+        let estimate_total = exp.configs.iter().map(|c| estimate_runs(&c.rates)).sum();
+        Ok(Driver {
+            exp,
+            out,
+            programs,
+            workload,
+            sessions,
+            machine,
+            progress: Progress { started: Instant::now(), done: 0, run_seconds: vec![], estimate_total },
+            cgroup_counter: 0,
+        })
+    }
+
+    fn mount_point(&self) -> PathBuf {
+        self.out.join("mnt")
+    }
+
+    /// Runs every configuration; returns the per-configuration summary.
+    pub fn run_all(&mut self) -> anyhow::Result<Vec<ConfigSummary>> {
+        let mut summaries = Vec::new();
+        let configs = self.exp.configs.clone();
+        for (i, cfg) in configs.iter().enumerate() {
+            let before = self.progress.done;
+            let s = self.run_config(cfg)?;
+            // Replace the estimate of this configuration with what it took.
+            let estimated = estimate_runs(&cfg.rates);
+            let actual = self.progress.done - before;
+            self.progress.estimate_total = self.progress.estimate_total + actual - estimated.min(self.progress.estimate_total);
+            eprintln!("vidbench run: configuration {} of {} ({}) done: {}", i + 1, configs.len(), cfg.name, s.headline());
+            summaries.push(s);
+            write_json(&self.out.join("summary.json"), &summaries)?;
+        }
+        Ok(summaries)
+    }
+
+    fn run_config(&mut self, cfg: &Config) -> anyhow::Result<ConfigSummary> {
+        let dir = self.out.join("runs").join(&cfg.name);
+        std::fs::create_dir_all(&dir)?;
+        match cfg.rates.clone() {
+            RatePlan::Fixed { rates, repetitions, threshold_pct } => {
+                let mut points = Vec::new();
+                for rate in rates {
+                    let mut outcomes = Vec::new();
+                    for rep in 0..repetitions {
+                        outcomes.push(self.probe(cfg, Some(rate), rep)?);
+                    }
+                    points.push((rate, outcomes));
+                }
+                Ok(ConfigSummary::from_points(cfg, threshold_pct, &points))
+            }
+            RatePlan::Search { search, threshold_pct } => {
+                let mut prober = ConfigProber { driver: self, cfg };
+                let result = search::find_max_failure_free(&search, threshold_pct, &mut prober)?;
+                write_json(&dir.join("search.json"), &result)?;
+                Ok(ConfigSummary::from_search(cfg, threshold_pct, &result))
+            }
+            RatePlan::None { repetitions } => {
+                let mut outcomes = Vec::new();
+                for rep in 0..repetitions {
+                    outcomes.push(self.probe(cfg, None, rep)?);
+                }
+                Ok(ConfigSummary::from_points(cfg, 100.0, &[(0.0, outcomes)]))
+            }
+        }
+    }
+
+    fn run_dir(&self, cfg: &Config, rate: Option<f64>, rep: u32) -> PathBuf {
+        let name = match rate {
+            Some(r) => format!("rate-{}-rep{rep}", rate_tag(r)),
+            None => format!("wc-rep{rep}"),
+        };
+        self.out.join("runs").join(&cfg.name).join(name)
+    }
+
+    /// One run, or its recorded result when it is complete.
+    pub fn probe(&mut self, cfg: &Config, rate: Option<f64>, rep: u32) -> anyhow::Result<Outcome> {
+        interrupt::check()?;
+        let dir = self.run_dir(cfg, rate, rep);
+        if dir.join(DONE).exists() {
+            let r: RunResult = serde_json::from_str(&std::fs::read_to_string(dir.join("result.json"))?)
+                .with_context(|| format!("{} is not a run result", dir.join("result.json").display()))?;
+            return Ok(r.outcome);
+        }
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).with_context(|| format!("cannot remove the incomplete run {}", dir.display()))?;
+        }
+        std::fs::create_dir_all(&dir)?;
+        let what = match rate {
+            Some(r) => format!("{} at {r:.2} sessions/s, repetition {}", cfg.name, rep + 1),
+            None => format!("{} (wc upper bound), repetition {}", cfg.name, rep + 1),
+        };
+        eprintln!("{}", self.progress.line(&what));
+        let started = Instant::now();
+        let started_unix = now_unix();
+        write_json(
+            &dir.join("run.json"),
+            &json!({"experiment": self.exp.name, "config": cfg, "rate": rate, "repetition": rep, "seed": self.exp.run.seed + rep as u64, "started_unix_s": started_unix}),
+        )?;
+        let outcome = match cfg.kind {
+            RunKind::Server => self.run_server(cfg, rate.expect("server runs have a rate"), rep, &dir),
+            RunKind::Wc => self.run_wc(cfg, rep, &dir),
+        };
+        let outcome = match outcome {
+            Ok(o) => o,
+            Err(e) => {
+                let _ = std::fs::write(dir.join("error.txt"), format!("{e:#}\n"));
+                return Err(e.context(format!("run {} failed (its files are in {})", what, dir.display())));
+            }
+        };
+        let wall_s = started.elapsed().as_secs_f64();
+        write_json(&dir.join("result.json"), &RunResult { config: cfg.name.clone(), kind: cfg.kind, rate, repetition: rep, outcome, wall_s })?;
+        std::fs::write(dir.join(DONE), format!("{}\n", now_unix()))?;
+        self.progress.done += 1;
+        self.progress.run_seconds.push(wall_s);
+        eprintln!(
+            "    -> {:.2} MB/s delivered, {:.2} % sessions failed ({})",
+            outcome.throughput_mbs,
+            outcome.failure_pct,
+            fmt_duration(wall_s)
+        );
+        Ok(outcome)
+    }
+
+    fn drop_caches(&self) -> anyhow::Result<()> {
+        let level = self.exp.run.drop_caches;
+        if level == 0 {
+            return Ok(());
+        }
+        unsafe { libc::sync() };
+        std::fs::write("/proc/sys/vm/drop_caches", level.to_string()).context("cannot write /proc/sys/vm/drop_caches (needs root)")
+    }
+
+    fn new_cgroup(&mut self) -> anyhow::Result<RunCgroup> {
+        self.cgroup_counter += 1;
+        RunCgroup::create(&format!("{}-{}", std::process::id(), self.cgroup_counter), self.exp.memory_limit_bytes)
+    }
+
+    fn disk_options(&self, cfg: &Config, dir: &Path) -> DiskOptions {
+        DiskOptions {
+            library: self.workload.library.clone(),
+            preset: self.exp.disk.preset.clone(),
+            read_ahead_kb: cfg.read_ahead_kb,
+            max_request_kb: cfg.max_request_kb,
+            trace: cfg.trace.then(|| dir.join("disk-trace.csv")),
+            extra_args: self.exp.disk.args.clone(),
+        }
+    }
+
+    /// Reads `list` under the mount from a child inside `cgroup`.
+    fn read_in_cgroup(&self, cgroup: &RunCgroup, list: &Path, report: &Path, deadline_s: Option<f64>) -> anyhow::Result<ReadReport> {
+        let mut command = Command::new(&self.programs.vidbench);
+        command.args(["run", "--internal-read"]).arg(list).arg("--internal-mount").arg(self.mount_point()).arg("--internal-report").arg(report);
+        if let Some(d) = deadline_s {
+            command.arg("--internal-deadline-s").arg(d.to_string());
+        }
+        let log = report.with_extension("log");
+        let out = std::fs::File::create(&log)?;
+        command.stdin(Stdio::null()).stdout(out.try_clone()?).stderr(out);
+        let mut child = Child::spawn(Spawn {
+            name: "reader",
+            command,
+            attach: Some(cgroup.attach(Role::Reader)?),
+            stop_signal: libc::SIGKILL,
+            death_signal: libc::SIGKILL,
+        })?;
+        loop {
+            interrupt::check()?;
+            if let Some(status) = child.exited() {
+                if !status.success() {
+                    bail!("the reader failed ({status}): {}", tail(&log, 10));
+                }
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let text = std::fs::read_to_string(report).with_context(|| format!("the reader wrote no {}", report.display()))?;
+        Ok(serde_json::from_str(&text)?)
+    }
+
+    fn run_server(&mut self, cfg: &Config, rate: f64, rep: u32, dir: &Path) -> anyhow::Result<Outcome> {
+        let kind = cfg.server.expect("checked: server configurations name a server");
+        self.drop_caches()?;
+        let disk_opts = self.disk_options(cfg, dir);
+        let mut disk = Disk::mount(&self.programs.vidbench, &self.mount_point(), &disk_opts, &dir.join("disk.log"))?;
+        let cgroup = self.new_cgroup()?;
+        let mut env: Vec<(String, String)> = Vec::new();
+        let mut daemon: Option<Daemon> = None;
+        if let Some(mode) = cfg.libception {
+            let prefetch = cfg.prefetch_kb.map_or(0, |kb| kb as u64 * 1024);
+            if mode.needs_daemon() {
+                let daemon_prefetch = if mode == Mode::Serialize { 0 } else { prefetch };
+                daemon = Some(Daemon::start(&self.programs.libception, &dir.join("daemon.sock"), daemon_prefetch, &dir.join("daemon.log"), &cgroup)?);
+                env.push(("LIBCEPTION_SOCKET".into(), dir.join("daemon.sock").display().to_string()));
+            }
+            env.push(("LD_PRELOAD".into(), self.programs.shim.display().to_string()));
+            env.push(("LIBCEPTION_MODE".into(), mode.name().into()));
+            env.push(("LIBCEPTION_PREFETCH".into(), if mode == Mode::Serialize { "0".into() } else { prefetch.to_string() }));
+            if mode == Mode::Track {
+                // Workers run unprivileged: the stats directory must be theirs to write.
+                let shim_dir = dir.join("shim");
+                std::fs::create_dir_all(&shim_dir)?;
+                std::fs::set_permissions(&shim_dir, std::os::unix::fs::PermissionsExt::from_mode(0o777))?;
+                env.push(("LIBCEPTION_STATS".into(), shim_dir.join("stats.json").display().to_string()));
+            }
+        }
+        let binary = server_binary(&self.exp, cfg, kind);
+        let template = cfg.template.clone().expect("checked: server configurations have a template");
+        let setup = ServerSetup {
+            kind,
+            template: &template,
+            binary: &binary,
+            run_dir: dir,
+            docroot: &self.mount_point(),
+            port: self.exp.run.port,
+            workers: self.exp.run.workers,
+            threads_per_worker: self.exp.run.threads_per_worker,
+            user: &self.exp.run.user,
+            knobs: &cfg.knobs,
+            env: env.clone(),
+        };
+        let mut srv = server::start(&setup, &cgroup)?;
+        server::wait_ready(&mut srv, self.exp.run.port, Duration::from_secs_f64(self.exp.run.ready_timeout_s))?;
+        let warm = match (&self.workload.warm, self.exp.run.warm) {
+            (Some(list), true) => Some(self.read_in_cgroup(&cgroup, list, &dir.join("warm.json"), None)?),
+            _ => None,
+        };
+        interrupt::sleep(Duration::from_secs_f64(self.exp.run.settle_s))?;
+
+        let disk_before = disk.stats()?;
+        write_json(&dir.join("disk-before.json"), &disk_before)?;
+        let cpu_before = (cgroup.cpu_seconds(Role::Server), cgroup.cpu_seconds(Role::Daemon));
+        let load_started = Instant::now();
+        let summary = self.play_load(rate, rep, &dir.join("load"))?;
+        let load_wall = load_started.elapsed().as_secs_f64();
+        let disk_after = disk.stats()?;
+        write_json(&dir.join("disk-after.json"), &disk_after)?;
+        let cpu_after = (cgroup.cpu_seconds(Role::Server), cgroup.cpu_seconds(Role::Daemon));
+        let memory = cgroup.memory_stats();
+        if let Some(d) = &daemon {
+            match d.stats() {
+                Ok(v) => write_json(&dir.join("daemon.json"), &v)?,
+                Err(e) => eprintln!("vidbench run: warning: no daemon counters for this run: {e:#}"),
+            }
+        }
+        let server_alive = srv.child.exited().is_none();
+        let server_status = srv.child.stop(Duration::from_secs(15));
+        if let Some(mut d) = daemon.take() {
+            d.child.stop(Duration::from_secs(10));
+        }
+        let diff = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| b - a);
+        write_json(
+            &dir.join("resources.json"),
+            &json!({
+                "load_wall_s": load_wall,
+                "server_cpu_s": diff(cpu_before.0, cpu_after.0),
+                "daemon_cpu_s": diff(cpu_before.1, cpu_after.1),
+                "server_cpu_total_s": cgroup.cpu_seconds(Role::Server),
+                "daemon_cpu_total_s": cgroup.cpu_seconds(Role::Daemon),
+                "reader_cpu_total_s": cgroup.cpu_seconds(Role::Reader),
+                "memory_cgroup": memory,
+                "server_alive_after_load": server_alive,
+                "server_exit": server_status.to_string(),
+            }),
+        )?;
+        drop(cgroup);
+        let setup_json = json!({
+            "machine": self.machine,
+            "experiment": {"name": self.exp.name, "source": self.exp.source, "description": self.exp.description},
+            "config": cfg,
+            "rate": rate,
+            "repetition": rep,
+            "load_seed": self.exp.run.seed + rep as u64,
+            "run": self.exp.run,
+            "memory_limit_bytes": self.exp.memory_limit_bytes,
+            "disk": {"options": disk_opts, "command": disk.command},
+            "daemon_command": daemon_command(cfg, &self.programs, dir),
+            "server": {"kind": kind.name(), "binary": binary, "template": template, "config": srv.config_path, "knobs": srv.knobs, "env": env},
+            "workload": self.workload,
+            "warm": warm,
+        });
+        write_json(&dir.join("setup.json"), &setup_json)?;
+        disk.unmount()?;
+        let failure_pct = summary["failure_percent"].as_f64().context("the load measured no session (failure_percent is null): the run is too short for its ramp-up and ramp-down")?;
+        let throughput_mbs = summary["throughput_mb_s"].as_f64().unwrap_or(0.0);
+        Ok(Outcome { failure_pct, throughput_mbs })
+    }
+
+    /// Plays the load on a thread so that Ctrl-C is noticed while it runs.
+    fn play_load(&self, rate: f64, rep: u32, out: &Path) -> anyhow::Result<Value> {
+        let mut config = vidbench_load::LoadConfig::new(format!("http://127.0.0.1:{}", self.exp.run.port), rate, out);
+        config.stop = match (self.exp.run.duration_s, self.exp.run.sessions) {
+            (Some(d), _) => vidbench_load::Stop::Duration(d),
+            (None, Some(n)) => vidbench_load::Stop::Sessions(n),
+            (None, None) => unreachable!("checked: duration or sessions"),
+        };
+        config.seed = self.exp.run.seed + rep as u64;
+        config.handle_interrupt = true;
+        config.sessions_source = Some(self.workload.sessions.display().to_string());
+        if self.exp.run.verify {
+            config.verify = Some(vidbench_library::Library::load(&self.workload.library)?);
+        }
+        let sessions = self.sessions.clone();
+        let handle = std::thread::Builder::new().name("load".into()).spawn(move || {
+            vidbench_load::play(config, sessions, &mut |p| eprintln!("    load {p}")).map(|s| serde_json::to_value(&s).expect("summary serializes"))
+        })?;
+        let mut interrupted_at: Option<Instant> = None;
+        loop {
+            if handle.is_finished() {
+                break;
+            }
+            if interrupt::requested() {
+                // The load client stops on SIGINT itself; give it a moment, then abandon it.
+                let at = *interrupted_at.get_or_insert_with(Instant::now);
+                if at.elapsed() > Duration::from_secs(15) {
+                    return Err(Interrupted.into());
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let summary = handle.join().map_err(|_| anyhow::anyhow!("the load client panicked"))??;
+        interrupt::check()?;
+        Ok(summary)
+    }
+
+    fn run_wc(&mut self, cfg: &Config, rep: u32, dir: &Path) -> anyhow::Result<Outcome> {
+        self.drop_caches()?;
+        let list = reader::wc_list(&self.sessions, self.exp.run.seed + rep as u64);
+        let list_path = dir.join("wc-list.txt");
+        vidbench_library::session_io::write_warm_list(&list_path, "wc upper bound: requested chunks, sequential per video, videos in random order", &list)?;
+        let disk_opts = self.disk_options(cfg, dir);
+        let mut disk = Disk::mount(&self.programs.vidbench, &self.mount_point(), &disk_opts, &dir.join("disk.log"))?;
+        let cgroup = self.new_cgroup()?;
+        let disk_before = disk.stats()?;
+        write_json(&dir.join("disk-before.json"), &disk_before)?;
+        let report = self.read_in_cgroup(&cgroup, &list_path, &dir.join("wc.json"), self.exp.run.duration_s)?;
+        let disk_after = disk.stats()?;
+        write_json(&dir.join("disk-after.json"), &disk_after)?;
+        write_json(
+            &dir.join("resources.json"),
+            &json!({"reader_cpu_total_s": cgroup.cpu_seconds(Role::Reader), "memory_cgroup": cgroup.memory_stats()}),
+        )?;
+        drop(cgroup);
+        write_json(
+            &dir.join("setup.json"),
+            &json!({
+                "machine": self.machine,
+                "experiment": {"name": self.exp.name, "source": self.exp.source},
+                "config": cfg,
+                "repetition": rep,
+                "order_seed": self.exp.run.seed + rep as u64,
+                "memory_limit_bytes": self.exp.memory_limit_bytes,
+                "disk": {"options": disk_opts, "command": disk.command},
+                "workload": self.workload,
+            }),
+        )?;
+        disk.unmount()?;
+        Ok(Outcome { failure_pct: 0.0, throughput_mbs: report.mb_per_s })
+    }
+}
+
+fn daemon_command(cfg: &Config, p: &Programs, dir: &Path) -> Option<Vec<String>> {
+    let mode = cfg.libception?;
+    if !mode.needs_daemon() {
+        return None;
+    }
+    let prefetch = if mode == Mode::Serialize { 0 } else { cfg.prefetch_kb.map_or(0, |kb| kb as u64 * 1024) };
+    Some(vec![
+        p.libception.display().to_string(),
+        "daemon".into(),
+        "--socket".into(),
+        dir.join("daemon.sock").display().to_string(),
+        "--prefetch".into(),
+        prefetch.to_string(),
+    ])
+}
+
+struct ConfigProber<'a> {
+    driver: &'a mut Driver,
+    cfg: &'a Config,
+}
+
+impl Prober for ConfigProber<'_> {
+    fn probe(&mut self, rate: f64, repetition: u32) -> anyhow::Result<Outcome> {
+        self.driver.probe(self.cfg, Some(rate), repetition)
+    }
+}
+
+/// Generates the workload into OUT/workload (or uses the given directory).
+fn prepare_workload(exp: &Experiment, out: &Path, programs: &Programs) -> anyhow::Result<WorkloadFiles> {
+    let dir = match &exp.workload {
+        WorkloadSource::Dir(d) => d.clone(),
+        WorkloadSource::Spec(spec) => {
+            let dir = out.join("workload");
+            if !dir.join("library.json").exists() || !dir.join("sessions.jsonl").exists() {
+                if dir.exists() {
+                    std::fs::remove_dir_all(&dir)?;
+                }
+                eprintln!("vidbench run: generating the workload from {} into {}", spec.display(), dir.display());
+                let status = Command::new(&programs.vidbench)
+                    .args(["workload", "gen"])
+                    .arg(spec)
+                    .arg("--out")
+                    .arg(&dir)
+                    .status()
+                    .context("cannot run vidbench workload gen")?;
+                if !status.success() {
+                    bail!("vidbench workload gen {} failed ({status})", spec.display());
+                }
+            }
+            dir
+        }
+    };
+    let library = dir.join("library.json");
+    let sessions = dir.join("sessions.jsonl");
+    for f in [&library, &sessions] {
+        if !f.is_file() {
+            bail!("the workload directory {} has no {}", dir.display(), f.file_name().unwrap().to_string_lossy());
+        }
+    }
+    let warm = Some(dir.join("warm.txt")).filter(|w| w.is_file());
+    Ok(WorkloadFiles { dir, library, sessions, warm })
+}
+
+/// One configuration's headline, as in paper 000 Table 3.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ConfigSummary {
+    pub config: String,
+    pub label: String,
+    pub kind: RunKind,
+    /// The highest rate whose mean failure % is below the threshold.
+    pub max_failure_free_rate: Option<f64>,
+    pub throughput_mbs: Option<f64>,
+    pub throughput_ci95_mbs: Option<f64>,
+    pub failure_pct: Option<f64>,
+    pub threshold_pct: f64,
+    /// Whether a rate above the maximum was seen failing.
+    pub bounded: bool,
+}
+
+impl ConfigSummary {
+    fn from_points(cfg: &Config, threshold_pct: f64, points: &[(f64, Vec<Outcome>)]) -> ConfigSummary {
+        let mut best: Option<(f64, &Vec<Outcome>)> = None;
+        let mut bounded = false;
+        for (rate, outcomes) in points {
+            let fail = stats::mean(&outcomes.iter().map(|o| o.failure_pct).collect::<Vec<_>>());
+            if fail < threshold_pct {
+                if best.is_none_or(|(r, _)| *rate > r) {
+                    best = Some((*rate, outcomes));
+                }
+            } else {
+                bounded = true;
+            }
+        }
+        let tp = |o: &Vec<Outcome>| o.iter().map(|o| o.throughput_mbs).collect::<Vec<_>>();
+        ConfigSummary {
+            config: cfg.name.clone(),
+            label: cfg.label.clone(),
+            kind: cfg.kind,
+            max_failure_free_rate: best.map(|(r, _)| r).filter(|_| cfg.kind == RunKind::Server),
+            throughput_mbs: best.map(|(_, o)| stats::mean(&tp(o))),
+            throughput_ci95_mbs: best.map(|(_, o)| stats::ci95_half_width(&tp(o))),
+            failure_pct: best.map(|(_, o)| stats::mean(&o.iter().map(|o| o.failure_pct).collect::<Vec<_>>())),
+            threshold_pct,
+            bounded,
+        }
+    }
+
+    fn from_search(cfg: &Config, threshold_pct: f64, r: &SearchResult) -> ConfigSummary {
+        ConfigSummary {
+            config: cfg.name.clone(),
+            label: cfg.label.clone(),
+            kind: cfg.kind,
+            max_failure_free_rate: r.max_rate,
+            throughput_mbs: r.throughput_mbs.map(|t| t.0),
+            throughput_ci95_mbs: r.throughput_mbs.map(|t| t.1),
+            failure_pct: r.failure_pct.map(|t| t.0),
+            threshold_pct,
+            bounded: r.first_failing_rate.is_some(),
+        }
+    }
+
+    pub fn headline(&self) -> String {
+        match (self.kind, self.max_failure_free_rate, self.throughput_mbs) {
+            (RunKind::Wc, _, Some(t)) => format!("wc reads {t:.2} MB/s"),
+            (_, Some(r), Some(t)) => format!(
+                "maximum failure-free rate {}{r:.2} sessions/s, {t:.2} +- {:.2} MB/s",
+                if self.bounded { "" } else { ">= " },
+                self.throughput_ci95_mbs.unwrap_or(0.0)
+            ),
+            _ => format!("no rate was failure-free (all >= {} % failed sessions)", self.threshold_pct),
+        }
+    }
+}
+
+/// Removes what a killed driver may have left: stale cgroups and a mount under OUT/mnt.
+pub fn cleanup_leftovers(out: &Path) {
+    for name in cgroup::cleanup_stale() {
+        eprintln!("vidbench run: removed the stale cgroup {name} of a driver that is gone");
+    }
+    let mnt = out.join("mnt");
+    if disk::is_mounted(&mnt) {
+        eprintln!("vidbench run: detaching the stale mount {}", mnt.display());
+        disk::force_unmount(&mnt);
+    }
+}

@@ -1,0 +1,297 @@
+//! The maximum failure-free rate search (paper 003 section 7, paper 000 section 4).
+//!
+//! A rate passes when the mean session-failure percentage of its runs is below
+//! the threshold (0.3 % by default). The search is independent of how a run is
+//! made: it asks a [`Prober`] for the outcome of (rate, repetition), so the same
+//! code drives real servers and the simulated server of the tests, and a resumed
+//! experiment replays finished runs from disk and takes the same decisions.
+//!
+//! 1. Coarse sweep: `coarse_points` rates evenly spaced from `low` to `high`,
+//!    ascending, stopping at the first failing rate (higher ones fail too, and
+//!    each run costs minutes).
+//! 2. Bisection between the last passing and the first failing rate until they
+//!    are `resolution` apart.
+//! 3. Repetitions: the best passing rate is run until it has `repetitions` runs,
+//!    for a 95 % confidence interval. If the mean of the repetitions fails, the
+//!    next lower passing rate is taken and repeated the same way.
+
+use crate::experiment::SearchSection;
+use crate::stats;
+use serde::{Deserialize, Serialize};
+
+/// What one run at one rate gave.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    /// Failed sessions among the measured ones, in percent.
+    pub failure_pct: f64,
+    /// MB/s delivered to clients by completed requests.
+    pub throughput_mbs: f64,
+}
+
+/// Something that can run the system at a rate: a real server, or a simulation.
+pub trait Prober {
+    /// Runs (or recalls) repetition `repetition` (from 0) at `rate` sessions/s.
+    fn probe(&mut self, rate: f64, repetition: u32) -> anyhow::Result<Outcome>;
+}
+
+/// One probe the search made, in order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    pub phase: Phase,
+    pub rate: f64,
+    pub repetition: u32,
+    pub outcome: Outcome,
+}
+
+/// Which part of the search a probe belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    Coarse,
+    Bisect,
+    Repeat,
+}
+
+/// The search's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchResult {
+    /// The maximum failure-free rate; `None` when even `low` fails.
+    pub max_rate: Option<f64>,
+    /// The lowest rate seen failing above `max_rate`; `None` when `high` passed
+    /// (the true maximum may be higher than the searched range).
+    pub first_failing_rate: Option<f64>,
+    /// Mean and 95 % CI half-width of throughput at `max_rate`.
+    pub throughput_mbs: Option<(f64, f64)>,
+    /// Mean and 95 % CI half-width of failure % at `max_rate`.
+    pub failure_pct: Option<(f64, f64)>,
+    pub steps: Vec<Step>,
+}
+
+/// Rounds rates to 1/100 session/s so that run directories have stable names.
+pub fn round_rate(r: f64) -> f64 {
+    (r * 100.0).round() / 100.0
+}
+
+fn same(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-9
+}
+
+struct History {
+    steps: Vec<Step>,
+    threshold: f64,
+}
+
+impl History {
+    fn outcomes(&self, rate: f64) -> Vec<Outcome> {
+        self.steps.iter().filter(|s| same(s.rate, rate)).map(|s| s.outcome).collect()
+    }
+    fn passes(&self, rate: f64) -> bool {
+        let o = self.outcomes(rate);
+        !o.is_empty() && stats::mean(&o.iter().map(|o| o.failure_pct).collect::<Vec<_>>()) < self.threshold
+    }
+    fn run(&mut self, prober: &mut dyn Prober, phase: Phase, rate: f64) -> anyhow::Result<bool> {
+        let repetition = self.outcomes(rate).len() as u32;
+        let outcome = prober.probe(rate, repetition)?;
+        self.steps.push(Step { phase, rate, repetition, outcome });
+        Ok(self.passes(rate))
+    }
+}
+
+/// Finds the maximum failure-free rate with `prober`.
+pub fn find_max_failure_free(
+    search: &SearchSection,
+    threshold_pct: f64,
+    prober: &mut dyn Prober,
+) -> anyhow::Result<SearchResult> {
+    let mut h = History { steps: Vec::new(), threshold: threshold_pct };
+    let n = search.coarse_points.max(2);
+    let mut lo: Option<f64> = None;
+    let mut hi: Option<f64> = None;
+    for i in 0..n {
+        let rate = round_rate(search.low + (search.high - search.low) * i as f64 / (n - 1) as f64);
+        if h.run(prober, Phase::Coarse, rate)? {
+            lo = Some(rate);
+        } else {
+            hi = Some(rate);
+            break;
+        }
+    }
+    if let (Some(mut l), Some(mut u)) = (lo, hi) {
+        while u - l > search.resolution {
+            let mid = round_rate((l + u) / 2.0);
+            if same(mid, l) || same(mid, u) {
+                break;
+            }
+            if h.run(prober, Phase::Bisect, mid)? {
+                l = mid;
+            } else {
+                u = mid;
+            }
+        }
+        lo = Some(l);
+        hi = Some(u);
+    }
+    // Repetitions at the candidate; fall back to lower passing rates if its mean fails.
+    while let Some(candidate) = lo {
+        while (h.outcomes(candidate).len() as u32) < search.repetitions {
+            h.run(prober, Phase::Repeat, candidate)?;
+        }
+        if h.passes(candidate) {
+            break;
+        }
+        hi = Some(hi.map_or(candidate, |u| u.min(candidate)));
+        lo = h
+            .steps
+            .iter()
+            .map(|s| s.rate)
+            .filter(|r| *r < candidate && h.passes(*r))
+            .fold(None, |best: Option<f64>, r| Some(best.map_or(r, |b| b.max(r))));
+    }
+    let summary = |f: fn(&Outcome) -> f64| {
+        lo.map(|r| {
+            let v: Vec<f64> = h.outcomes(r).iter().map(f).collect();
+            (stats::mean(&v), stats::ci95_half_width(&v))
+        })
+    };
+    Ok(SearchResult {
+        max_rate: lo,
+        first_failing_rate: hi,
+        throughput_mbs: summary(|o| o.throughput_mbs),
+        failure_pct: summary(|o| o.failure_pct),
+        steps: h.steps,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    /// A server whose failure % grows linearly past `knee` sessions/s, with noise.
+    struct SimulatedServer {
+        knee: f64,
+        slope: f64,
+        noise: f64,
+        rng: rand_chacha::ChaCha8Rng,
+        calls: Vec<(f64, u32)>,
+    }
+
+    impl SimulatedServer {
+        fn new(knee: f64, noise: f64, seed: u64) -> Self {
+            SimulatedServer { knee, slope: 2.0, noise, rng: rand_chacha::ChaCha8Rng::seed_from_u64(seed), calls: vec![] }
+        }
+        /// The rate at which the expected failure % reaches the threshold.
+        fn true_max(&self, threshold: f64) -> f64 {
+            self.knee + threshold / self.slope
+        }
+    }
+
+    impl Prober for SimulatedServer {
+        fn probe(&mut self, rate: f64, repetition: u32) -> anyhow::Result<Outcome> {
+            self.calls.push((rate, repetition));
+            let expected = ((rate - self.knee) * self.slope).max(0.0);
+            let noisy = (expected + self.rng.gen_range(-self.noise..=self.noise)).max(0.0);
+            Ok(Outcome { failure_pct: noisy, throughput_mbs: rate.min(self.knee) * 0.5 })
+        }
+    }
+
+    fn section() -> SearchSection {
+        SearchSection { low: 10.0, high: 100.0, coarse_points: 5, resolution: 1.0, repetitions: 3 }
+    }
+
+    #[test]
+    fn finds_the_knee_of_a_noisy_server() {
+        for seed in 0..50 {
+            let mut server = SimulatedServer::new(47.3, 0.25, seed);
+            let r = find_max_failure_free(&section(), 0.3, &mut server).unwrap();
+            let max = r.max_rate.unwrap();
+            let truth = server.true_max(0.3);
+            // The noise (+-0.25 %) blurs the crossing by about 0.25/slope = 0.125 on each side.
+            assert!(max <= truth + 0.13, "seed {seed}: {max} is above the true maximum {truth}");
+            assert!(max >= truth - 1.0 - 0.13, "seed {seed}: {max} is more than one resolution step below {truth}");
+            let fail = r.first_failing_rate.unwrap();
+            assert!(fail > max && fail - max <= 1.0 + 1e-9 || r.steps.iter().any(|s| s.phase == Phase::Repeat && s.rate > max));
+            // Repetitions at the result, and the CI comes from them.
+            let reps: Vec<_> = r.steps.iter().filter(|s| s.rate == max).collect();
+            assert!(reps.len() >= 3, "seed {seed}: {} runs at the result", reps.len());
+            let (tput, _ci) = r.throughput_mbs.unwrap();
+            assert!((tput - max.min(47.3) * 0.5).abs() < 1e-9);
+            // Coarse 10, 32.5, 55 -> stops at 55; bisection of 22.5 to 1 takes 5 steps; 2 more repetitions.
+            assert!(r.steps.len() <= 3 + 5 + 2 + 6, "seed {seed}: {} runs is too many", r.steps.len());
+        }
+    }
+
+    #[test]
+    fn coarse_sweep_stops_at_the_first_failure() {
+        let mut server = SimulatedServer::new(20.0, 0.0, 1);
+        let r = find_max_failure_free(&section(), 0.3, &mut server).unwrap();
+        let coarse: Vec<f64> = r.steps.iter().filter(|s| s.phase == Phase::Coarse).map(|s| s.rate).collect();
+        assert_eq!(coarse, [10.0, 32.5]);
+        assert!((r.max_rate.unwrap() - 20.0).abs() <= 1.0);
+        assert_eq!(r.failure_pct.unwrap().0, 0.0);
+    }
+
+    #[test]
+    fn reports_none_when_even_the_lowest_rate_fails() {
+        let mut server = SimulatedServer::new(2.0, 0.0, 1);
+        let r = find_max_failure_free(&section(), 0.3, &mut server).unwrap();
+        assert_eq!(r.max_rate, None);
+        assert_eq!(r.first_failing_rate, Some(10.0));
+        assert_eq!(r.steps.len(), 1);
+        assert_eq!(r.throughput_mbs, None);
+    }
+
+    #[test]
+    fn reports_an_open_bound_when_the_highest_rate_passes() {
+        let mut server = SimulatedServer::new(500.0, 0.0, 1);
+        let r = find_max_failure_free(&section(), 0.3, &mut server).unwrap();
+        assert_eq!(r.max_rate, Some(100.0));
+        assert_eq!(r.first_failing_rate, None);
+        assert_eq!(r.steps.iter().filter(|s| s.rate == 100.0).count(), 3);
+    }
+
+    #[test]
+    fn falls_back_when_repetitions_fail() {
+        // Fails at 40 only sometimes: first run passes, repetitions fail on average.
+        struct Flaky(u32);
+        impl Prober for Flaky {
+            fn probe(&mut self, rate: f64, rep: u32) -> anyhow::Result<Outcome> {
+                self.0 += 1;
+                let f = if rate >= 41.0 { 5.0 } else if rate >= 39.0 && rep > 0 { 1.0 } else { 0.0 };
+                Ok(Outcome { failure_pct: f, throughput_mbs: 1.0 })
+            }
+        }
+        let s = SearchSection { low: 10.0, high: 50.0, coarse_points: 5, resolution: 1.0, repetitions: 3 };
+        let r = find_max_failure_free(&s, 0.3, &mut Flaky(0)).unwrap();
+        let max = r.max_rate.unwrap();
+        assert!(max < 39.0, "{max} should have fallen below the flaky rates");
+        assert_eq!(r.steps.iter().filter(|st| st.rate == max).count(), 3);
+    }
+
+    #[test]
+    fn replaying_recorded_outcomes_takes_the_same_decisions() {
+        let mut server = SimulatedServer::new(47.3, 0.25, 7);
+        let first = find_max_failure_free(&section(), 0.3, &mut server).unwrap();
+        struct Replay(Vec<Step>);
+        impl Prober for Replay {
+            fn probe(&mut self, rate: f64, rep: u32) -> anyhow::Result<Outcome> {
+                let s = self.0.iter().find(|s| s.rate == rate && s.repetition == rep).expect("asked for a run that was not made");
+                Ok(s.outcome)
+            }
+        }
+        let second = find_max_failure_free(&section(), 0.3, &mut Replay(first.steps.clone())).unwrap();
+        assert_eq!(first, second);
+    }
+
+    #[test]
+    fn prober_errors_stop_the_search() {
+        struct Broken;
+        impl Prober for Broken {
+            fn probe(&mut self, _: f64, _: u32) -> anyhow::Result<Outcome> {
+                anyhow::bail!("server did not start")
+            }
+        }
+        let err = find_max_failure_free(&section(), 0.3, &mut Broken).unwrap_err();
+        assert!(err.to_string().contains("did not start"));
+    }
+}

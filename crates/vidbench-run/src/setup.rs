@@ -1,0 +1,56 @@
+//! The machine half of `setup.json`: what a reader needs to reproduce a run
+//! (kernel, CPU, memory, the Debian versions of the servers and FUSE, the
+//! source revision), gathered once per experiment.
+
+use serde_json::{json, Value};
+use std::path::Path;
+use std::process::Command;
+
+const PACKAGES: &[&str] = &["nginx-light", "nginx-common", "apache2", "apache2-bin", "lighttpd", "fuse3", "libfuse3-3", "libc6"];
+
+fn run(cmd: &str, args: &[&str]) -> Option<String> {
+    let out = Command::new(cmd).args(args).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+fn read(path: &str) -> Option<String> {
+    std::fs::read_to_string(path).ok().map(|s| s.trim().to_string())
+}
+
+/// Gathers the machine description. `source_dir` is inside the repository
+/// (for the git revision).
+pub fn machine(source_dir: &Path) -> Value {
+    let mut packages = serde_json::Map::new();
+    let mut args = vec!["-W", "-f", "${Package}\t${Version}\n"];
+    args.extend_from_slice(PACKAGES);
+    if let Some(out) = run("dpkg-query", &args) {
+        for line in out.lines() {
+            if let Some((p, v)) = line.split_once('\t') {
+                if !v.is_empty() {
+                    packages.insert(p.to_string(), v.into());
+                }
+            }
+        }
+    }
+    let cpu_model = read("/proc/cpuinfo").and_then(|t| {
+        t.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split_once(':')).map(|(_, v)| v.trim().to_string())
+    });
+    let mem_total_kb = read("/proc/meminfo").and_then(|t| {
+        t.lines().find(|l| l.starts_with("MemTotal:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse::<u64>().ok())
+    });
+    let dir = source_dir.display().to_string();
+    json!({
+        "hostname": read("/proc/sys/kernel/hostname"),
+        "kernel": read("/proc/sys/kernel/osrelease"),
+        "kernel_version": read("/proc/version"),
+        "cpus": std::thread::available_parallelism().map(|n| n.get()).ok(),
+        "cpu_model": cpu_model,
+        "mem_total_kb": mem_total_kb,
+        "os_release": read("/etc/os-release").and_then(|t| t.lines().find(|l| l.starts_with("PRETTY_NAME=")).map(|l| l.trim_start_matches("PRETTY_NAME=").trim_matches('"').to_string())),
+        "fuse_max_pages_limit": read("/proc/sys/fs/fuse/max_pages_limit"),
+        "packages": packages,
+        "vidbench_version": env!("CARGO_PKG_VERSION"),
+        "git_commit": run("git", &["-C", &dir, "rev-parse", "HEAD"]),
+        "git_dirty": run("git", &["-C", &dir, "status", "--porcelain", "--untracked-files=no"]).map(|s| !s.is_empty()),
+    })
+}
