@@ -212,3 +212,61 @@ fn run_can_start_a_private_daemon_for_the_program() {
     assert_eq!(stats.daemon.prefetch_bytes, MIB);
     assert_eq!(stats.daemon.socket, socket);
 }
+
+#[test]
+fn stat_prints_a_table_and_json_and_prometheus_serves_text() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr = format!("127.0.0.1:{port}");
+    let dir = real_tempdir();
+    let file = make_file(dir.path(), "f", 4 * MIB);
+    evict(&file);
+    let d = Daemon::start(&["--prometheus", &addr]);
+    let f = std::fs::File::open(&file).unwrap();
+    assert_eq!(d.client().fetch(f.as_raw_fd(), 0, 4096, 0).unwrap().status, 0);
+
+    let out = Command::new(BIN).args(["stat", "--socket"]).arg(&d.socket).output().unwrap();
+    assert!(out.status.success());
+    let table = String::from_utf8_lossy(&out.stdout);
+    let disk = d.stats().disks[0].name.clone();
+    assert!(table.contains("DISK") && table.contains("MAXIF"), "{table}");
+    assert!(table.lines().any(|l| l.starts_with(&disk)), "{table}");
+
+    let out = Command::new(BIN).args(["stat", "--json", "--socket"]).arg(&d.socket).output().unwrap();
+    let snap: libception::stats::Snapshot = serde_json::from_slice(&out.stdout).expect("stat --json prints the snapshot");
+    assert_eq!(snap.format, libception::stats::STATS_FORMAT);
+    assert_eq!(snap.disks[0].reads, 1);
+
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(&addr).expect("prometheus endpoint listening");
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    assert!(body.starts_with("HTTP/1.1 200"), "{body}");
+    assert!(body.contains(&format!("libception_disk_max_in_flight{{disk=\"{disk}\"}} 1")), "{body}");
+    assert!(body.contains(&format!("libception_disk_reads_total{{disk=\"{disk}\"}} 1")), "{body}");
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    s.write_all(b"GET /nope HTTP/1.1\r\n\r\n").unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    assert!(body.starts_with("HTTP/1.1 404"));
+}
+
+/// Regression: a client that closes right after its reply used to be read as
+/// an empty datagram (recv returns 0 for both on SOCK_SEQPACKET) and logged
+/// as a protocol error.
+#[test]
+fn ordinary_disconnects_are_not_protocol_errors() {
+    let d = Daemon::start(&[]);
+    for _ in 0..50 {
+        let mut c = d.client();
+        c.stats().unwrap();
+    }
+    let s = d.stats();
+    assert_eq!(s.totals.protocol_errors, 0, "{:?}", s.totals);
+    assert!(!d.log_text().contains("request refused"));
+    // A genuinely empty datagram on a live connection is still refused.
+    let c = d.client();
+    c.send_raw(&[], &[]).unwrap();
+    let r = c.recv_reply().unwrap();
+    assert_eq!(r.status, -libc::EPROTO);
+}
