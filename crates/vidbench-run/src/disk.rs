@@ -123,14 +123,21 @@ impl Disk {
     /// Unmounts and waits for the disk process to exit.
     pub fn unmount(&mut self) -> anyhow::Result<()> {
         let Some(mut child) = self.child.take() else { return Ok(()) };
+        // `disk unmount` waits for the disk process to exit, which needs us to
+        // reap it: run the command in the background while we wait for our child.
         let asked = Command::new(&self.vidbench)
-            .args(["disk", "unmount"])
+            .args(["disk", "unmount", "--wait-s", "20"])
             .arg(&self.mount)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
-            .status();
-        let clean = asked.map(|s| s.success()).unwrap_or(false) && child.wait_timeout(Duration::from_secs(20)).is_some();
+            .spawn();
+        let exited = child.wait_timeout(Duration::from_secs(20)).is_some();
+        let asked_ok = match asked {
+            Ok(mut c) => c.wait().map(|s| s.success()).unwrap_or(false),
+            Err(_) => false,
+        };
+        let clean = exited && asked_ok;
         if !clean {
             child.stop(Duration::from_secs(10));
         } else {

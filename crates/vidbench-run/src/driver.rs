@@ -215,7 +215,10 @@ impl Driver {
         std::fs::copy(&exp.source, out.join("experiment.toml")).with_context(|| format!("cannot copy {}", exp.source.display()))?;
         write_json(&stored, &exp)?;
         let workload = prepare_workload(&exp, &out, &programs)?;
-        let sessions = vidbench_library::session_io::read_sessions(&workload.sessions)?;
+        let mut sessions = vidbench_library::session_io::read_sessions(&workload.sessions)?;
+        if let Some(max) = exp.run.max_session_s {
+            truncate_sessions(&mut sessions, max);
+        }
         vidbench_library::Library::load(&workload.library)?;
         let machine = setup::machine(exp.source.parent().unwrap_or(Path::new(".")));
         write_json(&out.join("machine.json"), &machine)?;
@@ -593,6 +596,23 @@ fn daemon_command(cfg: &Config, p: &Programs, dir: &Path) -> Option<Vec<String>>
         "--prefetch".into(),
         prefetch.to_string(),
     ])
+}
+
+/// Keeps the requests of each session that start before `max_s` seconds of
+/// paced time (unpaced requests count as starting at once).
+pub fn truncate_sessions(sessions: &mut [Session], max_s: f64) {
+    for s in sessions {
+        let mut at = 0.0;
+        let mut keep = 0;
+        for r in &s.requests {
+            at += r.pace_s.unwrap_or(0.0);
+            if at >= max_s && keep > 0 {
+                break;
+            }
+            keep += 1;
+        }
+        s.requests.truncate(keep);
+    }
 }
 
 struct ConfigProber<'a> {

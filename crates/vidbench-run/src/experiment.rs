@@ -127,6 +127,10 @@ pub struct RunSection {
     /// Verify every received byte against the generated content.
     #[serde(default)]
     pub verify: bool,
+    /// Cut every session after the request that starts at or after this many
+    /// seconds of paced time (a shorter tail for short experiments; the same
+    /// cut for every configuration). Absent: sessions as generated.
+    pub max_session_s: Option<f64>,
 }
 
 fn yes() -> bool {
@@ -523,6 +527,9 @@ fn check(file: ExperimentFile, path: &Path, base: &Path) -> Result<Experiment, E
     }
     if !(run.settle_s.is_finite() && run.settle_s >= 0.0) {
         return Err(invalid(path, "run.settle_s", "must be zero or more seconds"));
+    }
+    if run.max_session_s.is_some_and(|m| !(m.is_finite() && m > 0.0)) {
+        return Err(invalid(path, "run.max_session_s", "must be a positive number of seconds"));
     }
     if run.user.is_empty() {
         return Err(invalid(path, "run.user", "is empty"));
