@@ -1,19 +1,19 @@
 //! Workload generator: a spec becomes a video library and client sessions.
 //!
-//! Placeholder until issue #4 lands: the command line is wired into the
-//! `vidbench` binary, the implementation is not.
+//! Paper 003's methodology (sections 4-7, Table 2): a TOML [`spec`] with the
+//! papers' defaults is validated, [`generate`]d into a library manifest, sessions
+//! and a warming set with seeded, independent random streams, summarized as paper
+//! 003 Table 3 ([`summary`]) and written atomically to a directory ([`output`]).
+//! The session file formats live in `vidbench_library::session_io` so the load
+//! client reads them without this crate. `vidbench workload` is [`cli`].
 
-pub mod cli {
-    /// Arguments of `vidbench workload`.
-    #[derive(Debug, clap::Args)]
-    pub struct Args {
-        /// Everything after the subcommand (not parsed yet).
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        pub rest: Vec<String>,
-    }
+pub mod cdf;
+pub mod cli;
+pub mod generate;
+pub mod output;
+pub mod spec;
+pub mod summary;
 
-    /// Runs `vidbench workload`.
-    pub fn run(_args: Args) -> anyhow::Result<()> {
-        anyhow::bail!("vidbench workload is not implemented yet (issue #4)")
-    }
-}
+pub use generate::{generate, Workload};
+pub use spec::{Spec, SpecError, Validated};
+pub use summary::{summarize, Summary};

@@ -1,0 +1,148 @@
+//! Bad specs are rejected with a message naming the key and, where it is
+//! written, its line; the bundled specs are all valid.
+
+use std::path::{Path, PathBuf};
+use vidbench_workload::Spec;
+
+fn error_of(text: &str) -> String {
+    match Spec::parse(text, Path::new("bad.toml")) {
+        Ok(_) => panic!("spec should be rejected:\n{text}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn assert_mentions(text: &str, wants: &[&str]) {
+    let err = error_of(text);
+    for want in wants {
+        assert!(err.contains(want), "error for\n{text}\n= {err}\nshould mention {want:?}");
+    }
+}
+
+#[test]
+fn unknown_keys_are_named_with_their_line() {
+    assert_mentions("name = \"x\"\nsed = 3\n", &["bad.toml", "line 2", "unknown field `sed`"]);
+    assert_mentions("[library]\nvideos = 10\nzipf = 0.8\n", &["line 3", "unknown field `zipf`"]);
+    assert_mentions(
+        "[sessions]\n[[sessions.classes]]\nname = \"a\"\nrate_mbps = 1\nshare = 1\nlatency_ms = 5\n",
+        &["line 6", "unknown field `latency_ms`"],
+    );
+    assert_mentions("[warm]\nchunks = 1\n", &["line 1", "unknown field `warm`"]);
+}
+
+#[test]
+fn wrong_types_and_syntax_name_the_line() {
+    assert_mentions("[library]\nvideos = -5\n", &["line 2", "videos"]);
+    assert_mentions("[sessions]\ncount = \"many\"\n", &["line 2", "count"]);
+    assert_mentions("[library]\nstorage = \"tape\"\n", &["line 2", "file-per-video"]);
+    assert_mentions("[library\nvideos = 1\n", &["line 1"]);
+}
+
+#[test]
+fn bad_cdfs_are_named() {
+    assert_mentions(
+        "[library]\nvideos = 10\nduration_cdf = [\n  [10, 0.0],\n  [20, 0.6],\n  [30, 0.5],\n  [40, 1.0],\n]\n",
+        &["bad.toml:3", "library.duration_cdf", "monotone"],
+    );
+    assert_mentions(
+        "[sessions]\nwatched_fraction_cdf = [[0, 0], [0.5, 0.5], [1, 0.9]]\n",
+        &["bad.toml:2", "sessions.watched_fraction_cdf", "end at 1"],
+    );
+    assert_mentions("[sessions]\nwatched_fraction_cdf = [[0, 0], [1.5, 1]]\n", &["sessions.watched_fraction_cdf", "between 0 and 1"]);
+    assert_mentions("[library]\nduration_cdf = [[0, 0.5], [10, 1]]\n", &["library.duration_cdf", "positive"]);
+    assert_mentions("[library]\nduration_cdf = []\n", &["library.duration_cdf", "empty"]);
+}
+
+#[test]
+fn negative_or_zero_rates_are_named() {
+    assert_mentions(
+        "[sessions]\nclasses = [\n  { name = \"a\", rate_mbps = 10, share = 0.5 },\n  { name = \"b\", rate_mbps = -3.5, share = 0.5 },\n]\n",
+        &["bad.toml:4", "sessions.classes[1].rate_mbps", ">= 0"],
+    );
+    assert_mentions("[sessions]\nnominal_rate_per_s = -2\n", &["bad.toml:2", "sessions.nominal_rate_per_s", "positive"]);
+    assert_mentions("[sessions]\nchunk_duration_s = 0\n", &["bad.toml:2", "sessions.chunk_duration_s"]);
+    assert_mentions("[sessions]\ntimeout_s = -10\n", &["bad.toml:2", "sessions.timeout_s"]);
+    assert_mentions("[library]\nbitrate_kbps = 0\n", &["bad.toml:2", "library.bitrate_kbps"]);
+    assert_mentions("[library]\nzipf_alpha = -0.8\n", &["bad.toml:2", "library.zipf_alpha"]);
+}
+
+#[test]
+fn shares_must_sum_to_one() {
+    assert_mentions(
+        "[sessions]\nclasses = [ { name = \"a\", rate_mbps = 10, share = 0.5 }, { name = \"b\", rate_mbps = 3.5, share = 0.4 } ]\n",
+        &["bad.toml:2", "sessions.classes", "sum to 0.9"],
+    );
+    assert_mentions(
+        "[library]\nbitrate_mix = [ { kbps = 419, share = 0.7 }, { kbps = 2095, share = 0.7 } ]\n",
+        &["bad.toml:2", "library.bitrate_mix", "sum to 1.4"],
+    );
+    assert_mentions(
+        "[sessions]\nclasses = [ { name = \"a\", rate_mbps = 10, share = 1.5 }, { name = \"b\", rate_mbps = 3.5, share = -0.5 } ]\n",
+        &["sessions.classes[0].share", "between 0 and 1"],
+    );
+    assert_mentions(
+        "[sessions]\nclasses = [ { name = \"a\", rate_mbps = 10, share = 0.5 }, { name = \"a\", rate_mbps = 3.5, share = 0.5 } ]\n",
+        &["sessions.classes[1].name", "used twice"],
+    );
+}
+
+#[test]
+fn inconsistent_values_are_named() {
+    assert_mentions("[library]\nbitrate_kbps = 419\nbitrate_mix = [ { kbps = 419, share = 1 } ]\n", &["library.bitrate_mix", "not both"]);
+    assert_mentions("[sessions]\ncount = 100\nramp_up = 60\nramp_down = 40\n", &["sessions.ramp_up", "no measured session"]);
+    assert_mentions("[library]\nvideos = 0\n", &["bad.toml:2", "library.videos"]);
+    assert_mentions("[library]\nvideos = 1\nmedian_duration_top = 2\n", &["library.median_duration_top"]);
+    assert_mentions("[library]\ndirectory = \"../up\"\n", &["library.directory"]);
+    assert_mentions("name = \"a/b\"\n", &["bad.toml:1", "name"]);
+    // A default that fails with the values around it is not written out: the
+    // error names the key and the line of its table.
+    let err = error_of("name = \"x\"\n[sessions]\ncount = 3000\n");
+    assert!(err.starts_with("workload spec bad.toml:2: sessions.ramp_up:"), "{err}");
+}
+
+#[test]
+fn unreadable_file_is_named() {
+    let err = Spec::load(Path::new("/nonexistent/spec.toml")).unwrap_err().to_string();
+    assert!(err.contains("cannot read workload spec /nonexistent/spec.toml"), "{err}");
+}
+
+#[test]
+fn an_empty_spec_is_paper_003s_workload() {
+    let v = Spec::parse("", Path::new("empty.toml")).unwrap();
+    let s = &v.spec;
+    assert_eq!((s.library.videos, s.library.zipf_alpha, s.sessions.count), (10_000, 0.8, 7_200));
+    assert_eq!((s.sessions.chunk_duration_s, s.sessions.timeout_s, s.sessions.unpaced_initial_requests), (10.0, 10.0, 3));
+    assert_eq!(v.bitrates, vec![(419, 1.0)]);
+    assert_eq!(v.chunk_bytes(419), 523_750);
+    assert_eq!(s.warming.chunks, 3_500);
+    let rates: Vec<f64> = s.sessions.classes.iter().map(|c| c.rate_mbps).collect();
+    assert_eq!(rates, vec![10.0, 3.5, 1.0]);
+    assert!(s.sessions.classes.iter().all(|c| c.delay_ms == 50));
+    // Paper 003 Table 3: average video duration 258.7 s; the default table's mean is close.
+    assert!((v.durations.mean() - 258.7).abs() < 5.0, "{}", v.durations.mean());
+}
+
+fn bundled_specs() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/specs");
+    let mut specs: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    specs.sort();
+    specs
+}
+
+#[test]
+fn bundled_specs_are_valid_and_state_their_memory_limit() {
+    let specs = bundled_specs();
+    let names: Vec<String> = specs.iter().map(|p| p.file_stem().unwrap().to_string_lossy().into_owned()).collect();
+    for want in ["sd-paper000", "sd-paper001", "hd-paper001", "mixed-sdhd", "small"] {
+        assert!(names.iter().any(|n| n == want), "bench/specs/{want}.toml is missing: {names:?}");
+    }
+    for path in &specs {
+        let v = Spec::load(path).unwrap_or_else(|e| panic!("{e}"));
+        assert!(v.spec.scaling.memory_limit_mib > 0, "{}: scaling.memory_limit_mib", path.display());
+        assert!(!v.spec.scaling.note.is_empty(), "{}: scaling.note", path.display());
+        assert_eq!(v.spec.name, path.file_stem().unwrap().to_string_lossy(), "{}", path.display());
+    }
+}
