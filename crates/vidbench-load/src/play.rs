@@ -228,7 +228,8 @@ fn prepare(sessions: &[Session], verify: Option<&Library>, timeout_overridden: b
                     return Err(bad(i, format!("range {a}-{b} is empty")));
                 }
             }
-            if !timeout_overridden && !(r.timeout_s.is_finite() && r.timeout_s > 0.0) {
+            let usable_timeout = timeout_overridden || (r.timeout_s.is_finite() && r.timeout_s > 0.0);
+            if !usable_timeout {
                 return Err(bad(i, format!("timeout_s {} is not a positive number of seconds", r.timeout_s)));
             }
             if let Some(p) = r.pace_s {

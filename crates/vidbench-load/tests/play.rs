@@ -425,3 +425,52 @@ fn the_command_line_names_a_malformed_session_line() {
     // --duration and --sessions exclude each other.
     assert!(Cli::try_parse_from(["load", "s", "--server", "u", "--rate", "1", "--out", "o", "--duration", "1", "--sessions", "2"]).is_err());
 }
+
+#[test]
+fn the_command_line_plays_a_wsesslog_and_writes_the_results() {
+    use clap::Parser;
+    use vidbench_library::session_io::{write_sessions, SessionFormat};
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: vidbench_load::cli::Args,
+    }
+    let server = TestServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("sessions.wsesslog");
+    let sessions: Vec<Session> = (0..3)
+        .map(|i| {
+            session(
+                i,
+                Phase::Measure,
+                8_000_000,
+                5,
+                vec![req("/f", Some((0, 99_999)), None, 5.0), req("/f", Some((100_000, 199_999)), Some(0.2), 5.0)],
+            )
+        })
+        .collect();
+    write_sessions(&file, SessionFormat::Wsesslog, &sessions).unwrap();
+    let out = dir.path().join("out");
+    let url = server.url();
+    let cli = Cli::try_parse_from([
+        "load",
+        file.to_str().unwrap(),
+        "--server",
+        url.as_str(),
+        "--rate",
+        "50",
+        "--out",
+        out.to_str().unwrap(),
+        "--interval",
+        "0.2",
+        "-q",
+    ])
+    .unwrap();
+    vidbench_load::cli::run(cli.args).unwrap();
+    let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["sessions"]["completed"], 3);
+    assert_eq!(summary["requests"]["completed_bytes"], 600_000);
+    let rows: Vec<Req> = read_csv(&out.join("requests.csv"));
+    assert_eq!(rows.len(), 6);
+    assert!(rows.iter().all(|r| r.outcome == "ok" && r.status == Some(206)));
+}
