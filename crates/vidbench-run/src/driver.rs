@@ -424,7 +424,7 @@ impl Driver {
                 let shim_dir = dir.join("shim");
                 std::fs::create_dir_all(&shim_dir)?;
                 std::fs::set_permissions(&shim_dir, std::os::unix::fs::PermissionsExt::from_mode(0o777))?;
-                env.push(("LIBCEPTION_STATS".into(), shim_dir.join("stats.json").display().to_string()));
+                env.push(("LIBCEPTION_STATS".into(), shim_dir.join("stats-%p.json").display().to_string()));
             }
         }
         let binary = server_binary(&self.exp, cfg, kind);

@@ -1,0 +1,227 @@
+//! Figures computed from raw runs: per-rate means with 95 % confidence
+//! intervals, the maximum failure-free rate, sequences of adjacent disk
+//! requests from a trace (paper 000 section 5.5), and the shim's sendfile
+//! latency histogram (paper 000 Figure 17).
+
+use crate::data::{Results, Run};
+use anyhow::Context;
+use serde_json::Value;
+use std::path::Path;
+use vidbench_run::stats::{ci95_half_width, mean};
+
+/// All runs of one configuration at one rate.
+#[derive(Debug, Clone)]
+pub struct Point {
+    pub rate: f64,
+    pub runs: usize,
+    pub failure_pct: f64,
+    pub failure_ci: f64,
+    pub throughput_mbs: f64,
+    /// CI over repetitions, or the load client's sample CI for a single run.
+    pub throughput_ci: f64,
+    pub disk_mbs: Option<f64>,
+    pub ms_per_transaction: Option<f64>,
+    pub request_kib: Option<f64>,
+    pub busy_pct: Option<f64>,
+    pub server_cpu_pct: Option<f64>,
+}
+
+fn opt_mean(v: Vec<Option<f64>>) -> Option<f64> {
+    let v: Vec<f64> = v.into_iter().flatten().collect();
+    (!v.is_empty()).then(|| mean(&v))
+}
+
+pub fn points(results: &Results, config: &str) -> Vec<Point> {
+    results
+        .by_rate(config)
+        .into_iter()
+        .map(|(rate, runs)| {
+            let f: Vec<f64> = runs.iter().map(|r| r.failure_pct).collect();
+            let t: Vec<f64> = runs.iter().map(|r| r.throughput_mbs).collect();
+            let throughput_ci = if runs.len() > 1 { ci95_half_width(&t) } else { runs[0].sample_ci95_mbs.unwrap_or(0.0) };
+            Point {
+                rate: rate.0,
+                runs: runs.len(),
+                failure_pct: mean(&f),
+                failure_ci: ci95_half_width(&f),
+                throughput_mbs: mean(&t),
+                throughput_ci,
+                disk_mbs: opt_mean(runs.iter().map(|r| r.disk.map(|d| d.mb_per_s())).collect()),
+                ms_per_transaction: opt_mean(runs.iter().map(|r| r.disk.map(|d| d.ms_per_transaction())).collect()),
+                request_kib: opt_mean(runs.iter().map(|r| r.disk.map(|d| d.request_kib())).collect()),
+                busy_pct: opt_mean(runs.iter().map(|r| r.disk.map(|d| d.busy_pct())).collect()),
+                server_cpu_pct: opt_mean(
+                    runs.iter().map(|r| Some(100.0 * r.server_cpu_s? / r.load_wall_s.filter(|w| *w > 0.0)?)).collect(),
+                ),
+            }
+        })
+        .collect()
+}
+
+/// The highest rate whose mean failure % is below `threshold`, and whether a
+/// higher rate was seen failing (otherwise the true maximum may be higher).
+pub fn max_failure_free(points: &[Point], threshold: f64) -> (Option<&Point>, bool) {
+    let best = points.iter().filter(|p| p.failure_pct < threshold).max_by(|a, b| a.rate.total_cmp(&b.rate));
+    let bounded = match best {
+        Some(b) => points.iter().any(|p| p.rate > b.rate && p.failure_pct >= threshold),
+        None => !points.is_empty(),
+    };
+    (best, bounded)
+}
+
+/// One disk request from a trace.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TraceRequest {
+    pub start_ns: u64,
+    pub lba: u64,
+    pub bytes: u64,
+}
+
+/// Reads `disk-trace.csv` (header with `start_ns`, `lba`, `bytes`; 512-byte sectors).
+pub fn read_trace(path: &Path) -> anyhow::Result<Vec<TraceRequest>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().context("empty trace")?.split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).with_context(|| format!("{}: no column {name}", path.display()));
+    let (s, l, b) = (col("start_ns")?, col("lba")?, col("bytes")?);
+    let mut out = Vec::new();
+    for (i, line) in lines.enumerate() {
+        let f: Vec<&str> = line.split(',').collect();
+        let get = |k: usize| -> anyhow::Result<u64> {
+            f.get(k).and_then(|v| v.parse().ok()).with_context(|| format!("{}:{}: bad field {k}", path.display(), i + 2))
+        };
+        out.push(TraceRequest { start_ns: get(s)?, lba: get(l)?, bytes: get(b)? });
+    }
+    out.sort_by_key(|r| r.start_ns);
+    Ok(out)
+}
+
+/// Lengths in bytes of the runs of requests that are adjacent on disk, in the
+/// order the disk served them (a new sequence starts wherever the head must seek).
+pub fn sequences(trace: &[TraceRequest]) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut current = 0u64;
+    let mut next_lba: Option<u64> = None;
+    for r in trace {
+        if next_lba == Some(r.lba) {
+            current += r.bytes;
+        } else {
+            if current > 0 {
+                out.push(current);
+            }
+            current = r.bytes;
+        }
+        next_lba = Some(r.lba + r.bytes.div_ceil(512));
+    }
+    if current > 0 {
+        out.push(current);
+    }
+    out
+}
+
+/// CDF of bytes by sequence length: (length KiB, % of all bytes in sequences of at most that length).
+pub fn bytes_cdf(lengths: &[u64]) -> Vec<(f64, f64)> {
+    let mut v = lengths.to_vec();
+    v.sort_unstable();
+    let total: u64 = v.iter().sum();
+    let mut acc = 0u64;
+    let mut out: Vec<(f64, f64)> = Vec::new();
+    for (i, len) in v.iter().enumerate() {
+        acc += len;
+        if i + 1 == v.len() || v[i + 1] != *len {
+            out.push((*len as f64 / 1024.0, 100.0 * acc as f64 / total.max(1) as f64));
+        }
+    }
+    out
+}
+
+/// Sendfile latency histogram summed over the shim's per-process stats files:
+/// (bucket upper bound in ns, calls). The shim's buckets are powers of two.
+pub fn sendfile_histogram(files: &[std::path::PathBuf]) -> anyhow::Result<Vec<(u64, u64)>> {
+    let mut sum: std::collections::BTreeMap<u64, u64> = Default::default();
+    for f in files {
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(f)?).with_context(|| format!("{} is not JSON", f.display()))?;
+        let Some(funcs) = v.get("functions").and_then(Value::as_object) else { continue };
+        for (name, s) in funcs {
+            if !name.starts_with("sendfile") {
+                continue;
+            }
+            if let Some(h) = s.get("latency_ns").and_then(Value::as_object) {
+                for (k, n) in h {
+                    if let (Ok(k), Some(n)) = (k.parse::<u64>(), n.as_u64()) {
+                        *sum.entry(k).or_default() += n;
+                    }
+                }
+            }
+        }
+    }
+    Ok(sum.into_iter().collect())
+}
+
+/// Cumulative fraction (%) of calls by latency (ms) from a histogram.
+pub fn histogram_cdf(hist: &[(u64, u64)]) -> Vec<(f64, f64)> {
+    let total: u64 = hist.iter().map(|(_, n)| n).sum();
+    let mut acc = 0;
+    hist.iter()
+        .map(|(ns, n)| {
+            acc += n;
+            (*ns as f64 / 1e6, 100.0 * acc as f64 / total.max(1) as f64)
+        })
+        .collect()
+}
+
+/// A run's mode/prefetch/readahead for sweeps.
+pub fn sweep_key(run: &Run) -> (String, Option<f64>, Option<f64>) {
+    let c = &run.config_json;
+    (
+        c.get("base").and_then(Value::as_str).unwrap_or(&run.config).to_string(),
+        c.get("prefetch_kb").and_then(Value::as_f64),
+        c.get("read_ahead_kb").and_then(Value::as_f64),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequences_join_adjacent_requests_only() {
+        let r = |start_ns, lba, bytes| TraceRequest { start_ns, lba, bytes };
+        let t = vec![r(0, 0, 131072), r(1, 256, 131072), r(2, 10_000, 4096), r(3, 10_008, 4096), r(4, 0, 512)];
+        assert_eq!(sequences(&t), vec![262144, 8192, 512]);
+        let cdf = bytes_cdf(&sequences(&t));
+        assert_eq!(cdf.last().unwrap().1, 100.0);
+        assert_eq!(cdf[0], (0.5, 100.0 * 512.0 / 270848.0));
+    }
+
+    #[test]
+    fn max_failure_free_takes_the_highest_passing_rate() {
+        let p = |rate, failure_pct| Point {
+            rate,
+            runs: 1,
+            failure_pct,
+            failure_ci: 0.0,
+            throughput_mbs: rate,
+            throughput_ci: 0.0,
+            disk_mbs: None,
+            ms_per_transaction: None,
+            request_kib: None,
+            busy_pct: None,
+            server_cpu_pct: None,
+        };
+        let pts = vec![p(5.0, 0.0), p(8.0, 0.2), p(10.0, 3.0), p(12.0, 0.1)];
+        let (best, bounded) = max_failure_free(&pts, 0.3);
+        assert_eq!(best.unwrap().rate, 12.0);
+        assert!(!bounded);
+        let (best, bounded) = max_failure_free(&pts[..3], 0.3);
+        assert_eq!(best.unwrap().rate, 8.0);
+        assert!(bounded);
+        assert!(max_failure_free(&[p(5.0, 1.0)], 0.3).0.is_none());
+    }
+
+    #[test]
+    fn histogram_cdf_ends_at_100() {
+        let c = histogram_cdf(&[(1024, 1), (1 << 20, 3)]);
+        assert_eq!(c, vec![(1024.0 / 1e6, 25.0), ((1u64 << 20) as f64 / 1e6, 100.0)]);
+    }
+}

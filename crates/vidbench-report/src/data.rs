@@ -1,0 +1,240 @@
+//! Reading a results directory written by `vidbench run` into plain data.
+//!
+//! Only complete runs (with `DONE`) count. Everything is derived from the raw
+//! files of each run: the load client's `summary.json` (failure % and MB/s of
+//! the measured window), the disk's counters before and after the load (their
+//! difference gives disk MB/s, transactions, ms per transaction, request size),
+//! the cgroup's CPU figures, the shim's track-mode histograms and the disk
+//! trace. Files are read as JSON values, not the producers' types, so a report
+//! can be made from results of an older build as long as the fields exist.
+
+use anyhow::Context;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// One complete run.
+#[derive(Debug, Clone)]
+pub struct Run {
+    pub dir: PathBuf,
+    pub config: String,
+    /// The configuration as the driver expanded it (`run.json`'s `config`).
+    pub config_json: Value,
+    pub kind: String,
+    pub rate: Option<f64>,
+    pub repetition: u32,
+    pub failure_pct: f64,
+    pub throughput_mbs: f64,
+    /// The load client's own CI of its 5-second samples, when it has one.
+    pub sample_ci95_mbs: Option<f64>,
+    pub disk: Option<DiskDelta>,
+    pub server_cpu_s: Option<f64>,
+    pub daemon_cpu_s: Option<f64>,
+    pub load_wall_s: Option<f64>,
+    pub trace: Option<PathBuf>,
+    /// Shim track-mode stats files (one per process).
+    pub shim_stats: Vec<PathBuf>,
+    pub setup: Value,
+}
+
+/// What the disk did during the load (after minus before).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DiskDelta {
+    pub seconds: f64,
+    pub reads: f64,
+    pub bytes: f64,
+    pub busy_s: f64,
+}
+
+impl DiskDelta {
+    pub fn mb_per_s(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.bytes / 1e6 / self.seconds
+        } else {
+            0.0
+        }
+    }
+    /// iostat's ms per transaction: busy time over transactions (paper 000 Table 2).
+    pub fn ms_per_transaction(&self) -> f64 {
+        if self.reads > 0.0 {
+            self.busy_s * 1000.0 / self.reads
+        } else {
+            0.0
+        }
+    }
+    pub fn request_kib(&self) -> f64 {
+        if self.reads > 0.0 {
+            self.bytes / 1024.0 / self.reads
+        } else {
+            0.0
+        }
+    }
+    pub fn busy_pct(&self) -> f64 {
+        if self.seconds > 0.0 {
+            100.0 * self.busy_s / self.seconds
+        } else {
+            0.0
+        }
+    }
+}
+
+/// A whole results directory.
+#[derive(Debug, Clone)]
+pub struct Results {
+    pub dir: PathBuf,
+    pub experiment: Value,
+    pub machine: Value,
+    /// Configuration names in experiment order.
+    pub order: Vec<String>,
+    pub runs: Vec<Run>,
+    /// Run directories without DONE (interrupted or failed), for the record.
+    pub incomplete: Vec<PathBuf>,
+}
+
+fn read_json(path: &Path) -> anyhow::Result<Value> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))
+}
+
+fn counters(v: &Value) -> Option<(f64, f64, f64, f64)> {
+    let c = v.get("total")?.get("counters")?;
+    Some((
+        v.get("uptime_s")?.as_f64()?,
+        c.get("reads")?.as_f64()?,
+        c.get("bytes")?.as_f64()?,
+        c.get("busy_ns")?.as_f64()? / 1e9,
+    ))
+}
+
+/// The disk's activity between two `vidbench disk stat --json` snapshots.
+pub fn disk_delta(before: &Value, after: &Value) -> Option<DiskDelta> {
+    let (t0, r0, b0, u0) = counters(before)?;
+    let (t1, r1, b1, u1) = counters(after)?;
+    Some(DiskDelta { seconds: t1 - t0, reads: r1 - r0, bytes: b1 - b0, busy_s: u1 - u0 })
+}
+
+fn load_run(dir: &Path) -> anyhow::Result<Run> {
+    let run = read_json(&dir.join("run.json"))?;
+    let result = read_json(&dir.join("result.json"))?;
+    let config_json = run.get("config").cloned().unwrap_or(Value::Null);
+    let config = config_json.get("name").and_then(Value::as_str).context("run.json has no config.name")?.to_string();
+    let kind = config_json.get("kind").and_then(Value::as_str).unwrap_or("server").to_string();
+    let outcome = result.get("outcome").context("result.json has no outcome")?;
+    let summary = read_json(&dir.join("load/summary.json")).ok();
+    let resources = read_json(&dir.join("resources.json")).ok();
+    let disk = match (read_json(&dir.join("disk-before.json")), read_json(&dir.join("disk-after.json"))) {
+        (Ok(b), Ok(a)) => disk_delta(&b, &a),
+        _ => None,
+    };
+    let res = |k: &str| resources.as_ref().and_then(|r| r.get(k)).and_then(Value::as_f64);
+    let mut shim_stats: Vec<PathBuf> = std::fs::read_dir(dir.join("shim"))
+        .map(|rd| rd.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "json")).collect())
+        .unwrap_or_default();
+    shim_stats.sort();
+    Ok(Run {
+        dir: dir.to_owned(),
+        config,
+        config_json,
+        kind,
+        rate: run.get("rate").and_then(Value::as_f64),
+        repetition: run.get("repetition").and_then(Value::as_u64).unwrap_or(0) as u32,
+        failure_pct: outcome.get("failure_pct").and_then(Value::as_f64).context("result.json has no failure_pct")?,
+        throughput_mbs: outcome.get("throughput_mbs").and_then(Value::as_f64).context("result.json has no throughput_mbs")?,
+        sample_ci95_mbs: summary.as_ref().and_then(|s| s.get("samples")?.get("ci95_mb_s")?.as_f64()),
+        disk,
+        server_cpu_s: res("server_cpu_s"),
+        daemon_cpu_s: res("daemon_cpu_s"),
+        load_wall_s: res("load_wall_s"),
+        trace: Some(dir.join("disk-trace.csv")).filter(|p| p.is_file()),
+        shim_stats,
+        setup: read_json(&dir.join("setup.json")).unwrap_or(Value::Null),
+    })
+}
+
+impl Results {
+    pub fn load(dir: &Path) -> anyhow::Result<Results> {
+        let experiment = read_json(&dir.join("experiment.json"))
+            .with_context(|| format!("{} does not look like a results directory of vidbench run", dir.display()))?;
+        let machine = read_json(&dir.join("machine.json")).unwrap_or(Value::Null);
+        let order: Vec<String> = experiment
+            .get("configs")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(|c| c.get("name")?.as_str().map(String::from)).collect())
+            .unwrap_or_default();
+        let mut runs = Vec::new();
+        let mut incomplete = Vec::new();
+        let runs_dir = dir.join("runs");
+        let mut config_dirs: Vec<PathBuf> = std::fs::read_dir(&runs_dir)
+            .with_context(|| format!("cannot list {}", runs_dir.display()))?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+            .collect();
+        config_dirs.sort();
+        for cdir in config_dirs {
+            let mut run_dirs: Vec<PathBuf> = std::fs::read_dir(&cdir)?.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
+            run_dirs.sort();
+            for rdir in run_dirs {
+                if rdir.join("DONE").exists() {
+                    runs.push(load_run(&rdir).with_context(|| format!("run {}", rdir.display()))?);
+                } else {
+                    incomplete.push(rdir);
+                }
+            }
+        }
+        Ok(Results { dir: dir.to_owned(), experiment, machine, order, runs, incomplete })
+    }
+
+    /// Configuration names with runs, in experiment order.
+    pub fn configs(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.order.iter().filter(|n| self.runs.iter().any(|r| &r.config == *n)).cloned().collect();
+        for r in &self.runs {
+            if !names.contains(&r.config) {
+                names.push(r.config.clone());
+            }
+        }
+        names
+    }
+
+    pub fn runs_of<'a>(&'a self, config: &'a str) -> impl Iterator<Item = &'a Run> + 'a {
+        self.runs.iter().filter(move |r| r.config == config)
+    }
+
+    /// The configuration's JSON (from any of its runs).
+    pub fn config_json(&self, config: &str) -> Value {
+        self.runs_of(config).next().map(|r| r.config_json.clone()).unwrap_or(Value::Null)
+    }
+
+    pub fn label(&self, config: &str) -> String {
+        self.config_json(config).get("label").and_then(Value::as_str).unwrap_or(config).to_string()
+    }
+
+    /// The failure threshold of the configuration's rate plan (default 0.3 %).
+    pub fn threshold(&self, config: &str) -> f64 {
+        self.config_json(config).get("rates").and_then(|r| r.get("threshold_pct")).and_then(Value::as_f64).unwrap_or(0.3)
+    }
+
+    /// Runs of a configuration grouped by rate, ascending.
+    pub fn by_rate<'a>(&'a self, config: &str) -> BTreeMap<RateKey, Vec<&'a Run>> {
+        let mut m: BTreeMap<RateKey, Vec<&'a Run>> = BTreeMap::new();
+        for r in self.runs.iter().filter(|r| r.config == config) {
+            m.entry(RateKey(r.rate.unwrap_or(0.0))).or_default().push(r);
+        }
+        m
+    }
+}
+
+/// A rate usable as a map key (rates are rounded to 1/100 by the driver).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RateKey(pub f64);
+impl Eq for RateKey {}
+impl PartialOrd for RateKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for RateKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}

@@ -1,0 +1,465 @@
+//! The Markdown report: sections in the order of the papers' evaluation, each
+//! with its table and SVG figure, or a note when the results hold no data for
+//! it. Figures are written beside the report (`figures/*.svg`) and linked
+//! relatively, so the report directory can be moved or committed as a whole.
+
+use crate::analysis::{self, Point};
+use crate::data::{Results, Run};
+use crate::figures::{line_chart, Chart, Series};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::path::Path;
+
+fn f2(v: Option<f64>) -> String {
+    v.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into())
+}
+
+struct Ctx<'a> {
+    results: &'a Results,
+    fig_dir: &'a Path,
+    fig_rel: &'a str,
+    md: String,
+    figures: usize,
+}
+
+impl Ctx<'_> {
+    fn figure(&mut self, name: &str, chart: Chart<'_>, series: Vec<Series>) -> anyhow::Result<()> {
+        let file = format!("{name}.svg");
+        line_chart(&self.fig_dir.join(&file), &chart, &series)?;
+        writeln!(self.md, "\n![{}]({}/{file})\n", chart.title, self.fig_rel)?;
+        self.figures += 1;
+        Ok(())
+    }
+}
+
+/// The configuration used as the baseline of `config`: the first configuration
+/// of the same server without Libception, default readahead and no knobs.
+fn baseline(results: &Results, config: &str) -> Option<String> {
+    let c = results.config_json(config);
+    let server = c.get("server")?.as_str()?.to_string();
+    let default_ra = results.experiment.get("disk").and_then(|d| d.get("read_ahead_kb")).and_then(Value::as_u64).unwrap_or(128);
+    results.configs().into_iter().find(|n| {
+        let o = results.config_json(n);
+        o.get("server").and_then(Value::as_str) == Some(server.as_str())
+            && o.get("libception").is_none_or(Value::is_null)
+            && o.get("read_ahead_kb").and_then(Value::as_u64) == Some(default_ra)
+            && o.get("knobs").and_then(Value::as_object).is_none_or(|k| k.is_empty())
+    })
+}
+
+/// Writes the report for `results` into `out` (Markdown) and `out`'s directory
+/// (`figures/`). Returns the number of figures drawn.
+pub fn write_report(results: &Results, out: &Path) -> anyhow::Result<usize> {
+    let dir = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let fig_dir = dir.join("figures");
+    std::fs::create_dir_all(&fig_dir)?;
+    let mut ctx = Ctx { results, fig_dir: &fig_dir, fig_rel: "figures", md: String::new(), figures: 0 };
+    header(&mut ctx)?;
+    let configs = results.configs();
+    let server_configs: Vec<String> = configs.iter().filter(|c| results.runs_of(c).any(|r| r.kind == "server")).cloned().collect();
+    let points: BTreeMap<String, Vec<Point>> = server_configs.iter().map(|c| (c.clone(), analysis::points(results, c))).collect();
+    table3(&mut ctx, &server_configs, &points)?;
+    versus_rate(&mut ctx, &server_configs, &points)?;
+    disk_section(&mut ctx, &server_configs, &points)?;
+    wc_section(&mut ctx, &configs)?;
+    trace_section(&mut ctx)?;
+    latency_section(&mut ctx)?;
+    sweep_section(&mut ctx, &server_configs, &points)?;
+    setup_section(&mut ctx)?;
+    std::fs::write(out, &ctx.md).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?;
+    Ok(ctx.figures)
+}
+
+fn header(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
+    let e = &ctx.results.experiment;
+    let name = e.get("name").and_then(Value::as_str).unwrap_or("?");
+    writeln!(ctx.md, "# vidbench report: {name}\n")?;
+    if let Some(d) = e.get("description").and_then(Value::as_str).filter(|d| !d.is_empty()) {
+        writeln!(ctx.md, "{d}\n")?;
+    }
+    writeln!(
+        ctx.md,
+        "Made by `vidbench report` from the raw results in `{}` only ({} complete runs{}). \
+         MB means 10^6 bytes; rates are session arrivals per second.\n",
+        ctx.results.dir.display(),
+        ctx.results.runs.len(),
+        if ctx.results.incomplete.is_empty() { String::new() } else { format!(", {} incomplete runs ignored", ctx.results.incomplete.len()) }
+    )?;
+    let m = &ctx.results.machine;
+    let s = |k: &str| m.get(k).map(|v| v.to_string().trim_matches('"').to_string()).unwrap_or_else(|| "?".into());
+    writeln!(ctx.md, "Machine: {} CPUs ({}), {} kB RAM, kernel {}, {}; git {}{}.\n", s("cpus"), s("cpu_model"), s("mem_total_kb"), s("kernel"), s("os_release"), s("git_commit"), if m.get("git_dirty").and_then(Value::as_bool) == Some(true) { " (with local changes)" } else { "" })?;
+    if let Some(p) = m.get("packages").and_then(Value::as_object) {
+        let list: Vec<String> = p.iter().map(|(k, v)| format!("{k} {}", v.as_str().unwrap_or("?"))).collect();
+        writeln!(ctx.md, "Packages: {}.\n", list.join(", "))?;
+    }
+    let run = e.get("run").cloned().unwrap_or(Value::Null);
+    writeln!(
+        ctx.md,
+        "Disk preset `{}`, memory limit {} MiB, workers {}, {}, warm-up {}, max session {}.\n",
+        e.get("disk").and_then(|d| d.get("preset")).and_then(Value::as_str).unwrap_or("?"),
+        e.get("memory_limit_bytes").and_then(Value::as_u64).unwrap_or(0) >> 20,
+        run.get("workers").unwrap_or(&Value::Null),
+        match (run.get("duration_s").and_then(Value::as_f64), run.get("sessions").and_then(Value::as_u64)) {
+            (Some(d), _) => format!("{d} s of arrivals per run"),
+            (_, Some(n)) => format!("{n} sessions per run"),
+            _ => "?".into(),
+        },
+        run.get("warm").and_then(Value::as_bool).map_or("?", |w| if w { "on" } else { "off" }),
+        run.get("max_session_s").and_then(Value::as_f64).map_or("as generated".to_string(), |m| format!("{m} s")),
+    )?;
+    Ok(())
+}
+
+fn table3(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<String, Vec<Point>>) -> anyhow::Result<()> {
+    writeln!(ctx.md, "## Maximum failure-free throughput (paper 000 Table 3)\n")?;
+    if configs.is_empty() {
+        writeln!(ctx.md, "_No server runs in these results._\n")?;
+        return Ok(());
+    }
+    writeln!(
+        ctx.md,
+        "The highest offered rate at which fewer than the threshold of measured sessions failed, the MB/s delivered there \
+         (mean of its runs, with the 95 % confidence interval over repetitions, or of the load's 5-second samples for a \
+         single run), and the ratio to the same server's vanilla configuration. `>=` marks a maximum that no failing \
+         rate bounds from above (the true maximum may be higher).\n"
+    )?;
+    writeln!(ctx.md, "| configuration | max failure-free rate | MB/s delivered | 95 % CI | failed % | disk MB/s | ratio to vanilla | runs |")?;
+    writeln!(ctx.md, "|---|---:|---:|---:|---:|---:|---:|---:|")?;
+    let best: BTreeMap<&String, (Option<Point>, bool)> = configs
+        .iter()
+        .map(|c| {
+            let (b, bounded) = analysis::max_failure_free(&points[c], ctx.results.threshold(c));
+            (c, (b.cloned(), bounded))
+        })
+        .collect();
+    for c in configs {
+        let (b, bounded) = &best[c];
+        let label = ctx.results.label(c);
+        let ratio = baseline(ctx.results, c).and_then(|base| {
+            let v = best.get(&base)?.0.as_ref()?.throughput_mbs;
+            let mine = b.as_ref()?.throughput_mbs;
+            (v > 0.0).then(|| format!("{:.2} (vs {})", mine / v, ctx.results.label(&base)))
+        });
+        match b {
+            Some(p) => writeln!(
+                ctx.md,
+                "| {label} | {}{:.2} | {:.2} | ± {:.2} | {:.2} | {} | {} | {} |",
+                if *bounded { "" } else { ">= " },
+                p.rate,
+                p.throughput_mbs,
+                p.throughput_ci,
+                p.failure_pct,
+                f2(p.disk_mbs),
+                ratio.unwrap_or_else(|| "-".into()),
+                p.runs
+            )?,
+            None => writeln!(
+                ctx.md,
+                "| {label} | none (every rate ≥ {} % failed) | - | - | - | - | - | {} |",
+                ctx.results.threshold(c),
+                points[c].iter().map(|p| p.runs).sum::<usize>()
+            )?,
+        }
+    }
+    writeln!(ctx.md)?;
+    Ok(())
+}
+
+fn versus_rate(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<String, Vec<Point>>) -> anyhow::Result<()> {
+    writeln!(ctx.md, "## Throughput and failed sessions against offered rate (paper 003 Figures 8-11)\n")?;
+    if configs.is_empty() {
+        writeln!(ctx.md, "_No server runs: figure omitted._\n")?;
+        return Ok(());
+    }
+    let series = |f: fn(&Point) -> f64| -> Vec<Series> {
+        configs
+            .iter()
+            .map(|c| Series { name: ctx.results.label(c), points: points[c].iter().map(|p| (p.rate, f(p))).collect(), points_only: false })
+            .collect()
+    };
+    let tput = series(|p| p.throughput_mbs);
+    let fail = series(|p| p.failure_pct);
+    ctx.figure("throughput-vs-rate", Chart { title: "Delivered throughput", x_label: "offered rate (sessions/s)", y_label: "MB/s", log_x: false, y_range: None }, tput)?;
+    ctx.figure("failures-vs-rate", Chart { title: "Failed sessions", x_label: "offered rate (sessions/s)", y_label: "% of measured sessions", log_x: false, y_range: None }, fail)?;
+    writeln!(ctx.md, "| configuration | rate | runs | MB/s | ± CI | failed % | ± CI | server CPU % |")?;
+    writeln!(ctx.md, "|---|---:|---:|---:|---:|---:|---:|---:|")?;
+    for c in configs {
+        for p in &points[c] {
+            writeln!(
+                ctx.md,
+                "| {} | {:.2} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {} |",
+                ctx.results.label(c),
+                p.rate,
+                p.runs,
+                p.throughput_mbs,
+                p.throughput_ci,
+                p.failure_pct,
+                p.failure_ci,
+                f2(p.server_cpu_pct)
+            )?;
+        }
+    }
+    writeln!(ctx.md)?;
+    Ok(())
+}
+
+fn disk_section(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<String, Vec<Point>>) -> anyhow::Result<()> {
+    writeln!(ctx.md, "## Disk throughput beside delivered throughput (paper 000 Figures 7-8, Table 2)\n")?;
+    let with_disk: Vec<&String> = configs.iter().filter(|c| points[*c].iter().any(|p| p.disk_mbs.is_some())).collect();
+    if with_disk.is_empty() {
+        writeln!(ctx.md, "_No disk counters in these results: figure and table omitted._\n")?;
+        return Ok(());
+    }
+    let mut series = Vec::new();
+    for c in &with_disk {
+        let label = ctx.results.label(c);
+        series.push(Series { name: format!("{label} delivered"), points: points[*c].iter().map(|p| (p.rate, p.throughput_mbs)).collect(), points_only: false });
+        series.push(Series {
+            name: format!("{label} disk"),
+            points: points[*c].iter().filter_map(|p| Some((p.rate, p.disk_mbs?))).collect(),
+            points_only: true,
+        });
+    }
+    ctx.figure("disk-vs-delivered", Chart { title: "Disk (crosses) and delivered (lines) throughput", x_label: "offered rate (sessions/s)", y_label: "MB/s", log_x: false, y_range: None }, series)?;
+    writeln!(
+        ctx.md,
+        "Disk figures come from the emulated disk's own counters over the load (iostat's definitions: ms per transaction = busy time / transactions). \
+         Delivered above disk means cache hits; disk above delivered means prefetched data evicted before use.\n"
+    )?;
+    writeln!(ctx.md, "| configuration | rate | disk MB/s | delivered MB/s | ms/transaction | request KiB | disk busy % |")?;
+    writeln!(ctx.md, "|---|---:|---:|---:|---:|---:|---:|")?;
+    for c in with_disk {
+        for p in &points[c] {
+            writeln!(
+                ctx.md,
+                "| {} | {:.2} | {} | {:.2} | {} | {} | {} |",
+                ctx.results.label(c),
+                p.rate,
+                f2(p.disk_mbs),
+                p.throughput_mbs,
+                f2(p.ms_per_transaction),
+                f2(p.request_kib),
+                f2(p.busy_pct)
+            )?;
+        }
+    }
+    writeln!(ctx.md)?;
+    Ok(())
+}
+
+fn wc_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()> {
+    let wc: Vec<&String> = configs.iter().filter(|c| ctx.results.runs_of(c).any(|r| r.kind == "wc")).collect();
+    writeln!(ctx.md, "## The `wc` upper bound (paper 003 section 8.1)\n")?;
+    if wc.is_empty() {
+        writeln!(ctx.md, "_No wc runs in these results._\n")?;
+        return Ok(());
+    }
+    writeln!(ctx.md, "The workload's requested chunks read sequentially, videos in random order, straight from the emulated disk.\n")?;
+    writeln!(ctx.md, "| configuration | runs | read MB/s | ms/transaction | request KiB | disk busy % |")?;
+    writeln!(ctx.md, "|---|---:|---:|---:|---:|---:|")?;
+    for c in wc {
+        let runs: Vec<&Run> = ctx.results.runs_of(c).collect();
+        let t: Vec<f64> = runs.iter().map(|r| r.throughput_mbs).collect();
+        let d = |f: fn(&crate::data::DiskDelta) -> f64| {
+            let v: Vec<f64> = runs.iter().filter_map(|r| r.disk.as_ref().map(f)).collect();
+            (!v.is_empty()).then(|| vidbench_run::stats::mean(&v))
+        };
+        writeln!(
+            ctx.md,
+            "| {} | {} | {:.2} | {} | {} | {} |",
+            ctx.results.label(c),
+            runs.len(),
+            vidbench_run::stats::mean(&t),
+            f2(d(|x| x.ms_per_transaction())),
+            f2(d(|x| x.request_kib())),
+            f2(d(|x| x.busy_pct()))
+        )?;
+    }
+    writeln!(ctx.md)?;
+    Ok(())
+}
+
+fn trace_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
+    writeln!(ctx.md, "## Sequentiality of disk access (paper 000 Figures 2-6)\n")?;
+    // One traced run per configuration: the highest rate traced.
+    let mut chosen: BTreeMap<String, &Run> = BTreeMap::new();
+    for r in ctx.results.runs.iter().filter(|r| r.trace.is_some()) {
+        let e = chosen.entry(r.config.clone()).or_insert(r);
+        if r.rate > e.rate {
+            *e = r;
+        }
+    }
+    if chosen.is_empty() {
+        writeln!(ctx.md, "_No disk traces in these results (set `trace = true` on the disk or a configuration): figures omitted._\n")?;
+        return Ok(());
+    }
+    let order = ctx.results.configs();
+    let mut cdf = Vec::new();
+    let mut pattern = Vec::new();
+    let mut rows = Vec::new();
+    for name in order.iter().filter(|n| chosen.contains_key(*n)) {
+        let r = chosen[name];
+        let trace = analysis::read_trace(r.trace.as_ref().expect("filtered"))?;
+        let seqs = analysis::sequences(&trace);
+        let label = format!("{}{}", ctx.results.label(name), r.rate.map(|x| format!(" @ {x:.2}/s")).unwrap_or_default());
+        let c = analysis::bytes_cdf(&seqs);
+        let at = |kib: f64| c.iter().take_while(|p| p.0 <= kib).last().map_or(0.0, |p| p.1);
+        rows.push(format!("| {label} | {} | {} | {:.1} | {:.1} | {:.1} |", trace.len(), seqs.len(), at(128.0), at(576.0), 100.0 - at(1920.0)));
+        cdf.push(Series { name: label.clone(), points: c, points_only: false });
+        pattern.push(Series {
+            name: label,
+            points: trace.iter().take(250).enumerate().map(|(i, t)| (i as f64, t.lba as f64)).collect(),
+            points_only: true,
+        });
+    }
+    ctx.figure("sequence-cdf", Chart { title: "Bytes read in sequences of adjacent requests", x_label: "sequence length (KiB, log)", y_label: "% of bytes read", log_x: true, y_range: Some((0.0, 100.0)) }, cdf)?;
+    writeln!(ctx.md, "| run | disk requests | sequences | % bytes in sequences ≤ 128 KiB | ≤ 576 KiB | % bytes in sequences > 1920 KiB |")?;
+    writeln!(ctx.md, "|---|---:|---:|---:|---:|---:|")?;
+    for r in rows {
+        writeln!(ctx.md, "{r}")?;
+    }
+    writeln!(ctx.md)?;
+    ctx.figure("access-pattern", Chart { title: "Access pattern: first 250 disk requests", x_label: "transaction number", y_label: "logical block address", log_x: false, y_range: None }, pattern)?;
+    Ok(())
+}
+
+fn latency_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
+    writeln!(ctx.md, "## sendfile latency (paper 000 Figure 17)\n")?;
+    let mut per_config: BTreeMap<String, Vec<std::path::PathBuf>> = BTreeMap::new();
+    for r in ctx.results.runs.iter().filter(|r| !r.shim_stats.is_empty()) {
+        per_config.entry(r.config.clone()).or_default().extend(r.shim_stats.iter().cloned());
+    }
+    let mut series = Vec::new();
+    for (c, files) in &per_config {
+        let hist = analysis::sendfile_histogram(files)?;
+        if hist.is_empty() {
+            continue;
+        }
+        series.push(Series { name: ctx.results.label(c), points: analysis::histogram_cdf(&hist), points_only: false });
+    }
+    if series.is_empty() {
+        writeln!(ctx.md, "_No shim statistics with sendfile calls (configurations with `libception = \"track\"` record them): figure omitted._\n")?;
+        return Ok(());
+    }
+    writeln!(ctx.md, "From the shim's per-process latency histograms (power-of-two buckets; a point is the fraction of calls at most that long).\n")?;
+    ctx.figure("sendfile-latency-cdf", Chart { title: "sendfile call latency", x_label: "latency (ms, log)", y_label: "% of calls", log_x: true, y_range: Some((0.0, 100.0)) }, series)?;
+    Ok(())
+}
+
+fn sweep_section(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<String, Vec<Point>>) -> anyhow::Result<()> {
+    writeln!(ctx.md, "## Prefetch and readahead sweeps (paper 000 Figures 12-16)\n")?;
+    // Group expanded configurations by their [[config]] base.
+    let mut groups: BTreeMap<String, Vec<(f64, String)>> = BTreeMap::new();
+    for c in configs {
+        let Some(run) = ctx.results.runs_of(c).next() else { continue };
+        let (base, prefetch, ra) = analysis::sweep_key(run);
+        if base == *c {
+            continue; // not expanded from a list
+        }
+        let x = if c.contains("-p") { prefetch } else { ra };
+        if let Some(x) = x {
+            groups.entry(base).or_default().push((x, c.clone()));
+        }
+    }
+    if groups.is_empty() {
+        writeln!(ctx.md, "_No prefetch or readahead sweeps in these results: figure omitted._\n")?;
+        return Ok(());
+    }
+    let mut series = Vec::new();
+    for (base, mut members) in groups {
+        members.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let pts: Vec<(f64, f64)> = members
+            .iter()
+            .filter_map(|(x, c)| Some((*x, analysis::max_failure_free(&points[c], ctx.results.threshold(c)).0?.throughput_mbs)))
+            .collect();
+        series.push(Series { name: base, points: pts, points_only: false });
+    }
+    ctx.figure("sweeps", Chart { title: "Maximum failure-free throughput by size", x_label: "prefetch or read_ahead size (KiB, log)", y_label: "MB/s", log_x: true, y_range: None }, series)?;
+    Ok(())
+}
+
+fn setup_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
+    writeln!(ctx.md, "## Setup of every run\n")?;
+    writeln!(ctx.md, "Each run directory holds `setup.json` (machine, packages, every parameter, seeds, the commands and the rendered server configuration) next to its raw data.\n")?;
+    writeln!(ctx.md, "| run | server | Libception | prefetch KiB | read_ahead KiB | max request KiB | knobs | load seed | wall s |")?;
+    writeln!(ctx.md, "|---|---|---|---:|---:|---:|---|---:|---:|")?;
+    for r in &ctx.results.runs {
+        let c = &r.config_json;
+        let s = |k: &str| c.get(k).filter(|v| !v.is_null()).map(|v| v.to_string().trim_matches('"').to_string()).unwrap_or_else(|| "-".into());
+        let knobs = r
+            .setup
+            .get("server")
+            .and_then(|s| s.get("knobs"))
+            .and_then(Value::as_object)
+            .map(|k| k.iter().map(|(a, b)| format!("{a}={}", b.as_str().unwrap_or("?"))).collect::<Vec<_>>().join(" "))
+            .unwrap_or_else(|| "-".into());
+        let rel = r.dir.strip_prefix(&ctx.results.dir).unwrap_or(&r.dir).display().to_string();
+        writeln!(
+            ctx.md,
+            "| `{rel}` | {} | {} | {} | {} | {} | {knobs} | {} | {} |",
+            s("server"),
+            s("libception"),
+            s("prefetch_kb"),
+            s("read_ahead_kb"),
+            s("max_request_kb"),
+            r.setup.get("load_seed").or(r.setup.get("order_seed")).map(|v| v.to_string()).unwrap_or_else(|| "-".into()),
+            r.load_wall_s.map(|w| format!("{w:.0}")).unwrap_or_else(|| "-".into()),
+        )?;
+    }
+    writeln!(ctx.md)?;
+    if !ctx.results.incomplete.is_empty() {
+        writeln!(ctx.md, "Incomplete runs (no `DONE`; interrupted or failed, see their `error.txt`):\n")?;
+        for d in &ctx.results.incomplete {
+            writeln!(ctx.md, "- `{}`", d.strip_prefix(&ctx.results.dir).unwrap_or(d).display())?;
+        }
+        writeln!(ctx.md)?;
+    }
+    Ok(())
+}
+
+/// A plain-text table, one line per configuration and rate: delivered MB/s,
+/// failed %, disk MB/s, ms per transaction and the ratio of delivered MB/s to
+/// the same server's vanilla configuration at the same rate.
+pub fn rate_table(results: &Results) -> String {
+    let mut out = String::new();
+    let configs: Vec<String> = results.configs().into_iter().filter(|c| results.runs_of(c).any(|r| r.kind == "server")).collect();
+    let points: BTreeMap<String, Vec<Point>> = configs.iter().map(|c| (c.clone(), analysis::points(results, c))).collect();
+    let width = configs.iter().map(|c| results.label(c).len()).max().unwrap_or(13).max(13);
+    let _ = writeln!(
+        out,
+        "{:<width$}  {:>6}  {:>10}  {:>8}  {:>8}  {:>7}  {:>11}",
+        "configuration", "rate/s", "deliv MB/s", "failed %", "disk MB/s", "ms/t", "x vanilla"
+    );
+    for c in &configs {
+        let base = baseline(results, c);
+        for p in &points[c] {
+            let ratio = base.as_ref().filter(|b| *b != c).and_then(|b| {
+                let bp = points.get(b)?.iter().find(|q| (q.rate - p.rate).abs() < 1e-9)?;
+                (bp.throughput_mbs > 0.0).then(|| format!("{:.2}", p.throughput_mbs / bp.throughput_mbs))
+            });
+            let _ = writeln!(
+                out,
+                "{:<width$}  {:>6.2}  {:>10.2}  {:>8.2}  {:>8}  {:>7}  {:>11}",
+                results.label(c),
+                p.rate,
+                p.throughput_mbs,
+                p.failure_pct,
+                f2(p.disk_mbs),
+                f2(p.ms_per_transaction),
+                ratio.unwrap_or_else(|| "-".into())
+            );
+        }
+    }
+    for (c, s) in results.configs().iter().filter_map(|c| Some((c, results.runs_of(c).find(|r| r.kind == "wc")?))) {
+        let _ = writeln!(out, "{:<width$}  {:>6}  {:>10.2}  (wc upper bound: disk read sequentially)", results.label(c), "-", s.throughput_mbs);
+    }
+    for c in &configs {
+        let (best, bounded) = analysis::max_failure_free(&points[c], results.threshold(c));
+        let _ = match best {
+            Some(p) => writeln!(out, "max failure-free: {:<width$} {}{:.2}/s, {:.2} MB/s", results.label(c), if bounded { "" } else { ">= " }, p.rate, p.throughput_mbs),
+            None => writeln!(out, "max failure-free: {:<width$} none of the rates tried", results.label(c)),
+        };
+    }
+    out
+}

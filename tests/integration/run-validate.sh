@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# vidbench run --check: the bundled experiments are valid, and bad experiment
+# files are refused with an error naming the file and the key or line, before
+# anything is set up. Needs no root.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+VB=${VIDBENCH:-${LIBCEPTION_BUILD:-$PWD/build}/bin/vidbench}
+[ -x "$VB" ] || { echo "FAIL: $VB not built (run make)"; exit 1; }
+tmp=$(mktemp -d /tmp/run-validate.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+for e in bench/experiments/*.toml; do
+  "$VB" run "$e" --check > "$tmp/plan" || fail "$e does not validate"
+  grep -q "configurations" "$tmp/plan" || fail "$e: no plan printed"
+done
+
+expect_error() { # name, file content, words the error must contain
+  local name=$1 text=$2; shift 2
+  printf '%s\n' "$text" > "$tmp/$name.toml"
+  if "$VB" run "$tmp/$name.toml" --out "$tmp/out-$name" 2> "$tmp/err"; then fail "$name was accepted"; fi
+  for w in "$@"; do grep -qF -- "$w" "$tmp/err" || fail "$name: error does not mention '$w': $(cat "$tmp/err")"; done
+  [ ! -e "$tmp/out-$name" ] || fail "$name: a results directory was created for a bad experiment"
+}
+base='name = "t"
+templates = "'$PWD'/bench/servers"
+[workload]
+spec = "x.toml"
+[disk]
+preset = "wd-red-1tb"
+[memory]
+limit_mb = 256
+[run]
+duration_s = 30
+[rates]
+fixed = [4]
+[[config]]
+name = "a"
+server = "nginx"'
+expect_error unknown-key "$base
+colour = 1" "unknown-key.toml" "colour" "line 16"
+expect_error bad-rate "${base/fixed = \[4\]/fixed = [4, -1]}" "rates.fixed[1]"
+expect_error no-server "${base/server = \"nginx\"/}" 'config[0] ("a").server'
+expect_error bad-mode "$base
+libception = \"fast\"" "fast" "line 16"
+expect_error prefetch-without-mode "$base
+prefetch_kb = 2048" "prefetch_kb"
+expect_error empty-file "" "empty-file.toml" "missing field"
+
+if "$VB" run "$tmp/nope.toml" --check 2> "$tmp/err"; then fail "a missing file was accepted"; fi
+grep -q "nope.toml" "$tmp/err" || fail "missing file not named: $(cat "$tmp/err")"
+echo "run-validate: ok"
