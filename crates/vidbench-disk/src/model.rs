@@ -721,7 +721,7 @@ mod tests {
 
     #[test]
     fn ncq_bounds_starvation() {
-        let mut p = presets().into_iter().find(|p| p.name == "wd-red-1tb").unwrap().params;
+        let p = presets().into_iter().find(|p| p.name == "wd-red-1tb").unwrap().params;
         let r = random_reads(&p, 32, 5000, 4096, 3);
         let worst = r.completions.iter().map(|c| c.start_ns - c.arrival_ns).max().unwrap();
         // Past the age bound a command is served next; several may pass it at
@@ -788,7 +788,7 @@ mod tests {
         let mut d = Drive::new(&p);
         let mut out = Vec::new();
         let mut now = 0;
-        let mut issue = |d: &mut Drive, out: &mut Vec<Completion>, now: &mut u64, lba: u64| {
+        let issue = |d: &mut Drive, out: &mut Vec<Completion>, now: &mut u64, lba: u64| {
             d.submit(Request { id: lba, arrival_ns: *now, lba, sectors: 128 });
             // Let the drive finish and read ahead for 100 ms.
             *now = d.next_event_ns().unwrap().max(*now) + 100_000_000;

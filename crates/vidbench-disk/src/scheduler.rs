@@ -6,7 +6,10 @@
 //! request), advances the model to "now" and replies to every read whose
 //! completion time has come. The model's timeline is absolute, so waking up
 //! late delays the replies of that wake-up only, never the drive. The thread
-//! runs with a 1 ns timer slack so its sleeps end close to the event.
+//! runs with a 1 ns timer slack and stops sleeping a little before each event
+//! (by a running estimate of how late its sleeps end), polling the last few
+//! tens of microseconds, so replies leave close to their completion times.
+//! How late they actually leave is counted (`reply_late_ns` in the stats).
 //!
 //! Replies may go out in any order (FUSE matches them by request id), so the
 //! kernel can keep as many reads outstanding as `max_background` allows; this
@@ -19,6 +22,20 @@ use std::collections::HashMap;
 use std::sync::mpsc::{self, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// How much earlier than an event the thread should stop sleeping: a moving
+/// average of how late timed sleeps end, bounded so that the polling it
+/// replaces stays short.
+struct WakeEstimate {
+    early_ns: u64,
+}
+
+impl WakeEstimate {
+    fn observe(&mut self, overslept_ns: u64) {
+        let sample = overslept_ns.clamp(5_000, 200_000);
+        self.early_ns = (self.early_ns * 7 + sample) / 8;
+    }
+}
 
 /// A read handed to the drive.
 pub struct Job {
@@ -55,6 +72,7 @@ pub fn run(mut drive: Drive, clock: Clock, jobs: mpsc::Receiver<Job>, stats: Arc
     let mut next_id = 0u64;
     let mut done = Vec::new();
     let mut open = true;
+    let mut wake = WakeEstimate { early_ns: 50_000 };
     while open || !pending.is_empty() {
         // Wait for a request or the next model event.
         let first = match drive.next_event_ns() {
@@ -62,13 +80,29 @@ pub fn run(mut drive: Drive, clock: Clock, jobs: mpsc::Receiver<Job>, stats: Arc
             None => break,
             Some(at) => {
                 let now = clock.now_ns();
-                if at <= now || !open {
-                    if !open {
-                        std::thread::sleep(Duration::from_nanos(at.saturating_sub(now)));
-                    }
+                if !open {
+                    std::thread::sleep(Duration::from_nanos(at.saturating_sub(now)));
                     Err(RecvTimeoutError::Timeout)
+                } else if at <= now {
+                    Err(RecvTimeoutError::Timeout)
+                } else if at > now + wake.early_ns {
+                    // Sleep, aiming to wake a typical oversleep before the event.
+                    let target = at - wake.early_ns;
+                    let got = jobs.recv_timeout(Duration::from_nanos(target - now));
+                    if matches!(got, Err(RecvTimeoutError::Timeout)) {
+                        wake.observe(clock.now_ns().saturating_sub(target));
+                    }
+                    got
                 } else {
-                    jobs.recv_timeout(Duration::from_nanos(at - now))
+                    // The last stretch: poll instead of sleeping past the event.
+                    loop {
+                        match jobs.try_recv() {
+                            Ok(job) => break Ok(job),
+                            Err(TryRecvError::Disconnected) => break Err(RecvTimeoutError::Disconnected),
+                            Err(TryRecvError::Empty) if clock.now_ns() >= at => break Err(RecvTimeoutError::Timeout),
+                            Err(TryRecvError::Empty) => std::hint::spin_loop(),
+                        }
+                    }
                 }
             }
         };
@@ -98,7 +132,7 @@ pub fn run(mut drive: Drive, clock: Clock, jobs: mpsc::Receiver<Job>, stats: Arc
             let job = pending.remove(&c.id).expect("every completion has a pending job");
             let bytes = job.data.len() as u64;
             job.reply.data(&job.data);
-            stats.record(&c, bytes, now);
+            stats.record(&c, bytes, now, clock.now_ns().saturating_sub(c.end_ns));
             if let Some(t) = &trace {
                 // The trace writer only stops after this thread ends.
                 let _ = t.send(Row { completion: c, file_id: job.file_id, offset: job.offset, bytes });

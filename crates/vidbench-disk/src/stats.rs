@@ -40,11 +40,16 @@ pub struct Counters {
     pub seek_cylinders: u64,
     /// Reads by seek distance: bucket 0 = no seek, bucket k = 2^(k-1) ..= 2^k - 1 cylinders.
     pub seek_histogram: Vec<u64>,
+    /// Sum over reads of how late the reply left after the model's completion
+    /// time (host cost of the emulation, not part of the drive's timeline), ns.
+    #[serde(default)]
+    pub reply_late_ns: u64,
 }
 
 impl Counters {
-    fn add(&mut self, c: &Completion, bytes: u64, busy_ns: u64) {
+    fn add(&mut self, c: &Completion, bytes: u64, busy_ns: u64, late_ns: u64) {
         self.reads += 1;
+        self.reply_late_ns += late_ns;
         self.bytes += bytes;
         self.busy_ns += busy_ns;
         self.service_ns += c.end_ns - c.start_ns;
@@ -77,6 +82,7 @@ impl Counters {
             positioned_reads: self.positioned_reads - earlier.positioned_reads,
             seek_cylinders: self.seek_cylinders - earlier.seek_cylinders,
             seek_histogram: hist,
+            reply_late_ns: self.reply_late_ns - earlier.reply_late_ns,
         }
     }
 
@@ -96,6 +102,7 @@ impl Counters {
             avg_queue_depth: self.response_ns as f64 / 1e9 / secs,
             cache_hit_pct: per_read(self.cache_hits) * 100.0,
             avg_seek_cylinders: per_read(self.seek_cylinders),
+            avg_reply_late_ms: per_read(self.reply_late_ns) / 1e6,
         }
     }
 }
@@ -122,6 +129,9 @@ pub struct Rates {
     pub avg_queue_depth: f64,
     pub cache_hit_pct: f64,
     pub avg_seek_cylinders: f64,
+    /// Mean delay between the model's completion time and the reply, ms.
+    #[serde(default)]
+    pub avg_reply_late_ms: f64,
 }
 
 /// One interval: raw sums and the rates derived from them.
@@ -202,14 +212,14 @@ impl Stats {
 
     /// Records a completion of `bytes` (the bytes returned; the model counts
     /// whole sectors); `now_ns` is the model clock when it is reported.
-    pub fn record(&self, c: &Completion, bytes: u64, now_ns: u64) {
+    pub fn record(&self, c: &Completion, bytes: u64, now_ns: u64, late_ns: u64) {
         let mut inner = self.inner.lock().expect("stats lock");
         Self::roll(&mut inner, now_ns);
         // Busy time is the union of service intervals (several overlap on an SSD).
         let from = c.start_ns.max(inner.busy_until);
         let busy = c.end_ns.saturating_sub(from);
         inner.busy_until = inner.busy_until.max(c.end_ns);
-        inner.total.add(c, bytes, busy);
+        inner.total.add(c, bytes, busy, late_ns);
         inner.in_flight = inner.in_flight.saturating_sub(1);
     }
 
@@ -248,9 +258,9 @@ mod tests {
     #[test]
     fn counters_add_up_and_rates_follow() {
         let s = Stats::new(Instant::now(), "/m".into(), "p".into(), 1000, serde_json::Value::Null);
-        s.record(&completion(0, 10_000_000, Outcome::Miss, 500), 131072, 10_000_000);
-        s.record(&completion(10_000_000, 11_000_000, Outcome::Stream, 0), 131072, 11_000_000);
-        s.record(&completion(11_000_000, 11_100_000, Outcome::Hit, 0), 131072, 11_100_000);
+        s.record(&completion(0, 10_000_000, Outcome::Miss, 500), 131072, 10_000_000, 0);
+        s.record(&completion(10_000_000, 11_000_000, Outcome::Stream, 0), 131072, 11_000_000, 0);
+        s.record(&completion(11_000_000, 11_100_000, Outcome::Hit, 0), 131072, 11_100_000, 0);
         let snap = s.snapshot();
         let t = &snap.total.counters;
         assert_eq!((t.reads, t.bytes, t.cache_hits, t.stream_reads, t.positioned_reads), (3, 3 * 131072, 1, 1, 1));
@@ -271,8 +281,8 @@ mod tests {
     #[test]
     fn overlapping_service_counts_busy_once() {
         let s = Stats::new(Instant::now(), "/m".into(), "p".into(), 1, serde_json::Value::Null);
-        s.record(&completion(0, 100, Outcome::Miss, 0), 131072, 100);
-        s.record(&completion(50, 150, Outcome::Miss, 0), 131072, 150);
+        s.record(&completion(0, 100, Outcome::Miss, 0), 131072, 100, 0);
+        s.record(&completion(50, 150, Outcome::Miss, 0), 131072, 150, 0);
         assert_eq!(s.snapshot().total.counters.busy_ns, 150);
     }
 }
