@@ -136,7 +136,7 @@ fn table3(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<String, Vec<P
     for c in configs {
         let (b, bounded) = &best[c];
         let label = ctx.results.label(c);
-        let ratio = baseline(ctx.results, c).and_then(|base| {
+        let ratio = baseline(ctx.results, c).filter(|base| base != c).and_then(|base| {
             let v = best.get(&base)?.0.as_ref()?.throughput_mbs;
             let mine = b.as_ref()?.throughput_mbs;
             (v > 0.0).then(|| format!("{:.2} (vs {})", mine / v, ctx.results.label(&base)))
