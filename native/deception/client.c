@@ -21,10 +21,20 @@
  * every connection it inherited (each thread's, not only the forking one's);
  * it is held only to link or unlink, and across fork by the atfork handlers.
  *
- * Our socket can be closed behind our back (closefrom-style loops, dup2 onto
- * it): before each use the fd table must still say SHIM and fstat must show the
- * same socket inode, else the number is someone else's and is forgotten
- * without being closed.
+ * Our socket can be closed behind our back (closefrom-style loops, close_range,
+ * dup2 onto it, a vfork child's close() that cleared our fd table entry):
+ * before each use fstat must show the very socket we connected (same device
+ * and inode), else the number is someone else's and is forgotten without being
+ * closed or written to. The fd table is only a hint here (it cannot describe
+ * fds beyond its size, and other processes sharing our memory can edit it);
+ * when the socket is still ours, its SHIM entry is restored.
+ *
+ * Children the atfork handler did not see (vfork and posix_spawn children,
+ * which share our memory; _Fork and raw clone children) hold copies of our
+ * sockets, and in the vfork case our very thread-local state. The process id
+ * recorded by the constructor and the fork handler tells them apart: in such a
+ * child every request goes straight to libc and nothing of the parent's state
+ * is touched.
  *
  * Cancellation: internal syscalls go through syscall(2), which is not a
  * cancellation point; the wait in poll() is one (as the real read would be),
@@ -51,9 +61,8 @@ struct conn {
 	int dead;            /* thread is exiting: never connect again */
 	int registered;      /* linked in the registry */
 	int key_set;         /* pthread_setspecific done */
-	uint64_t ino;        /* socket inode, to notice the fd being replaced */
+	uint64_t ino, dev;   /* socket identity, to notice the fd being replaced */
 	uint64_t seq;        /* last sequence number sent */
-	uint32_t generation; /* fork generation the fd belongs to */
 	pid_t tid;
 	struct conn *next, *prev;
 };
@@ -65,17 +74,18 @@ static struct conn *registry; /* guarded by registry_lock */
 
 static pthread_key_t thread_key;
 static int thread_key_ok;
-static uint32_t fork_generation;
+/* This process's id as the constructor or the fork child handler saw it. */
 static pid_t cached_pid;
 
 static uint64_t backoff_until_ns;
 static uint32_t backoff_delay_ms;
 
-pid_t lcp__pid(void)
+/* Are we a child that our fork handler never saw (vfork, _Fork, clone)? */
+static int unseen_child(void)
 {
 	pid_t pid = __atomic_load_n(&cached_pid, __ATOMIC_RELAXED);
 
-	return pid != 0 ? pid : getpid();
+	return pid != 0 && (pid_t)syscall(SYS_getpid) != pid;
 }
 
 static void backoff_failure(void)
@@ -123,7 +133,11 @@ static void registry_unlink(struct conn *c)
 	pthread_mutex_unlock(&registry_lock);
 }
 
-/* Forget the connection; close the fd only if it is still ours. */
+/*
+ * Forget the connection. close_fd: the fd is still our socket, close it and
+ * clear its table entry; otherwise the number now belongs to someone else and
+ * neither the fd nor its entry is ours to touch.
+ */
 static void conn_drop(struct conn *c, int close_fd)
 {
 	int fd = c->fd;
@@ -132,9 +146,10 @@ static void conn_drop(struct conn *c, int close_fd)
 		return;
 	registry_unlink(c);
 	c->fd = -1;
-	lcp__fdtab_forget(fd);
-	if (close_fd)
+	if (close_fd) {
+		lcp__fdtab_forget(fd);
 		lcp__sys_close(fd);
+	}
 }
 
 static void conn_fail(struct conn *c, enum lcp__counter why)
@@ -180,7 +195,7 @@ static int conn_open(struct conn *c)
 	}
 	c->fd = fd;
 	c->ino = st.st_ino;
-	c->generation = __atomic_load_n(&fork_generation, __ATOMIC_RELAXED);
+	c->dev = st.st_dev;
 	c->tid = gettid();
 	lcp__fdtab_set(fd, LCP_FD_SHIM, LCP_METHOD_UNLEARNED);
 	registry_link(c);
@@ -199,17 +214,13 @@ static int conn_valid(struct conn *c)
 
 	if (c->fd < 0)
 		return 0;
-	if (c->generation != __atomic_load_n(&fork_generation, __ATOMIC_RELAXED)) {
-		/* Inherited through a fork our handler did not see: a copy of the
-		 * parent's socket. Close our copy, never talk on it. */
-		conn_drop(c, 1);
-		return 0;
-	}
-	if (lcp__fd_kind(lcp__fdtab_get(c->fd)) != LCP_FD_SHIM || fstat(c->fd, &st) != 0 ||
-	    !S_ISSOCK(st.st_mode) || (uint64_t)st.st_ino != c->ino) {
+	if (fstat(c->fd, &st) != 0 || !S_ISSOCK(st.st_mode) || (uint64_t)st.st_ino != c->ino ||
+	    (uint64_t)st.st_dev != c->dev) {
 		conn_drop(c, 0);
 		return 0;
 	}
+	if (lcp__fd_kind(lcp__fdtab_get(c->fd)) != LCP_FD_SHIM)
+		lcp__fdtab_set(c->fd, LCP_FD_SHIM, LCP_METHOD_UNLEARNED);
 	return 1;
 }
 
@@ -340,7 +351,7 @@ int lcp__daemon_request(uint16_t op, int fd, uint64_t off, uint64_t len, uint32_
 	struct lcp_request req;
 	int err;
 
-	if (c->dead)
+	if (c->dead || unseen_child())
 		return -ENOTCONN;
 	if (!conn_valid(c)) {
 		err = conn_open(c);
@@ -407,7 +418,6 @@ static void fork_child(void)
 	}
 	registry = NULL;
 	pthread_mutex_init(&registry_lock, NULL);
-	__atomic_add_fetch(&fork_generation, 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&cached_pid, getpid(), __ATOMIC_RELAXED);
 	__atomic_store_n(&backoff_delay_ms, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&backoff_until_ns, 0, __ATOMIC_RELAXED);

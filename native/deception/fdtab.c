@@ -14,8 +14,10 @@
  *     report a miss, and every miss path re-fstats before doing anything, which
  *     corrects the entry and goes straight to libc;
  *   - a stale OTHER entry only costs the optimisation for that fd;
- *   - a stale SHIM entry is caught by the connection's own inode check
- *     (client.c) before anything is sent.
+ *   - a stale SHIM entry never misleads the connection, which checks its
+ *     socket's identity itself before anything is sent (client.c); a read on
+ *     a SHIM-marked number re-classifies it (intercept.c), so a file that
+ *     took the number behind our back is still served.
  * Every entry is one 32-bit word updated atomically (relaxed: it is a hint,
  * and every decision it drives is safe if the hint is wrong).
  *

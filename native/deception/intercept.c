@@ -176,7 +176,7 @@ static int read_user(void *dst, const void *src, size_t n)
 	}
 	struct iovec local = { .iov_base = dst, .iov_len = n };
 	struct iovec remote = { .iov_base = (void *)src, .iov_len = n };
-	ssize_t got = process_vm_readv(lcp__pid(), &local, 1, &remote, 1, 0);
+	ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
 
 	if (got < 0)
 		return -errno;
@@ -239,6 +239,30 @@ static int prefetch_in_process(struct lcp__file *file, uint64_t off, uint64_t le
 }
 
 /*
+ * First look at an fd: a regular file read through the page cache becomes
+ * REGULAR. O_DIRECT reads bypass the cache, so a fetch would only read the
+ * same bytes twice (and the daemon's pread through the shared O_DIRECT file
+ * description would not fill the cache either): such fds are OTHER. 0, or
+ * -errno when libc alone should answer.
+ */
+static int classify(struct lcp__file *file)
+{
+	int flags, err = lcp__file_stat(file); /* marks non-regular fds OTHER */
+
+	if (err < 0)
+		return err;
+	flags = fcntl(file->fd, F_GETFL);
+	if (flags < 0)
+		return -errno;
+	if (flags & O_DIRECT) {
+		lcp__fdtab_set(file->fd, LCP_FD_OTHER, LCP_METHOD_UNLEARNED);
+		return -ENOTSUP;
+	}
+	lcp__fdtab_set(file->fd, LCP_FD_REGULAR, LCP_METHOD_UNLEARNED);
+	return 0;
+}
+
+/*
  * Make [off, off+len) of fd resident if it is a regular file (see the top of
  * the file). have_offset == 0 means "at the current file position".
  */
@@ -251,12 +275,18 @@ static void before_range(struct call *c, int fd, int have_offset, int64_t off, u
 
 	switch (lcp__fd_kind(state)) {
 	case LCP_FD_OTHER:
-	case LCP_FD_SHIM:
 		return;
+	case LCP_FD_SHIM:
+		/* Our socket, or a number that was ours until it was closed
+		 * behind our back (close_range) and reused for a file opened
+		 * where we do not see it (fopen): look again. Marking our own
+		 * socket OTHER is harmless, the connection re-marks it. */
+		if (classify(&file) < 0)
+			return;
+		break;
 	case LCP_FD_UNKNOWN:
-		if (fd < 0 || lcp__file_stat(&file) < 0)
+		if (fd < 0 || classify(&file) < 0)
 			return; /* bad fd or not a regular file: libc answers */
-		lcp__fdtab_set(fd, LCP_FD_REGULAR, LCP_METHOD_UNLEARNED);
 		break;
 	case LCP_FD_REGULAR:
 		break;

@@ -18,7 +18,9 @@
  * Pages past end of file are never resident, so a request that runs past EOF
  * would look like a miss; the verdict is only "miss" after fstat has clamped
  * the range to the file size. That fstat also re-validates the fd's kind, so
- * a stale table entry never sends a socket to the daemon.
+ * a stale table entry never sends a socket to the daemon; the mincore and
+ * daemon methods, which never get an error from the kernel for a wrong kind
+ * of file, fstat on every call for the same reason (their cost dwarfs it).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -224,6 +226,17 @@ int lcp__check_local(struct lcp__file *file, uint64_t off, uint64_t len, enum lc
 				return err;
 			continue;
 		case LCP_METHOD_MINCORE:
+			/* The method is remembered per fd number, and the number
+			 * may now name another file (dup2, close_range): mincore
+			 * is only believed after this file passed the rule. */
+			err = lcp__file_stat(file);
+			if (err < 0)
+				return err;
+			if (!mincore_trustworthy(file)) {
+				method = LCP_METHOD_DAEMON;
+				lcp__fdtab_set(file->fd, LCP_FD_REGULAR, method);
+				continue;
+			}
 			err = check_mincore(file, off, len, &resident);
 			if (err == 0) {
 				*method_out = LCP_METHOD_MINCORE;
@@ -236,6 +249,12 @@ int lcp__check_local(struct lcp__file *file, uint64_t off, uint64_t len, enum lc
 			lcp__fdtab_set(file->fd, LCP_FD_REGULAR, method);
 			continue;
 		case LCP_METHOD_DAEMON:
+			/* The daemon only ever gets regular files: a number
+			 * learned as a file and reused behind our back for a
+			 * socket (accept after close_range) is caught here. */
+			err = lcp__file_stat(file);
+			if (err < 0)
+				return err;
 			*method_out = LCP_METHOD_DAEMON;
 			return LCP_RES_UNKNOWN;
 		}

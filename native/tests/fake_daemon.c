@@ -110,9 +110,9 @@ static void record(struct fake_daemon *d, const struct fake_record *r)
 	}
 	d->records[d->nrecords++] = *r;
 	if (d->log_fd >= 0)
-		dprintf(d->log_fd, "op=%u flags=%u call=%u seq=%llu off=%llu len=%llu pid=%d uid=%d conn=%d fd=%d resident=%d\n",
+		dprintf(d->log_fd, "op=%u flags=%u call=%u seq=%llu off=%llu len=%llu pid=%d uid=%d conn=%d fd=%d regular=%d resident=%d\n",
 			r->op, r->flags, r->call, (unsigned long long)r->seq, (unsigned long long)r->offset,
-			(unsigned long long)r->length, (int)r->pid, (int)r->uid, r->conn, r->had_fd, r->resident);
+			(unsigned long long)r->length, (int)r->pid, (int)r->uid, r->conn, r->had_fd, r->regular, r->resident);
 	pthread_mutex_unlock(&d->lock);
 }
 
@@ -232,6 +232,7 @@ static void *serve_connection(void *arg)
 				if (fstat(passed_fd, &st) != 0 || !S_ISREG(st.st_mode)) {
 					reply.status = -EINVAL;
 				} else {
+					r.regular = 1;
 					r.resident = range_resident(passed_fd, buf.req.offset, buf.req.length);
 					if (r.resident)
 						reply.flags |= LCP_REP_RESIDENT;

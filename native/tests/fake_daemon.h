@@ -38,6 +38,7 @@ struct fake_record {
 	uid_t uid;
 	int conn;       /* connection number, from 1 */
 	int had_fd;
+	int regular;   /* the passed fd was a regular file */
 	int resident;   /* CHECK/FETCH: range was resident on arrival */
 };
 

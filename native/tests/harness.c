@@ -75,6 +75,8 @@ void h_report(const char *what, long ret, int err, const void *buf, size_t len)
 		       err == ERRNO_SENTINEL ? "kept" : (strerrorname_np(err) ? strerrorname_np(err) : "?"));
 }
 
+/* Drop the file's pages; DONTNEED can leave a few behind (pages in flight,
+ * per-CPU LRU batches), so try a few times until none is resident. */
 void h_evict(const char *path)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -82,7 +84,15 @@ void h_evict(const char *path)
 	if (fd < 0)
 		return;
 	fdatasync(fd);
-	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+	for (int attempt = 0; attempt < 5; attempt++) {
+		struct { uint64_t off, len; } range = { 0, 0 };
+		uint64_t cs[5] = { 0 };
+
+		posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+		if (syscall(451, fd, &range, cs, 0) != 0 || cs[0] == 0)
+			break;
+		usleep(1000);
+	}
 	close(fd);
 }
 
