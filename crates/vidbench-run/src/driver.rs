@@ -303,6 +303,7 @@ impl Driver {
         if dir.join(DONE).exists() {
             let r: RunResult = serde_json::from_str(&std::fs::read_to_string(dir.join("result.json"))?)
                 .with_context(|| format!("{} is not a run result", dir.join("result.json").display()))?;
+            self.progress.done += 1;
             return Ok(r.outcome);
         }
         if dir.exists() {
