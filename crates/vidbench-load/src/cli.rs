@@ -63,10 +63,16 @@ pub enum Tool {
     Materialize { library: PathBuf, dir: PathBuf },
 }
 
+/// The library's errors already print their io cause; keeping it as a source
+/// too would print it twice in `vidbench: {error:#}`.
+fn display_only(e: impl std::fmt::Display) -> anyhow::Error {
+    anyhow::anyhow!("{e}")
+}
+
 /// Runs `vidbench load`.
 pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(Tool::Materialize { library, dir }) = args.tool {
-        let library = Library::load(&library)?;
+        let library = Library::load(&library).map_err(display_only)?;
         let bytes = crate::materialize(&library, &dir)?;
         eprintln!("wrote {} files, {bytes} bytes, under {}", library.files.len(), dir.display());
         return Ok(());
@@ -74,7 +80,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let (Some(session_file), Some(server), Some(rate), Some(out)) = (args.session_file, args.server, args.rate, args.out) else {
         anyhow::bail!("SESSIONS, --server, --rate and --out are required");
     };
-    let sessions = read_sessions(&session_file)?;
+    let sessions = read_sessions(&session_file).map_err(display_only)?;
     let mut config = LoadConfig::new(server, rate, out.clone());
     config.stop = match (args.duration, args.session_count) {
         (Some(d), _) => Stop::Duration(d),
@@ -82,7 +88,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         (None, None) => Stop::AllSessions,
     };
     if let Some(path) = &args.verify {
-        config.verify = Some(Library::load(path)?);
+        config.verify = Some(Library::load(path).map_err(display_only)?);
     }
     config.timeout_override = args.timeout;
     config.seed = args.seed;

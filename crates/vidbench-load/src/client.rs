@@ -335,7 +335,6 @@ async fn exchange(
 
     // The body: count, and verify when asked.
     let start_offset = req.range.map_or(0, |r| r.0);
-    let verified = &Cell::new(0u64);
     let consume = |bytes: &[u8], st: &mut InFlight| -> Result<(), Failure> {
         if bytes.len() as u64 > body_len - st.bytes {
             return Err(Failure::new(Outcome::Protocol, "more bytes than Content-Length before the next request"));
@@ -345,7 +344,7 @@ async fn exchange(
                 return Err(Failure::new(Outcome::Verify, "received bytes differ from the library's content")
                     .with(format!("file id {id} byte {at} differs")));
             }
-            verified.set(verified.get() + bytes.len() as u64);
+            shared.collector.borrow_mut().verified_bytes += bytes.len() as u64;
         }
         st.bytes += bytes.len() as u64;
         Ok(())
@@ -356,21 +355,12 @@ async fn exchange(
     result?;
     while st.bytes < body_len {
         let remaining = (body_len - st.bytes).min(SCRATCH_BYTES as u64) as usize;
-        let n = read_paced(stream, &mut conn.bucket, shared, remaining, |b| consume(b, st)).await;
-        let n = match n {
-            Ok(n) => n,
-            Err(e) => {
-                shared.collector.borrow_mut().verified_bytes += verified.get();
-                return Err(e);
-            }
-        };
+        let n = read_paced(stream, &mut conn.bucket, shared, remaining, |b| consume(b, st)).await?;
         if n == 0 {
-            shared.collector.borrow_mut().verified_bytes += verified.get();
             return Err(Failure::new(Outcome::ShortBody, "the server closed the connection inside the body")
                 .with(format!("{} of {body_len} body bytes received", st.bytes)));
         }
     }
-    shared.collector.borrow_mut().verified_bytes += verified.get();
     Ok(())
 }
 

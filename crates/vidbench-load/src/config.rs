@@ -159,11 +159,11 @@ impl Server {
         let lookup_host = host.trim_start_matches('[').trim_end_matches(']');
         let addr = (lookup_host, port)
             .to_socket_addrs()
-            .map_err(|source| LoadError::Resolve { host: host.clone(), source })?
+            .map_err(|error| LoadError::Resolve { host: host.clone(), error })?
             .next()
             .ok_or_else(|| LoadError::Resolve {
                 host: host.clone(),
-                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no address"),
+                error: std::io::Error::new(std::io::ErrorKind::NotFound, "no address"),
             })?;
         let host_header = match parsed.port() {
             Some(p) => format!("{host}:{p}"),
@@ -182,10 +182,12 @@ pub enum LoadError {
     InvalidConfig(String),
     #[error("bad server URL {url:?}: {reason}")]
     BadServerUrl { url: String, reason: String },
-    #[error("cannot resolve server host {host:?}: {source}")]
-    Resolve { host: String, source: std::io::Error },
-    #[error("the server at {addr} ({url}) is unreachable: {source}; is it running and listening there?")]
-    Unreachable { url: String, addr: SocketAddr, source: std::io::Error },
+    // The io errors are part of the message, not a `source`, so that error
+    // chains (anyhow's `{:#}`) do not print them twice.
+    #[error("cannot resolve server host {host:?}: {error}")]
+    Resolve { host: String, error: std::io::Error },
+    #[error("the server at {addr} ({url}) is unreachable: {error}; is it running and listening there?")]
+    Unreachable { url: String, addr: SocketAddr, error: std::io::Error },
     /// A session file that cannot be read; the message names the file and line.
     #[error(transparent)]
     Sessions(#[from] vidbench_library::session_io::SessionIoError),
@@ -195,8 +197,8 @@ pub enum LoadError {
     NoSessions,
     #[error("result directory {path}: {message}")]
     OutputDir { path: PathBuf, message: String },
-    #[error("cannot write {path}: {source}")]
-    Output { path: PathBuf, source: std::io::Error },
+    #[error("cannot write {path}: {error}")]
+    Output { path: PathBuf, error: std::io::Error },
     #[error("cannot start the load client's event loop: {0}")]
     Runtime(std::io::Error),
 }

@@ -202,7 +202,7 @@ async fn run(
     collector.finish()?;
     let path = config.out_dir.join("summary.json");
     let text = serde_json::to_string_pretty(&summary).expect("a summary always serializes");
-    std::fs::write(&path, text + "\n").map_err(|source| LoadError::Output { path, source })?;
+    std::fs::write(&path, text + "\n").map_err(|source| LoadError::Output { path, error: source })?;
     Ok(summary)
 }
 
@@ -274,7 +274,7 @@ fn prepare_out_dir(dir: &Path) -> Result<(), LoadError> {
 /// One connection before the run, so an unreachable server is one clear error
 /// instead of thousands of failed sessions.
 async fn check_reachable(url: &str, server: &Server) -> Result<(), LoadError> {
-    let unreachable = |source| LoadError::Unreachable { url: url.to_owned(), addr: server.addr, source };
+    let unreachable = |error| LoadError::Unreachable { url: url.to_owned(), addr: server.addr, error };
     match tokio::time::timeout(Duration::from_secs(5), tokio::net::TcpStream::connect(server.addr)).await {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) => Err(unreachable(e)),

@@ -197,7 +197,7 @@ struct Output {
 impl Output {
     fn create(dir: &Path, name: &str) -> Result<Output, crate::LoadError> {
         let path = dir.join(name);
-        let file = File::create(&path).map_err(|source| crate::LoadError::Output { path: path.clone(), source })?;
+        let file = File::create(&path).map_err(|source| crate::LoadError::Output { path: path.clone(), error: source })?;
         Ok(Output { path, writer: csv::Writer::from_writer(BufWriter::with_capacity(64 * 1024, file)) })
     }
 }
@@ -361,7 +361,7 @@ impl Collector {
             }
         }
         match self.first_write_error.take() {
-            Some((path, source)) => Err(crate::LoadError::Output { path, source }),
+            Some((path, source)) => Err(crate::LoadError::Output { path, error: source }),
             None => Ok(()),
         }
     }
