@@ -1,6 +1,7 @@
 //! `libception stat`: the daemon's counters as a table or as JSON, once or
 //! every `--watch` seconds (busy % and rates are then over the interval).
 
+use crate::adaptive::ControllerSnapshot;
 use crate::client::Client;
 use crate::size::human;
 use crate::stats::Snapshot;
@@ -91,6 +92,9 @@ pub fn render_table(s: &Snapshot, previous: Option<&Snapshot>) -> String {
             out.push_str(&format!("{:<14} reads by size {}\n", "", sizes.join(" ")));
         }
     }
+    if let Some(c) = &s.controller {
+        out.push_str(&render_controller(c));
+    }
     if !s.clients.is_empty() {
         out.push_str(&format!(
             "\n{:>8} {:>6} {:<16} {:>5} {:>9} {:>9} {:>8} {:>7} {:>9} {:>9} {:>6}\n",
@@ -105,6 +109,70 @@ pub fn render_table(s: &Snapshot, previous: Option<&Snapshot>) -> String {
         }
         if s.clients_total > 20 {
             out.push_str(&format!("... {} clients in all\n", s.clients_total));
+        }
+    }
+    out
+}
+
+/// Rows of the adaptive controller's history shown by the table.
+const HISTORY_ROWS: usize = 8;
+
+/// The adaptive controller's state: per disk worker, the size in force, the
+/// usage tally, and the last intervals.
+pub fn render_controller(c: &ControllerSnapshot) -> String {
+    let mut out = String::new();
+    let opt = |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
+    for q in &c.queues {
+        let decisions: Vec<String> = q.decisions.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        out.push_str(&format!(
+            "\n{} prefetch, worker {} ({}): {} in force, target {} ({} since {:.0}s)  score {}  intervals {} ({})\n",
+            c.name,
+            q.worker,
+            q.disks.join(", "),
+            human(q.prefetch_bytes),
+            human(q.target_bytes),
+            q.phase,
+            q.phase_since_s,
+            opt(q.score, 2),
+            q.intervals,
+            decisions.join(", ")
+        ));
+        let u = &q.usage;
+        let share = |b: u64| if u.used_bytes > 0 { format!("{:.1}%", 100.0 * b as f64 / u.used_bytes as f64) } else { "-".into() };
+        out.push_str(&format!(
+            "  prefetched ranges: read {} used {} evicted-before-use {} ({}) wasted {} ({})  tracked {}  miss ratio {}\n",
+            human(u.read_bytes),
+            human(u.used_bytes),
+            human(u.evicted_bytes),
+            share(u.evicted_bytes),
+            human(u.wasted_bytes),
+            share(u.wasted_bytes),
+            q.tracked_ranges,
+            opt(u.miss_ratio(), 2)
+        ));
+        if q.history.is_empty() {
+            continue;
+        }
+        out.push_str(&format!(
+            "  {:>5} {:>8} {:>7} {:>7} {:<13} {:>6} {:>8} {:>6} {:>8} {:>7} {:>7} {:>9}\n",
+            "#", "END_S", "SIZE", "NEXT", "DECISION", "BUSY%", "MS/MiB", "MISS", "SCORE", "EVICT%", "EVICT_T", "RATE/s"
+        ));
+        for r in q.history.iter().rev().take(HISTORY_ROWS).rev() {
+            out.push_str(&format!(
+                "  {:>5} {:>8.0} {:>7} {:>7} {:<13} {:>6.1} {:>8} {:>6} {:>8} {:>7.1} {:>7} {:>9}\n",
+                r.index,
+                r.end_s,
+                human(r.prefetch_bytes),
+                human(r.next_bytes),
+                serde_json::to_value(r.decision).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
+                100.0 * r.busy_fraction,
+                opt(r.disk_ms_per_mib, 2),
+                opt(r.miss_ratio, 2),
+                opt(r.score, 2),
+                100.0 * r.evicted_fraction.min(100.0),
+                opt(r.eviction_time_s, 1),
+                r.stream_rate_bps.map_or("-".to_string(), |b| human(b as u64)),
+            ));
         }
     }
     out

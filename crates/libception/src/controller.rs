@@ -1,20 +1,33 @@
 //! Prefetch size control.
 //!
-//! The disk worker asks a [`PrefetchController`] how far to extend each read
-//! and reports every finished read back to it. [`FixedPrefetch`] is paper
-//! 000's policy (one size for everything, 2 MiB by default; 0 means serialize
-//! only). Paper 001's adaptive controller (score = disk time x cache-miss
-//! ratio, gradient descent with gradual steps) fits behind the same trait: it
-//! gets per-read observations from `observe_read`, keeps its own interval
-//! state, and answers `prefetch_bytes` with the size in force for that disk.
+//! The receptionist asks a [`PrefetchController`] how far to extend each read
+//! and tells it about every FETCH it sees (`observe_request`: which range,
+//! resident or not); the disk worker reports every finished read
+//! (`observe_read`). [`FixedPrefetch`] is paper 000's policy (one size for
+//! everything, 2 MiB by default; 0 means serialize only).
+//! [`crate::adaptive::AdaptivePrefetch`] is paper 001's controller (score =
+//! disk time x cache-miss ratio, gradient descent with gradual change); it
+//! learns from both observation streams, keeps one state per disk worker and
+//! answers `prefetch_bytes` with the size in force for that worker.
 
 use std::time::Duration;
+
+/// Identity of a file across different descriptors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FileKey {
+    pub dev: u64,
+    pub ino: u64,
+}
 
 /// What the controller knows when sizing a read.
 #[derive(Debug, Clone, Copy)]
 pub struct PrefetchContext<'a> {
     /// Queue name of the disk the file lives on.
     pub disk: &'a str,
+    /// Index of the disk worker that will do the read.
+    pub worker: usize,
+    /// The file.
+    pub file: FileKey,
     /// File size in bytes.
     pub file_size: u64,
     /// The client's requested range, already clamped to the file.
@@ -22,10 +35,31 @@ pub struct PrefetchContext<'a> {
     pub length: u64,
 }
 
+/// One FETCH as the receptionist saw it (after clamping to the file).
+#[derive(Debug, Clone, Copy)]
+pub struct RequestObservation<'a> {
+    pub disk: &'a str,
+    pub worker: usize,
+    pub file: FileKey,
+    /// Requested range `[offset, end)`.
+    pub offset: u64,
+    pub end: u64,
+    /// The daemon's residency check found the whole range in the page cache.
+    pub resident: bool,
+}
+
 /// One finished read, reported to the controller.
 #[derive(Debug, Clone, Copy)]
 pub struct ReadObservation<'a> {
     pub disk: &'a str,
+    pub worker: usize,
+    pub file: FileKey,
+    /// The planned range `[start, end)` and the end of the part a client asked for.
+    pub plan: PlannedRead,
+    /// Where the read began (after skipping the resident prefix).
+    pub read_start: u64,
+    /// The read succeeded (a failed read's bytes are not tracked as prefetched).
+    pub ok: bool,
     /// Bytes the read was planned to cover (request extended by the prefetch).
     pub planned_bytes: u64,
     /// Bytes actually read from the file (planned minus the resident prefix).
@@ -42,10 +76,18 @@ pub trait PrefetchController: Send + Sync {
     fn name(&self) -> &'static str;
     /// Bytes to read starting at the request's offset (0: exactly the request).
     fn prefetch_bytes(&self, ctx: &PrefetchContext<'_>) -> u64;
+    /// Called for each FETCH (resident or not) before any read it causes.
+    fn observe_request(&self, _obs: &RequestObservation<'_>) {}
     /// Called after each read; controllers that adapt learn from it.
     fn observe_read(&self, _obs: &ReadObservation<'_>) {}
-    /// The size currently in force for `disk`, for stats.
+    /// The size currently in force for `disk` (`""`: the first disk queue),
+    /// for stats.
     fn current_bytes(&self, disk: &str) -> u64;
+    /// The controller's state for the stats document (`None`: nothing beyond
+    /// `prefetch_bytes`).
+    fn snapshot(&self) -> Option<crate::adaptive::ControllerSnapshot> {
+        None
+    }
 }
 
 /// Paper 000's fixed-size prefetch.

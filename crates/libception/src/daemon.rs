@@ -13,6 +13,7 @@
 //! (answering every pending request), the socket file is removed if it is
 //! still ours (same inode), and the process exits 0.
 
+use crate::adaptive::{AdaptiveParams, AdaptivePrefetch};
 use crate::controller::{FixedPrefetch, PrefetchController};
 use crate::receptionist::{ReceptionConfig, Receptionist};
 use crate::stats::{DaemonInfo, Stats};
@@ -37,7 +38,10 @@ pub struct DaemonConfig {
     pub allow_uids: Vec<u32>,
     pub allow_gids: Vec<u32>,
     pub per_disk: bool,
+    /// Fixed prefetch size; ignored when `adaptive` is set.
     pub prefetch: u64,
+    /// Paper 001's adaptive controller with these parameters.
+    pub adaptive: Option<AdaptiveParams>,
     pub max_read: u64,
     pub prometheus: Option<SocketAddr>,
 }
@@ -105,8 +109,11 @@ pub fn run(cfg: DaemonConfig) -> Result<()> {
     let signal_fd = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC).context("creating a signalfd")?;
     let signal_fd: OwnedFd = signal_fd.into();
 
+    let controller: Arc<dyn PrefetchController> = match &cfg.adaptive {
+        Some(params) => Arc::new(AdaptivePrefetch::new(params.clone())?),
+        None => Arc::new(FixedPrefetch::new(cfg.prefetch)),
+    };
     let (listener, identity) = bind_socket(&cfg.socket, cfg.socket_mode, cfg.socket_group)?;
-    let controller: Arc<dyn PrefetchController> = Arc::new(FixedPrefetch::new(cfg.prefetch));
     let stats = Arc::new(Stats::new());
     let info = DaemonInfo {
         pid: std::process::id(),
@@ -114,7 +121,7 @@ pub fn run(cfg: DaemonConfig) -> Result<()> {
         socket: cfg.socket.display().to_string(),
         per_disk: cfg.per_disk,
         prefetch_controller: controller.name().to_string(),
-        prefetch_bytes: cfg.prefetch,
+        prefetch_bytes: controller.current_bytes(""),
         max_read_bytes: cfg.max_read.max(cfg.prefetch),
         residency_method: String::new(),
         uptime_s: 0.0,
@@ -125,7 +132,10 @@ pub fn run(cfg: DaemonConfig) -> Result<()> {
     tracing::info!(
         socket = %cfg.socket.display(),
         mode = %format!("{:o}", cfg.socket_mode),
-        prefetch = cfg.prefetch,
+        prefetch = %match &cfg.adaptive {
+            Some(p) => format!("adaptive (start {}, {}..{}, step {}, interval {:?})", p.start, p.min, p.max, p.step, p.interval),
+            None => cfg.prefetch.to_string(),
+        },
         per_disk = cfg.per_disk,
         euid = nix::unistd::geteuid().as_raw(),
         "libception daemon listening"
@@ -186,7 +196,9 @@ fn spawn_prometheus(addr: SocketAddr, stats: Arc<Stats>, controller: Arc<dyn Pre
             let response = if first.starts_with("GET /metrics ") || first.starts_with("GET / ") {
                 let mut i = info.clone();
                 i.prefetch_bytes = controller.current_bytes("");
-                let body = stats.snapshot(i).to_prometheus();
+                let mut snapshot = stats.snapshot(i);
+                snapshot.controller = controller.snapshot();
+                let body = snapshot.to_prometheus();
                 format!("HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len())
             } else {
                 "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_string()

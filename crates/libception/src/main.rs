@@ -3,6 +3,7 @@
 
 use anyhow::{Context, Result};
 use clap::{ArgAction, Parser, Subcommand};
+use libception::adaptive::AdaptiveParams;
 use libception::cli_run::{self, RunOptions};
 use libception::daemon::{self, DaemonConfig};
 use libception::size::parse_size;
@@ -53,9 +54,11 @@ enum Command {
         /// One disk worker thread per physical disk (default: one worker for all disks)
         #[arg(long)]
         per_disk: bool,
-        /// Bytes each read is extended to (K, M, G suffixes; 0 = serialize only)
-        #[arg(long, value_name = "SIZE", default_value = "2M", value_parser = parse_size_arg)]
-        prefetch: u64,
+        /// Bytes each read is extended to (K, M, G suffixes; 0 = serialize only), or `adaptive`: paper 001's controller (--adaptive-* options)
+        #[arg(long, value_name = "SIZE|adaptive", default_value = "2M", value_parser = parse_prefetch)]
+        prefetch: PrefetchArg,
+        #[command(flatten)]
+        adaptive: AdaptiveArgs,
         /// Largest single read, however long the requested range (at least the prefetch size)
         #[arg(long, value_name = "SIZE", default_value = "16M", value_parser = parse_size_arg)]
         max_read: u64,
@@ -137,6 +140,122 @@ enum Command {
     },
 }
 
+/// `--prefetch`: a size or `adaptive`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum PrefetchArg {
+    Fixed(u64),
+    Adaptive,
+}
+
+fn parse_prefetch(s: &str) -> Result<PrefetchArg, String> {
+    if s.trim().eq_ignore_ascii_case("adaptive") {
+        return Ok(PrefetchArg::Adaptive);
+    }
+    parse_size(s).map(PrefetchArg::Fixed).map_err(|e| format!("{e}, or `adaptive`"))
+}
+
+/// Parameters of `--prefetch adaptive` (paper 001 Table 2 defaults).
+#[derive(clap::Args, Debug, Default)]
+struct AdaptiveArgs {
+    /// Adaptive: initial prefetch size [default: 2M]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
+    adaptive_start: Option<u64>,
+    /// Adaptive: smallest prefetch size [default: 512K]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
+    adaptive_min: Option<u64>,
+    /// Adaptive: largest prefetch size [default: 16M]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
+    adaptive_max: Option<u64>,
+    /// Adaptive: step between neighbouring sizes (step_size) [default: 512K]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
+    adaptive_step: Option<u64>,
+    /// Adaptive: measurement interval in seconds (adjust_interval) [default: 180]
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
+    adaptive_interval: Option<f64>,
+    /// Adaptive: score deflation at a minimum, fraction or percent (score_deflation_factor) [default: 5%]
+    #[arg(long, value_name = "FRACTION", value_parser = parse_fraction)]
+    adaptive_deflation: Option<f64>,
+    /// Adaptive: busy fraction of the disk worker below which nothing is adjusted (adjust_busy) [default: 60%]
+    #[arg(long, value_name = "FRACTION", value_parser = parse_fraction)]
+    adaptive_busy: Option<f64>,
+    /// Adaptive: prefetch-evicted share of requested bytes that triggers the eviction-time jump (adjust_evict) [default: 5%]
+    #[arg(long, value_name = "FRACTION", value_parser = parse_fraction)]
+    adaptive_evict: Option<f64>,
+    /// Adaptive: largest change of the size in force per second (gradual change) [default: 16K]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
+    adaptive_ramp_rate: Option<u64>,
+    /// Adaptive: stream rate in bytes per second for the eviction-time jump [default: estimated from request timing]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
+    adaptive_stream_rate: Option<u64>,
+    /// Adaptive: scale each file's prefetch by sqrt(its estimated rate / the highest rate)
+    #[arg(long)]
+    adaptive_bitrate_scaling: bool,
+    /// Adaptive: seconds after which a prefetched range nobody came back to counts as wasted [default: 600]
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
+    adaptive_waste_after: Option<f64>,
+    /// Adaptive: intervals kept in the stats history [default: 32]
+    #[arg(long, value_name = "N")]
+    adaptive_history: Option<usize>,
+}
+
+impl AdaptiveArgs {
+    fn any_given(&self) -> bool {
+        self.adaptive_start.is_some()
+            || self.adaptive_min.is_some()
+            || self.adaptive_max.is_some()
+            || self.adaptive_step.is_some()
+            || self.adaptive_interval.is_some()
+            || self.adaptive_deflation.is_some()
+            || self.adaptive_busy.is_some()
+            || self.adaptive_evict.is_some()
+            || self.adaptive_ramp_rate.is_some()
+            || self.adaptive_stream_rate.is_some()
+            || self.adaptive_bitrate_scaling
+            || self.adaptive_waste_after.is_some()
+            || self.adaptive_history.is_some()
+    }
+
+    fn params(&self) -> Result<AdaptiveParams> {
+        let d = AdaptiveParams::default();
+        let p = AdaptiveParams {
+            start: self.adaptive_start.unwrap_or(d.start),
+            min: self.adaptive_min.unwrap_or(d.min),
+            max: self.adaptive_max.unwrap_or(d.max),
+            step: self.adaptive_step.unwrap_or(d.step),
+            interval: self.adaptive_interval.map(std::time::Duration::from_secs_f64).unwrap_or(d.interval),
+            deflation: self.adaptive_deflation.unwrap_or(d.deflation),
+            busy: self.adaptive_busy.unwrap_or(d.busy),
+            evict: self.adaptive_evict.unwrap_or(d.evict),
+            ramp_rate: self.adaptive_ramp_rate.unwrap_or(d.ramp_rate),
+            stream_rate: self.adaptive_stream_rate.map(|r| r as f64).or(d.stream_rate),
+            bitrate_scaling: self.adaptive_bitrate_scaling,
+            waste_after: self.adaptive_waste_after.map(std::time::Duration::from_secs_f64).unwrap_or(d.waste_after),
+            history: self.adaptive_history.unwrap_or(d.history),
+        };
+        p.validate()?;
+        Ok(p)
+    }
+}
+
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() && v < 1e9 => Ok(v),
+        _ => Err(format!("{s:?} is not a positive number of seconds")),
+    }
+}
+
+fn parse_fraction(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let (number, scale) = match t.strip_suffix('%') {
+        Some(n) => (n.trim(), 100.0),
+        None => (t, 1.0),
+    };
+    match number.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v / scale),
+        _ => Err(format!("{s:?} is not a fraction (0.05) or a percentage (5%)")),
+    }
+}
+
 fn parse_size_arg(s: &str) -> Result<u64, String> {
     parse_size(s).map_err(|e| e.to_string())
 }
@@ -192,8 +311,22 @@ fn init_logging(cli: &Cli, default: &str) {
 fn main() {
     let cli = Cli::parse();
     let result: Result<i32> = match &cli.command {
-        Command::Daemon { socket, socket_mode, socket_group, allow_uids, allow_gids, per_disk, prefetch, max_read, prometheus } => {
+        Command::Daemon { socket, socket_mode, socket_group, allow_uids, allow_gids, per_disk, prefetch, adaptive, max_read, prometheus } => {
             init_logging(&cli, "info");
+            let (prefetch, adaptive) = match prefetch {
+                PrefetchArg::Adaptive => match adaptive.params() {
+                    Ok(p) => (p.start, Some(p)),
+                    Err(e) => {
+                        eprintln!("libception: {e:#}");
+                        std::process::exit(2);
+                    }
+                },
+                PrefetchArg::Fixed(_) if adaptive.any_given() => {
+                    eprintln!("libception: --adaptive-* options need --prefetch adaptive");
+                    std::process::exit(2);
+                }
+                PrefetchArg::Fixed(bytes) => (*bytes, None),
+            };
             daemon::run(DaemonConfig {
                 socket: socket.clone(),
                 socket_mode: *socket_mode,
@@ -201,7 +334,8 @@ fn main() {
                 allow_uids: allow_uids.clone(),
                 allow_gids: allow_gids.clone(),
                 per_disk: *per_disk,
-                prefetch: *prefetch,
+                prefetch,
+                adaptive,
                 max_read: *max_read,
                 prometheus: *prometheus,
             })

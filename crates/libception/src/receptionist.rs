@@ -14,7 +14,7 @@
 //! arrives, so each is closed exactly once whatever path the request takes.
 
 use crate::conn::{Connection, Peer};
-use crate::controller::{plan_read, PrefetchContext, PrefetchController};
+use crate::controller::{plan_read, PrefetchContext, PrefetchController, RequestObservation};
 use crate::disks;
 use crate::residency;
 use crate::stats::{DaemonInfo, DiskStats, Stats};
@@ -390,7 +390,9 @@ impl Receptionist {
         let mut info = self.cfg.info.clone();
         info.prefetch_bytes = self.controller.current_bytes("");
         info.residency_method = format!("{:?}", residency::method()).to_lowercase();
-        let json = match serde_json::to_vec(&self.stats.snapshot(info)) {
+        let mut snapshot = self.stats.snapshot(info);
+        snapshot.controller = self.controller.snapshot();
+        let json = match serde_json::to_vec(&snapshot) {
             Ok(j) => j,
             Err(e) => return self.refuse(conn, op, seq, (libc::EIO, format!("encoding stats failed: {e}"))),
         };
@@ -453,11 +455,14 @@ impl Receptionist {
         }
 
         route.disk.requests.fetch_add(1, Relaxed);
+        let key = FileKey { dev: meta.dev(), ino: meta.ino() };
         let prefetch = if req.no_prefetch() {
             0
         } else {
             self.controller.prefetch_bytes(&PrefetchContext {
                 disk: &route.disk.name,
+                worker: route.worker.index,
+                file: key,
                 file_size: size,
                 offset: req_start,
                 length: req_end - req_start,
@@ -472,7 +477,16 @@ impl Receptionist {
         let wanted = plan.want_end - req_start;
         route.disk.bytes_requested.fetch_add(wanted, Relaxed);
         conn.client.bytes_requested.fetch_add(wanted, Relaxed);
-        if self.check_resident(&file, req_start, plan.want_end) {
+        let resident = self.check_resident(&file, req_start, plan.want_end);
+        self.controller.observe_request(&RequestObservation {
+            disk: &route.disk.name,
+            worker: route.worker.index,
+            file: key,
+            offset: req_start,
+            end: plan.want_end,
+            resident,
+        });
+        if resident {
             route.disk.resident_hits.fetch_add(1, Relaxed);
             conn.client.resident_hits.fetch_add(1, Relaxed);
             conn.send(&Reply { flags: reply_flags::RESIDENT, ..Reply::ok(op, seq) }, None);
@@ -482,7 +496,7 @@ impl Receptionist {
         conn.pause_reading();
         let job = ReadJob {
             file,
-            key: FileKey { dev: meta.dev(), ino: meta.ino() },
+            key,
             plan,
             disk: route.disk.clone(),
             waiters: vec![Waiter { conn: conn.clone(), op, seq, joined: false }],

@@ -414,6 +414,7 @@ impl Stats {
             disks,
             clients,
             clients_total,
+            controller: None,
         }
     }
 }
@@ -534,6 +535,9 @@ pub struct Snapshot {
     pub disks: Vec<DiskSnapshot>,
     pub clients: Vec<ClientSnapshot>,
     pub clients_total: usize,
+    /// The prefetch controller's own state (the adaptive controller only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller: Option<crate::adaptive::ControllerSnapshot>,
 }
 
 impl Snapshot {
@@ -593,6 +597,9 @@ impl Snapshot {
                 .map(|d| (format!("{{disk=\"{}\"}}", d.name.replace('"', "")), f(d)))
                 .collect();
             metric(name, kind, help, rows);
+        }
+        if let Some(c) = &self.controller {
+            c.write_prometheus(&mut metric);
         }
         out
     }

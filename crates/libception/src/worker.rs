@@ -39,12 +39,7 @@ use std::time::{Duration, Instant};
 /// Size of each pread into the worker's reusable buffer.
 pub const READ_CHUNK: usize = 1 << 20;
 
-/// Identity of a file across different descriptors.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct FileKey {
-    pub dev: u64,
-    pub ino: u64,
-}
+pub use crate::controller::FileKey;
 
 /// A client waiting for a read.
 pub struct Waiter {
@@ -199,7 +194,7 @@ impl DiskWorker {
     }
 
     fn serve(&self, job: ReadJob, buf: &mut [u8]) {
-        let ReadJob { file, plan, disk, enqueued, .. } = job;
+        let ReadJob { file, key, plan, disk, enqueued, .. } = job;
         let queue_wait = enqueued.elapsed();
         let started = Instant::now();
         disk.begin_read(queue_wait);
@@ -219,6 +214,11 @@ impl DiskWorker {
         drop(file);
         self.controller.observe_read(&ReadObservation {
             disk: &disk.name,
+            worker: self.index,
+            file: key,
+            plan,
+            read_start: plan.start + prefix,
+            ok: result.is_ok(),
             planned_bytes: plan.end - plan.start,
             bytes_read: bytes,
             busy,

@@ -1,0 +1,714 @@
+//! Paper 001's adaptive prefetch size (`libception daemon --prefetch adaptive`).
+//!
+//! Three layers, each testable on its own:
+//!
+//! * [`AdaptiveCore`] is the algorithm as a pure function of interval
+//!   measurements: the score `S = disk time x cache-miss ratio` of the size in
+//!   force is stored, then compared with the stored scores of the next larger
+//!   and smaller sizes (`size ± step`, within `[min, max]`): move to a
+//!   neighbour that scored lower; else try an unmeasured neighbour (the larger
+//!   one first); else the size is a minimum and the neighbours' stored scores
+//!   are deflated by `deflation` so that a rejected neighbour is retried
+//!   eventually. Before that, two thresholds of the paper: below `busy` (the
+//!   disk worker's busy fraction) nothing is adjusted, and when prefetch
+//!   evictions reach `evict` of the requested bytes the target jumps to
+//!   `eviction time x stream rate` (rounded down to the step grid).
+//! * [`QueueControl`] wraps a core with time: measurement intervals of
+//!   `interval`, the gradual change (the size in force moves towards the
+//!   target at `ramp_rate` bytes per second, and an interval is measured only
+//!   once the ramp is over, so each score belongs to one size), the usage
+//!   tracker ([`crate::tracker`]) and the interval counters, and a history
+//!   ring for the stats. Time is a `Duration` since an epoch passed in, so the
+//!   tests drive it without sleeping; intervals close lazily on the next call.
+//! * [`AdaptivePrefetch`] is the [`PrefetchController`] the daemon runs: one
+//!   `QueueControl` per disk worker (paper 001's single prefetcher thread is
+//!   one worker), behind one mutex taken for a few hundred nanoseconds per
+//!   request and per read.
+//!
+//! Disk time is the worker's busy time per MiB read in the interval (the
+//! paper's "time to read from disk", normalised by the bytes read so that the
+//! score does not follow the offered load up and down); the miss ratio is
+//! disk bytes / requested bytes of the prefetched ranges retired in the
+//! interval. Their product is disk milliseconds per MiB actually requested.
+//!
+//! Bitrate: the protocol carries no bitrate, so the stream rate is estimated
+//! from when a stream comes back after a prefetch (see the tracker). The
+//! eviction-time jump uses the mean estimate (or `stream_rate` when given).
+//! With `bitrate_scaling`, a file with an estimate gets
+//! `size x sqrt(rate / highest rate)` (paper 001 section 5), never less than
+//! `min`; off by default because single-rate workloads gain nothing from it
+//! and the estimate is noisy.
+
+use crate::controller::{FileKey, PrefetchContext, PrefetchController, ReadObservation, RequestObservation};
+use crate::tracker::{PrefetchTracker, UsageTally};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+const MIB: f64 = (1u64 << 20) as f64;
+/// Sizes are whole pages.
+const PAGE: u64 = 4096;
+/// Tracked prefetched ranges per disk worker (about 50 bytes each).
+pub const MAX_TRACKED_RANGES: usize = 1 << 16;
+
+/// Parameters of the algorithm; defaults are paper 001's Table 2 where it
+/// gives one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AdaptiveParams {
+    /// Initial size (the paper's start_size).
+    pub start: u64,
+    /// Smallest and largest size the controller may choose.
+    pub min: u64,
+    pub max: u64,
+    /// Distance between neighbouring sizes (step_size, 0.5 MB).
+    pub step: u64,
+    /// Measurement interval (adjust_interval, 180 s).
+    pub interval: Duration,
+    /// Fraction stored scores lose at each minimum (score_deflation_factor, 5 %).
+    pub deflation: f64,
+    /// Busy fraction of the disk worker below which nothing is adjusted (adjust_busy, 60 %).
+    pub busy: f64,
+    /// Prefetch-evicted / requested bytes from which the eviction-time jump applies (adjust_evict, 5 %).
+    pub evict: f64,
+    /// Largest change of the size in force, bytes per second (gradual change).
+    pub ramp_rate: u64,
+    /// Stream rate for the eviction-time jump, bytes per second (None: estimated).
+    pub stream_rate: Option<f64>,
+    /// Scale each file's size by sqrt(its rate / the highest rate).
+    pub bitrate_scaling: bool,
+    /// A prefetched range nobody comes back to within this long counts as wasted.
+    pub waste_after: Duration,
+    /// Intervals kept in the history ring of the stats.
+    pub history: usize,
+}
+
+impl Default for AdaptiveParams {
+    fn default() -> Self {
+        AdaptiveParams {
+            start: 2 << 20,
+            min: 512 << 10,
+            max: 16 << 20,
+            step: 512 << 10,
+            interval: Duration::from_secs(180),
+            deflation: 0.05,
+            busy: 0.60,
+            evict: 0.05,
+            ramp_rate: 16 << 10,
+            stream_rate: None,
+            bitrate_scaling: false,
+            waste_after: Duration::from_secs(600),
+            history: 32,
+        }
+    }
+}
+
+/// A parameter that makes no sense, named as on the command line.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ParamError {
+    #[error("--adaptive-{name} {value}: {why}")]
+    Invalid { name: &'static str, value: String, why: &'static str },
+}
+
+impl AdaptiveParams {
+    pub fn validate(&self) -> Result<(), ParamError> {
+        let bad = |name, value: String, why| Err(ParamError::Invalid { name, value, why });
+        if self.min < PAGE {
+            return bad("min", self.min.to_string(), "must be at least one page (4K)");
+        }
+        if self.max < self.min {
+            return bad("max", self.max.to_string(), "must be at least --adaptive-min");
+        }
+        if self.start < self.min || self.start > self.max {
+            return bad("start", self.start.to_string(), "must lie between --adaptive-min and --adaptive-max");
+        }
+        if self.step < PAGE {
+            return bad("step", self.step.to_string(), "must be at least one page (4K)");
+        }
+        if self.interval.is_zero() {
+            return bad("interval", format!("{:?}", self.interval), "must be positive");
+        }
+        if !(0.0..1.0).contains(&self.deflation) {
+            return bad("deflation", self.deflation.to_string(), "must be a fraction in [0, 1)");
+        }
+        if !(0.0..=1.0).contains(&self.busy) {
+            return bad("busy", self.busy.to_string(), "must be a fraction in [0, 1]");
+        }
+        if !(self.evict >= 0.0 && self.evict.is_finite()) {
+            return bad("evict", self.evict.to_string(), "must be a non-negative fraction");
+        }
+        if self.ramp_rate == 0 {
+            return bad("ramp-rate", "0".into(), "must be positive (bytes per second)");
+        }
+        if let Some(r) = self.stream_rate {
+            if !(r > 0.0 && r.is_finite()) {
+                return bad("stream-rate", r.to_string(), "must be positive (bytes per second)");
+            }
+        }
+        if self.waste_after.is_zero() {
+            return bad("waste-after", format!("{:?}", self.waste_after), "must be positive");
+        }
+        if self.history == 0 {
+            return bad("history", "0".into(), "must keep at least one interval");
+        }
+        Ok(())
+    }
+}
+
+/// What one interval measured, the core's only input.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct IntervalMeasurement {
+    /// Size in force during the interval.
+    pub size: u64,
+    /// Busy time of the disk worker / interval length.
+    pub busy_fraction: f64,
+    /// Disk busy milliseconds per MiB read (None: nothing read).
+    pub disk_ms_per_mib: Option<f64>,
+    /// Disk bytes / requested bytes (None: nothing confirmed requested).
+    pub miss_ratio: Option<f64>,
+    /// Prefetch-evicted bytes / requested bytes.
+    pub evicted_fraction: f64,
+    /// Mean observed prefetch eviction time, seconds.
+    pub eviction_time_s: Option<f64>,
+    /// Mean stream rate, bytes per second.
+    pub stream_rate_bps: Option<f64>,
+}
+
+impl IntervalMeasurement {
+    /// Paper 001's score: disk time x cache-miss ratio.
+    pub fn score(&self) -> Option<f64> {
+        match (self.disk_ms_per_mib, self.miss_ratio) {
+            (Some(d), Some(m)) if d.is_finite() && m.is_finite() => Some(d * m),
+            _ => None,
+        }
+    }
+}
+
+/// What the core decided at the end of an interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Decision {
+    /// The worker was less busy than `busy`: nothing adjusted.
+    LightLoad,
+    /// Busy, but no score (nothing read or nothing confirmed requested).
+    NoData,
+    /// Prefetch evictions reached `evict`: target set from the eviction time.
+    EvictionJump,
+    /// A neighbour scored lower: move there.
+    Descend,
+    /// A neighbour has no score yet: try it.
+    Explore,
+    /// Both neighbours scored higher: stay, deflate the stored scores.
+    Minimum,
+}
+
+/// The gradient descent over prefetch sizes, without time.
+#[derive(Debug, Clone)]
+pub struct AdaptiveCore {
+    params: AdaptiveParams,
+    target: u64,
+    scores: BTreeMap<u64, f64>,
+}
+
+fn page_round(bytes: f64) -> u64 {
+    let b = if bytes.is_finite() { bytes.max(0.0) } else { 0.0 };
+    ((b as u64) / PAGE).max(1) * PAGE
+}
+
+impl AdaptiveCore {
+    pub fn new(params: AdaptiveParams) -> Self {
+        let target = params.start;
+        AdaptiveCore { params, target, scores: BTreeMap::new() }
+    }
+
+    pub fn params(&self) -> &AdaptiveParams {
+        &self.params
+    }
+
+    /// The size the controller wants in force.
+    pub fn target(&self) -> u64 {
+        self.target
+    }
+
+    /// Stored scores by size.
+    pub fn scores(&self) -> &BTreeMap<u64, f64> {
+        &self.scores
+    }
+
+    fn larger(&self, size: u64) -> Option<u64> {
+        let l = size.saturating_add(self.params.step).min(self.params.max);
+        (l > size).then_some(l)
+    }
+
+    fn smaller(&self, size: u64) -> Option<u64> {
+        let s = size.saturating_sub(self.params.step).max(self.params.min);
+        (s < size).then_some(s)
+    }
+
+    /// The largest size of the step grid through `start` that is at most
+    /// `bytes`, within `[min, max]`.
+    fn grid_floor(&self, bytes: f64) -> u64 {
+        let p = &self.params;
+        // The epsilon keeps an estimate that is on the grid but for float
+        // rounding (60 s x 0.05 MiB/s) on it.
+        let steps = ((bytes - p.start as f64) / p.step as f64 + 1e-9).floor();
+        let on_grid = p.start as f64 + steps * p.step as f64;
+        page_round(on_grid).clamp(p.min, p.max)
+    }
+
+    /// Takes one interval's measurement of the size in force and decides the
+    /// next target.
+    pub fn decide(&mut self, m: &IntervalMeasurement) -> Decision {
+        let p = &self.params;
+        if m.busy_fraction < p.busy {
+            return Decision::LightLoad;
+        }
+        let Some(score) = m.score() else { return Decision::NoData };
+        let size = m.size;
+        self.scores.insert(size, score);
+        if m.evicted_fraction >= p.evict && p.evict.is_finite() {
+            if let Some(t) = m.eviction_time_s {
+                let estimate = match p.stream_rate.or(m.stream_rate_bps) {
+                    Some(rate) => t * rate,
+                    None => size as f64 / 2.0,
+                };
+                let to = self.grid_floor(estimate);
+                if to < size {
+                    self.target = to;
+                    return Decision::EvictionJump;
+                }
+            }
+        }
+        let neighbours = [self.larger(size), self.smaller(size)];
+        let lowest_known = neighbours
+            .iter()
+            .flatten()
+            .filter_map(|&n| self.scores.get(&n).map(|&s| (n, s)))
+            .filter(|&(_, s)| s < score)
+            .min_by(|a, b| a.1.total_cmp(&b.1));
+        if let Some((n, _)) = lowest_known {
+            self.target = n;
+            return Decision::Descend;
+        }
+        if let Some(&n) = neighbours.iter().flatten().find(|n| !self.scores.contains_key(n)) {
+            self.target = n;
+            return Decision::Explore;
+        }
+        // Deflate the past scores that made this a minimum (the neighbours'),
+        // so one of them is retried after a few intervals. Deflating every
+        // stored score instead would let stale scores far away, deflated at
+        // every minimum, pull the search off a good size as soon as it
+        // retries a neighbour.
+        let keep = 1.0 - p.deflation;
+        for n in neighbours.into_iter().flatten() {
+            if let Some(v) = self.scores.get_mut(&n) {
+                *v *= keep;
+            }
+        }
+        self.target = size;
+        Decision::Minimum
+    }
+}
+
+/// One closed interval, as listed in the stats history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IntervalRecord {
+    /// Interval number, from 1.
+    pub index: u64,
+    /// End of the interval, seconds since the daemon started.
+    pub end_s: f64,
+    pub length_s: f64,
+    /// Size in force during the interval, and the target decided at its end.
+    pub prefetch_bytes: u64,
+    pub next_bytes: u64,
+    pub decision: Decision,
+    pub busy_fraction: f64,
+    pub reads: u64,
+    pub bytes_read: u64,
+    pub disk_ms_per_mib: Option<f64>,
+    pub miss_ratio: Option<f64>,
+    pub score: Option<f64>,
+    pub used_bytes: u64,
+    pub evicted_bytes: u64,
+    pub evicted_fraction: f64,
+    pub wasted_bytes: u64,
+    pub evictions: u64,
+    pub eviction_time_s: Option<f64>,
+    pub stream_rate_bps: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Phase {
+    /// Moving the size in force from `from` (at `since`) to the target.
+    Ramping { from: u64, since: Duration },
+    /// The target is in force; measuring since `since`.
+    Measuring { since: Duration },
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Counters {
+    busy: Duration,
+    bytes_read: u64,
+    reads: u64,
+}
+
+/// The adaptive state of one disk worker.
+#[derive(Debug)]
+pub struct QueueControl {
+    core: AdaptiveCore,
+    tracker: PrefetchTracker,
+    phase: Phase,
+    counters: Counters,
+    history: VecDeque<IntervalRecord>,
+    intervals: u64,
+    usage_total: UsageTally,
+    decisions: BTreeMap<&'static str, u64>,
+    disks: BTreeSet<String>,
+}
+
+impl QueueControl {
+    pub fn new(params: AdaptiveParams, now: Duration) -> Self {
+        let tracker = PrefetchTracker::new(params.waste_after, MAX_TRACKED_RANGES);
+        QueueControl {
+            core: AdaptiveCore::new(params),
+            tracker,
+            phase: Phase::Measuring { since: now },
+            counters: Counters::default(),
+            history: VecDeque::new(),
+            intervals: 0,
+            usage_total: UsageTally::default(),
+            decisions: BTreeMap::new(),
+            disks: BTreeSet::new(),
+        }
+    }
+
+    pub fn core(&self) -> &AdaptiveCore {
+        &self.core
+    }
+
+    pub fn history(&self) -> &VecDeque<IntervalRecord> {
+        &self.history
+    }
+
+    /// The size in force at `now` (call [`Self::advance`] first).
+    pub fn size_at(&self, now: Duration) -> u64 {
+        let target = self.core.target();
+        match self.phase {
+            Phase::Measuring { .. } => target,
+            Phase::Ramping { from, since } => {
+                let moved = self.core.params().ramp_rate as f64 * now.saturating_sub(since).as_secs_f64();
+                let size = if target >= from {
+                    (from as f64 + moved).min(target as f64)
+                } else {
+                    (from as f64 - moved).max(target as f64)
+                };
+                page_round(size)
+            }
+        }
+    }
+
+    fn ramp_end(&self, from: u64, since: Duration) -> Duration {
+        let distance = from.abs_diff(self.core.target()) as f64;
+        since + Duration::from_secs_f64(distance / self.core.params().ramp_rate as f64)
+    }
+
+    /// Ends a finished ramp and closes a finished interval.
+    pub fn advance(&mut self, now: Duration) {
+        if let Phase::Ramping { from, since } = self.phase {
+            let end = self.ramp_end(from, since);
+            if now < end {
+                return;
+            }
+            // What happened during the ramp belongs to no single size.
+            self.phase = Phase::Measuring { since: end };
+            self.counters = Counters::default();
+            self.tracker.sweep(now);
+            let t = self.tracker.take_tally();
+            self.usage_total.add(&t);
+        }
+        if let Phase::Measuring { since } = self.phase {
+            if now.saturating_sub(since) >= self.core.params().interval {
+                self.close_interval(since, now);
+            }
+        }
+    }
+
+    fn close_interval(&mut self, since: Duration, now: Duration) {
+        self.tracker.sweep(now);
+        let tally = self.tracker.take_tally();
+        self.usage_total.add(&tally);
+        let c = std::mem::take(&mut self.counters);
+        let length = now.saturating_sub(since).as_secs_f64().max(1e-9);
+        let size = self.core.target();
+        let m = IntervalMeasurement {
+            size,
+            busy_fraction: c.busy.as_secs_f64() / length,
+            disk_ms_per_mib: (c.bytes_read > 0).then(|| c.busy.as_secs_f64() * 1e3 / (c.bytes_read as f64 / MIB)),
+            miss_ratio: tally.miss_ratio(),
+            evicted_fraction: if tally.used_bytes > 0 {
+                tally.evicted_bytes as f64 / tally.used_bytes as f64
+            } else if tally.evicted_bytes > 0 {
+                f64::INFINITY
+            } else {
+                0.0
+            },
+            eviction_time_s: tally.mean_eviction_time_s(),
+            stream_rate_bps: tally.mean_rate_bps(),
+        };
+        let decision = self.core.decide(&m);
+        self.intervals += 1;
+        *self.decisions.entry(decision_name(decision)).or_default() += 1;
+        let record = IntervalRecord {
+            index: self.intervals,
+            end_s: now.as_secs_f64(),
+            length_s: length,
+            prefetch_bytes: size,
+            next_bytes: self.core.target(),
+            decision,
+            busy_fraction: m.busy_fraction,
+            reads: c.reads,
+            bytes_read: c.bytes_read,
+            disk_ms_per_mib: m.disk_ms_per_mib,
+            miss_ratio: m.miss_ratio,
+            score: m.score(),
+            used_bytes: tally.used_bytes,
+            evicted_bytes: tally.evicted_bytes,
+            evicted_fraction: if m.evicted_fraction.is_finite() { m.evicted_fraction } else { f64::MAX },
+            wasted_bytes: tally.wasted_bytes,
+            evictions: tally.evictions,
+            eviction_time_s: m.eviction_time_s,
+            stream_rate_bps: m.stream_rate_bps,
+        };
+        tracing::info!(
+            interval = record.index,
+            prefetch = size,
+            next = record.next_bytes,
+            decision = decision_name(decision),
+            busy = format!("{:.2}", m.busy_fraction),
+            score = ?m.score(),
+            miss_ratio = ?m.miss_ratio,
+            evicted_fraction = format!("{:.3}", m.evicted_fraction),
+            "adaptive prefetch interval closed"
+        );
+        if self.history.len() >= self.core.params().history {
+            self.history.pop_front();
+        }
+        self.history.push_back(record);
+        self.phase = if self.core.target() != size {
+            Phase::Ramping { from: size, since: now }
+        } else {
+            Phase::Measuring { since: now }
+        };
+    }
+
+    /// Bytes to read for a request on `file` at `now`.
+    pub fn prefetch_for(&mut self, file: FileKey, now: Duration) -> u64 {
+        self.advance(now);
+        let size = self.size_at(now);
+        let p = self.core.params();
+        if !p.bitrate_scaling {
+            return size;
+        }
+        match (self.tracker.file_rate(file), self.tracker.max_file_rate()) {
+            (Some(rate), Some(highest)) if highest > 0.0 && rate < highest => {
+                page_round(size as f64 * (rate / highest).sqrt()).clamp(p.min.min(size), size)
+            }
+            _ => size,
+        }
+    }
+
+    pub fn observe_request(&mut self, file: FileKey, offset: u64, end: u64, resident: bool, now: Duration) {
+        self.advance(now);
+        self.tracker.record_request(file, offset, end, resident, now);
+    }
+
+    /// A read of `[read_start, end)` for a plan `[start, ..)` whose client
+    /// part ends at `want_end` took `busy`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn observe_read(&mut self, file: FileKey, start: u64, want_end: u64, read_start: u64, end: u64, busy: Duration, now: Duration) {
+        self.advance(now);
+        self.counters.busy += busy;
+        let bytes = end.saturating_sub(read_start);
+        self.counters.bytes_read += bytes;
+        if bytes > 0 {
+            self.counters.reads += 1;
+        }
+        self.tracker.record_read(file, start, want_end, read_start, end, now);
+    }
+
+    fn snapshot(&self, worker: usize, now: Duration) -> QueueSnapshot {
+        let (phase, phase_since) = match self.phase {
+            Phase::Ramping { since, .. } => ("ramping", since),
+            Phase::Measuring { since } => ("measuring", since),
+        };
+        QueueSnapshot {
+            worker,
+            disks: self.disks.iter().cloned().collect(),
+            prefetch_bytes: self.size_at(now),
+            target_bytes: self.core.target(),
+            phase: phase.to_string(),
+            phase_since_s: phase_since.as_secs_f64(),
+            intervals: self.intervals,
+            score: self.history.back().and_then(|r| r.score),
+            last_decision: self.history.back().cloned(),
+            decisions: self.decisions.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            scores: self.core.scores().iter().map(|(&bytes, &score)| SizeScore { bytes, score }).collect(),
+            tracked_ranges: self.tracker.tracked() as u64,
+            usage: self.usage_total,
+            history: self.history.iter().cloned().collect(),
+        }
+    }
+}
+
+fn decision_name(d: Decision) -> &'static str {
+    match d {
+        Decision::LightLoad => "light-load",
+        Decision::NoData => "no-data",
+        Decision::EvictionJump => "eviction-jump",
+        Decision::Descend => "descend",
+        Decision::Explore => "explore",
+        Decision::Minimum => "minimum",
+    }
+}
+
+/// A stored score.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SizeScore {
+    pub bytes: u64,
+    pub score: f64,
+}
+
+/// The state of one disk worker's controller, for the stats.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueueSnapshot {
+    pub worker: usize,
+    /// Disk queues this worker has served.
+    pub disks: Vec<String>,
+    /// Size in force now, and the size it is moving to.
+    pub prefetch_bytes: u64,
+    pub target_bytes: u64,
+    /// `measuring` (target in force) or `ramping` (moving towards it), since when.
+    pub phase: String,
+    pub phase_since_s: f64,
+    /// Intervals closed, and how many ended in each decision.
+    pub intervals: u64,
+    pub decisions: BTreeMap<String, u64>,
+    /// Score of the last closed interval.
+    pub score: Option<f64>,
+    pub last_decision: Option<IntervalRecord>,
+    /// Stored (possibly deflated) score per size.
+    pub scores: Vec<SizeScore>,
+    pub tracked_ranges: u64,
+    /// Cumulative usage since start (paper 001 Table 1's evicted and wasted bytes).
+    pub usage: UsageTally,
+    /// The last `history` intervals, oldest first.
+    pub history: Vec<IntervalRecord>,
+}
+
+/// The controller's part of the stats document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ControllerSnapshot {
+    pub name: String,
+    pub params: AdaptiveParams,
+    pub queues: Vec<QueueSnapshot>,
+}
+
+type MetricSink<'a> = dyn FnMut(&str, &str, &str, Vec<(String, String)>) + 'a;
+
+impl ControllerSnapshot {
+    /// Adds the controller's gauges and counters to a Prometheus exposition.
+    pub fn write_prometheus(&self, metric: &mut MetricSink<'_>) {
+        type Field = fn(&QueueSnapshot) -> String;
+        let fields: [(&str, &str, &str, Field); 7] = [
+            ("adaptive_prefetch_bytes", "gauge", "Prefetch size in force per disk worker.", |q| q.prefetch_bytes.to_string()),
+            ("adaptive_target_bytes", "gauge", "Prefetch size the controller is moving to.", |q| q.target_bytes.to_string()),
+            ("adaptive_score", "gauge", "Score of the last interval (disk ms per MiB x miss ratio).", |q| q.score.unwrap_or(f64::NAN).to_string()),
+            ("adaptive_intervals_total", "counter", "Measurement intervals closed.", |q| q.intervals.to_string()),
+            ("adaptive_used_bytes_total", "counter", "Prefetched or cached bytes known requested.", |q| q.usage.used_bytes.to_string()),
+            ("adaptive_evicted_bytes_total", "counter", "Prefetched bytes evicted before they were requested.", |q| q.usage.evicted_bytes.to_string()),
+            ("adaptive_wasted_bytes_total", "counter", "Prefetched bytes never requested before aging out.", |q| q.usage.wasted_bytes.to_string()),
+        ];
+        for (name, kind, help, f) in fields {
+            let rows = self.queues.iter().map(|q| (format!("{{worker=\"{}\"}}", q.worker), f(q))).collect();
+            metric(name, kind, help, rows);
+        }
+    }
+}
+
+/// Paper 001's controller for the daemon.
+pub struct AdaptivePrefetch {
+    params: AdaptiveParams,
+    epoch: Instant,
+    queues: Mutex<BTreeMap<usize, QueueControl>>,
+}
+
+impl AdaptivePrefetch {
+    pub fn new(params: AdaptiveParams) -> Result<Self, ParamError> {
+        params.validate()?;
+        Ok(AdaptivePrefetch { params, epoch: Instant::now(), queues: Mutex::new(BTreeMap::new()) })
+    }
+
+    fn with_queue<T>(&self, worker: usize, disk: &str, f: impl FnOnce(&mut QueueControl, Duration) -> T) -> T {
+        let now = self.epoch.elapsed();
+        let mut queues = self.queues.lock().unwrap();
+        let q = queues.entry(worker).or_insert_with(|| QueueControl::new(self.params.clone(), now));
+        if !disk.is_empty() && !q.disks.contains(disk) {
+            q.disks.insert(disk.to_string());
+        }
+        f(q, now)
+    }
+}
+
+impl PrefetchController for AdaptivePrefetch {
+    fn name(&self) -> &'static str {
+        "adaptive"
+    }
+
+    fn prefetch_bytes(&self, ctx: &PrefetchContext<'_>) -> u64 {
+        self.with_queue(ctx.worker, ctx.disk, |q, now| q.prefetch_for(ctx.file, now))
+    }
+
+    fn observe_request(&self, obs: &RequestObservation<'_>) {
+        self.with_queue(obs.worker, obs.disk, |q, now| q.observe_request(obs.file, obs.offset, obs.end, obs.resident, now));
+    }
+
+    fn observe_read(&self, obs: &ReadObservation<'_>) {
+        let end = if obs.ok { obs.read_start + obs.bytes_read } else { obs.read_start };
+        self.with_queue(obs.worker, obs.disk, |q, now| {
+            q.observe_read(obs.file, obs.plan.start, obs.plan.want_end, obs.read_start, end, obs.busy, now)
+        });
+    }
+
+    fn current_bytes(&self, disk: &str) -> u64 {
+        let now = self.epoch.elapsed();
+        let mut queues = self.queues.lock().unwrap();
+        let q = if disk.is_empty() {
+            queues.values_mut().next()
+        } else {
+            queues.values_mut().find(|q| q.disks.contains(disk))
+        };
+        match q {
+            Some(q) => {
+                q.advance(now);
+                q.size_at(now)
+            }
+            None => self.params.start,
+        }
+    }
+
+    fn snapshot(&self) -> Option<ControllerSnapshot> {
+        let now = self.epoch.elapsed();
+        let mut queues = self.queues.lock().unwrap();
+        let queues = queues
+            .iter_mut()
+            .map(|(&worker, q)| {
+                q.advance(now);
+                q.snapshot(worker, now)
+            })
+            .collect();
+        Some(ControllerSnapshot { name: "adaptive".into(), params: self.params.clone(), queues })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,457 @@
+//! Tests of the adaptive controller against synthetic disks and caches: the
+//! score is a known function of the prefetch size (seek cost amortised over
+//! the size, a cache-miss ratio that rises once prefetched data no longer
+//! fits) with seeded noise, so the optimum is known and every run is the same.
+
+use super::*;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+const KIB: u64 = 1 << 10;
+const MIB_U: u64 = 1 << 20;
+
+fn mib(x: f64) -> u64 {
+    (x * MIB) as u64
+}
+
+/// A disk whose time per MiB is `seek_ms / p + transfer_ms` and a cache in
+/// which prefetches up to `fit_mib` survive; beyond it the miss ratio grows by
+/// `evict_slope` per MiB. Noise is multiplicative and uniform.
+struct Model {
+    seek_ms: f64,
+    transfer_ms: f64,
+    fit_mib: f64,
+    evict_slope: f64,
+    /// Report the extra misses as prefetch evictions (else as plain re-reads).
+    report_evictions: bool,
+    eviction_time_s: f64,
+    rate_bps: f64,
+    noise: f64,
+    rng: ChaCha8Rng,
+}
+
+impl Model {
+    fn new(seed: u64) -> Self {
+        Model {
+            seek_ms: 12.0,
+            transfer_ms: 8.0,
+            fit_mib: 6.0,
+            evict_slope: 0.3,
+            report_evictions: false,
+            eviction_time_s: 60.0,
+            rate_bps: 0.05 * MIB,
+            noise: 0.01,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+        }
+    }
+
+    fn true_score(&self, size: u64) -> f64 {
+        let p = size as f64 / MIB;
+        (self.seek_ms / p + self.transfer_ms) * (1.0 + self.evict_slope * (p - self.fit_mib).max(0.0))
+    }
+
+    fn measure(&mut self, size: u64) -> IntervalMeasurement {
+        let p = size as f64 / MIB;
+        let jitter = 1.0 + self.rng.gen_range(-self.noise..=self.noise);
+        let extra = self.evict_slope * (p - self.fit_mib).max(0.0);
+        IntervalMeasurement {
+            size,
+            busy_fraction: 0.9,
+            disk_ms_per_mib: Some((self.seek_ms / p + self.transfer_ms) * jitter),
+            miss_ratio: Some(1.0 + extra),
+            evicted_fraction: if self.report_evictions { extra } else { 0.0 },
+            eviction_time_s: (self.report_evictions && extra > 0.0).then_some(self.eviction_time_s),
+            stream_rate_bps: Some(self.rate_bps),
+        }
+    }
+}
+
+fn params(start_mib: f64) -> AdaptiveParams {
+    AdaptiveParams { start: mib(start_mib), ..AdaptiveParams::default() }
+}
+
+/// Runs `n` intervals; returns the size measured in each.
+fn run(core: &mut AdaptiveCore, model: &mut Model, n: usize) -> Vec<u64> {
+    (0..n)
+        .map(|_| {
+            let size = core.target();
+            core.decide(&model.measure(size));
+            size
+        })
+        .collect()
+}
+
+#[test]
+fn defaults_are_paper_001_table_2() {
+    let p = AdaptiveParams::default();
+    assert_eq!(p.interval, Duration::from_secs(180));
+    assert_eq!(p.step, 512 * KIB);
+    assert_eq!(p.deflation, 0.05);
+    assert_eq!(p.busy, 0.60);
+    assert_eq!(p.evict, 0.05);
+    assert_eq!(p.start, 2 * MIB_U, "the fixed controller's default size");
+    assert!(p.validate().is_ok());
+}
+
+#[test]
+fn bad_parameters_are_named() {
+    let cases: [(AdaptiveParams, &str); 5] = [
+        (AdaptiveParams { min: 8 * MIB_U, max: 4 * MIB_U, start: 4 * MIB_U, ..Default::default() }, "--adaptive-max"),
+        (AdaptiveParams { start: 32 * MIB_U, ..Default::default() }, "--adaptive-start"),
+        (AdaptiveParams { deflation: 1.0, ..Default::default() }, "--adaptive-deflation"),
+        (AdaptiveParams { interval: Duration::ZERO, ..Default::default() }, "--adaptive-interval"),
+        (AdaptiveParams { ramp_rate: 0, ..Default::default() }, "--adaptive-ramp-rate"),
+    ];
+    for (p, name) in cases {
+        let err = p.validate().expect_err(name).to_string();
+        assert!(err.starts_with(name), "{err}");
+    }
+}
+
+#[test]
+fn converges_near_the_optimum_from_below_with_noise() {
+    for seed in 1..=5 {
+        let mut model = Model::new(seed);
+        let optimum = (1..=32).map(|i| i as u64 * 512 * KIB).min_by(|a, b| model.true_score(*a).total_cmp(&model.true_score(*b))).unwrap();
+        assert_eq!(optimum, 6 * MIB_U);
+        let mut core = AdaptiveCore::new(params(2.0));
+        let sizes = run(&mut core, &mut model, 80);
+        let tail = &sizes[40..];
+        for &s in tail {
+            assert!(s.abs_diff(optimum) <= MIB_U, "seed {seed}: {} MiB in the last 40 intervals: {sizes:?}", s as f64 / MIB);
+        }
+        let at_optimum = tail.iter().filter(|&&s| s.abs_diff(optimum) <= 512 * KIB).count();
+        assert!(at_optimum >= 30, "seed {seed}: only {at_optimum}/40 intervals within one step of the optimum: {tail:?}");
+    }
+}
+
+#[test]
+fn converges_from_above_without_eviction_evidence() {
+    let mut model = Model::new(7);
+    let mut core = AdaptiveCore::new(params(12.0));
+    let sizes = run(&mut core, &mut model, 80);
+    assert!(sizes[..20].windows(2).all(|w| w[1] <= w[0] + 512 * KIB), "descends: {sizes:?}");
+    for &s in &sizes[50..] {
+        assert!(s.abs_diff(6 * MIB_U) <= MIB_U, "{sizes:?}");
+    }
+}
+
+#[test]
+fn eviction_evidence_jumps_down_to_eviction_time_times_rate() {
+    // Paper 001 Figure 4: 8 MB start, 60 s eviction time, 0.05 MB/s -> 3 MB.
+    let mut model = Model::new(3);
+    model.fit_mib = 3.0;
+    model.report_evictions = true;
+    let mut core = AdaptiveCore::new(params(8.0));
+    let d = core.decide(&model.measure(8 * MIB_U));
+    assert_eq!(d, Decision::EvictionJump);
+    assert_eq!(core.target(), 3 * MIB_U);
+    // Then gradient descent around the new size; sizes that evict jump back.
+    let sizes = run(&mut core, &mut model, 40);
+    assert!(sizes.iter().all(|&s| (2 * MIB_U..=4 * MIB_U).contains(&s)), "{sizes:?}");
+}
+
+#[test]
+fn eviction_jump_rounds_down_to_the_grid_and_needs_the_threshold() {
+    let mut core = AdaptiveCore::new(params(8.0));
+    let mut m = IntervalMeasurement {
+        size: 8 * MIB_U,
+        busy_fraction: 0.9,
+        disk_ms_per_mib: Some(10.0),
+        miss_ratio: Some(1.2),
+        evicted_fraction: 0.04,
+        eviction_time_s: Some(72.0),
+        stream_rate_bps: Some(0.05 * MIB),
+    };
+    assert_ne!(core.decide(&m), Decision::EvictionJump, "4% is below adjust_evict");
+    let mut core = AdaptiveCore::new(params(8.0));
+    m.evicted_fraction = 0.05;
+    assert_eq!(core.decide(&m), Decision::EvictionJump);
+    assert_eq!(core.target(), mib(3.5), "72 s x 0.05 MiB/s = 3.6 MiB, down to the grid through 8 MiB");
+}
+
+#[test]
+fn eviction_jump_without_a_rate_halves_and_never_grows() {
+    let m = IntervalMeasurement {
+        size: 8 * MIB_U,
+        busy_fraction: 0.9,
+        disk_ms_per_mib: Some(10.0),
+        miss_ratio: Some(1.5),
+        evicted_fraction: 0.5,
+        eviction_time_s: Some(30.0),
+        stream_rate_bps: None,
+    };
+    let mut core = AdaptiveCore::new(params(8.0));
+    assert_eq!(core.decide(&m), Decision::EvictionJump);
+    assert_eq!(core.target(), 4 * MIB_U);
+    // A configured rate wins over the (missing) estimate.
+    let mut core = AdaptiveCore::new(AdaptiveParams { stream_rate: Some(0.1 * MIB), ..params(8.0) });
+    assert_eq!(core.decide(&m), Decision::EvictionJump);
+    assert_eq!(core.target(), 3 * MIB_U);
+    // An estimate above the current size is no reason to jump.
+    let mut core = AdaptiveCore::new(AdaptiveParams { stream_rate: Some(1.0 * MIB), ..params(8.0) });
+    assert_eq!(core.decide(&m), Decision::Explore);
+    assert_eq!(core.target(), 8 * MIB_U + 512 * KIB);
+}
+
+#[test]
+fn light_load_and_missing_data_change_nothing() {
+    let mut core = AdaptiveCore::new(params(4.0));
+    let mut m = Model::new(1).measure(4 * MIB_U);
+    m.busy_fraction = 0.59;
+    assert_eq!(core.decide(&m), Decision::LightLoad);
+    assert_eq!(core.target(), 4 * MIB_U);
+    assert!(core.scores().is_empty(), "light-load intervals are not scored");
+    m.busy_fraction = 0.6;
+    m.miss_ratio = None;
+    assert_eq!(core.decide(&m), Decision::NoData);
+    assert_eq!(core.target(), 4 * MIB_U);
+    assert!(core.scores().is_empty());
+}
+
+#[test]
+fn first_moves_follow_the_paper() {
+    let mut core = AdaptiveCore::new(params(4.0));
+    let m = |size: u64, score: f64| IntervalMeasurement {
+        size,
+        busy_fraction: 0.9,
+        disk_ms_per_mib: Some(score),
+        miss_ratio: Some(1.0),
+        ..Default::default()
+    };
+    // Neither neighbour measured: try the larger.
+    assert_eq!(core.decide(&m(4 * MIB_U, 10.0)), Decision::Explore);
+    assert_eq!(core.target(), mib(4.5));
+    // Larger is worse, smaller unmeasured: back to the lower score.
+    assert_eq!(core.decide(&m(mib(4.5), 11.0)), Decision::Descend);
+    assert_eq!(core.target(), 4 * MIB_U);
+    // At 4 MiB: larger known worse, smaller unmeasured: try it.
+    assert_eq!(core.decide(&m(4 * MIB_U, 10.0)), Decision::Explore);
+    assert_eq!(core.target(), mib(3.5));
+    // Smaller is worse too: back to 4 MiB, which is now a minimum.
+    assert_eq!(core.decide(&m(mib(3.5), 10.5)), Decision::Descend);
+    assert_eq!(core.decide(&m(4 * MIB_U, 10.0)), Decision::Minimum);
+    assert_eq!(core.target(), 4 * MIB_U);
+}
+
+#[test]
+fn deflation_retries_a_rejected_size_after_the_expected_number_of_minima() {
+    let m = |size: u64, score: f64| IntervalMeasurement {
+        size,
+        busy_fraction: 0.9,
+        disk_ms_per_mib: Some(score),
+        miss_ratio: Some(1.0),
+        ..Default::default()
+    };
+    let mut core = AdaptiveCore::new(params(4.0));
+    for (size, score) in [(4.0, 10.0), (4.5, 11.0), (4.0, 10.0), (3.5, 11.0)] {
+        core.decide(&m(mib(size), score));
+    }
+    // At 4 MiB, neighbours stored at 11 (10 % worse). Each minimum deflates
+    // them by 5 %: 11 -> 10.45 -> 9.93, below 10 after two minima.
+    assert_eq!(core.decide(&m(4 * MIB_U, 10.0)), Decision::Minimum);
+    assert!((core.scores()[&mib(4.5)] - 10.45).abs() < 1e-9);
+    assert_eq!(core.scores()[&(4 * MIB_U)], 10.0, "the current size is not deflated");
+    assert_eq!(core.decide(&m(4 * MIB_U, 10.0)), Decision::Minimum);
+    assert_eq!(core.decide(&m(4 * MIB_U, 10.0)), Decision::Descend);
+    let retried = core.target();
+    assert!(retried == mib(4.5) || retried == mib(3.5));
+    // The retry measures 11 again: straight back.
+    assert_eq!(core.decide(&m(retried, 11.0)), Decision::Descend);
+    assert_eq!(core.target(), 4 * MIB_U);
+}
+
+#[test]
+fn deflation_escapes_a_local_minimum_caused_by_one_bad_measurement() {
+    // One unlucky interval at 4.5 MiB (+30 %) traps plain gradient descent at
+    // 4 MiB; deflation makes it retry 4.5 MiB and carry on to the optimum.
+    let mut model = Model::new(11);
+    model.noise = 0.0;
+    let mut core = AdaptiveCore::new(params(4.0));
+    let mut spiked = false;
+    let mut sizes = Vec::new();
+    for _ in 0..60 {
+        let size = core.target();
+        let mut m = model.measure(size);
+        if size == mib(4.5) && !spiked {
+            spiked = true;
+            m.disk_ms_per_mib = m.disk_ms_per_mib.map(|d| d * 1.3);
+        }
+        core.decide(&m);
+        sizes.push(size);
+    }
+    assert!(spiked);
+    let first_back = sizes.iter().position(|&s| s == mib(4.5)).unwrap();
+    assert_eq!(sizes[first_back + 1], 4 * MIB_U, "the spike sent it back: {sizes:?}");
+    assert!(sizes[40..].iter().all(|&s| s.abs_diff(6 * MIB_U) <= 512 * KIB), "{sizes:?}");
+}
+
+#[test]
+fn stays_within_min_and_max() {
+    // Bigger is always better: climbs to max and stays there.
+    let mut model = Model::new(5);
+    model.fit_mib = 1000.0;
+    let mut core = AdaptiveCore::new(AdaptiveParams { max: 5 * MIB_U, ..params(2.0) });
+    let sizes = run(&mut core, &mut model, 40);
+    assert!(sizes.iter().all(|&s| s <= 5 * MIB_U), "{sizes:?}");
+    assert!(sizes[20..].iter().all(|&s| s >= mib(4.5)), "{sizes:?}");
+    assert_eq!(sizes.iter().max(), Some(&(5 * MIB_U)));
+    // Smaller is always better: descends to min, never below, even when
+    // evictions ask for less.
+    let mut model = Model::new(6);
+    model.fit_mib = 0.0;
+    model.evict_slope = 5.0;
+    model.report_evictions = true;
+    let mut core = AdaptiveCore::new(AdaptiveParams { min: MIB_U, ..params(4.0) });
+    let sizes = run(&mut core, &mut model, 40);
+    assert!(sizes.iter().all(|&s| s >= MIB_U), "{sizes:?}");
+    assert_eq!(sizes[39], MIB_U, "{sizes:?}");
+    // A max off the grid is still reachable and never exceeded.
+    let mut model = Model::new(8);
+    model.fit_mib = 1000.0;
+    let mut core = AdaptiveCore::new(AdaptiveParams { max: 3 * MIB_U + 100 * KIB, ..params(2.0) });
+    let sizes = run(&mut core, &mut model, 20);
+    assert_eq!(*sizes.iter().max().unwrap(), 3 * MIB_U + 100 * KIB);
+}
+
+/// Streams over many files through a QueueControl in simulated seconds: each
+/// stream consumes `rate` bytes per second; its data stays cached for
+/// `cache_life`; the disk costs `seek + size x transfer` per read.
+struct StreamSim {
+    streams: Vec<(FileKey, u64, u64, u64, Duration)>, // file, pos, range start, range end, read at
+    rate: u64,
+    cache_life: Duration,
+    seek: Duration,
+    transfer_per_mib: Duration,
+}
+
+impl StreamSim {
+    fn new(n: u64, rate: u64, cache_life: Duration) -> Self {
+        StreamSim {
+            streams: (0..n).map(|i| (FileKey { dev: 1, ino: i }, 0, 0, 0, Duration::ZERO)).collect(),
+            rate,
+            cache_life,
+            seek: Duration::from_millis(15),
+            transfer_per_mib: Duration::from_millis(10),
+        }
+    }
+
+    /// One simulated second at `now`.
+    fn second(&mut self, q: &mut QueueControl, now: Duration) {
+        for (i, st) in self.streams.iter_mut().enumerate() {
+            let (file, pos, start, end, read_at) = st;
+            if now < Duration::from_secs(i as u64 % 60) {
+                continue; // staggered start
+            }
+            let evicted = *end > *pos && now.saturating_sub(*read_at) > self.cache_life;
+            if *pos >= *end || evicted {
+                q.observe_request(*file, *pos, *pos + 64 * KIB, false, now);
+                let size = q.prefetch_for(*file, now);
+                let busy = self.seek + self.transfer_per_mib.mul_f64(size as f64 / MIB);
+                q.observe_read(*file, *pos, *pos + 64 * KIB, *pos, *pos + size, busy, now);
+                (*start, *end, *read_at) = (*pos, *pos + size, now);
+            }
+            *pos += self.rate;
+        }
+    }
+}
+
+#[test]
+fn queue_control_changes_gradually_and_measures_only_settled_sizes() {
+    let p = AdaptiveParams {
+        start: 2 * MIB_U,
+        min: MIB_U,
+        max: 4 * MIB_U,
+        interval: Duration::from_secs(30),
+        ramp_rate: 64 * KIB,
+        ..AdaptiveParams::default()
+    };
+    let mut q = QueueControl::new(p.clone(), Duration::ZERO);
+    // 400 streams at 200 KiB/s, nothing evicted: bigger reads are cheaper.
+    let mut sim = StreamSim::new(400, 200 * KIB, Duration::from_secs(100_000));
+    let mut last = q.size_at(Duration::ZERO);
+    let mut changes = 0;
+    let mut tail_min = u64::MAX;
+    for t in 0..1500 {
+        let now = Duration::from_secs(t);
+        sim.second(&mut q, now);
+        q.advance(now);
+        let size = q.size_at(now);
+        assert!((p.min..=p.max).contains(&size), "{size} out of bounds at {t} s");
+        assert!(size.abs_diff(last) <= p.ramp_rate + PAGE, "jumped {last} -> {size} at {t} s");
+        if size != last {
+            changes += 1;
+        }
+        if t >= 1200 {
+            tail_min = tail_min.min(size);
+        }
+        last = size;
+    }
+    let measured: Vec<u64> = q.history().iter().map(|r| r.prefetch_bytes).collect();
+    assert!(measured.contains(&p.max), "bigger is better here: {measured:?}");
+    assert!(tail_min >= mib(3.5), "stays near the top once there: {measured:?}");
+    assert!(changes >= 8, "a step of 512K at 64K/s takes several seconds: {changes} changes");
+    let busy: Vec<_> = q.history().iter().filter(|r| r.decision != Decision::LightLoad).collect();
+    assert!(!busy.is_empty());
+    for r in q.history() {
+        assert!(r.length_s >= 30.0, "intervals start after the ramp: {r:?}");
+        assert_eq!((r.prefetch_bytes - MIB_U) % (512 * KIB), 0, "measured only on grid sizes: {r:?}");
+        if let Some(m) = r.miss_ratio {
+            assert!((0.9..1.1).contains(&m), "streams use everything they prefetch: {r:?}");
+        }
+    }
+}
+
+#[test]
+fn queue_control_detects_prefetch_evictions_and_jumps_down() {
+    let p = AdaptiveParams {
+        start: 8 * MIB_U,
+        min: MIB_U,
+        max: 16 * MIB_U,
+        interval: Duration::from_secs(120),
+        ramp_rate: 64 * KIB,
+        ..AdaptiveParams::default()
+    };
+    let mut q = QueueControl::new(p.clone(), Duration::ZERO);
+    // 2000 streams at 50 KiB/s whose prefetched data lives 60 s: 3 MiB fits
+    // (paper 001 Figure 4's numbers).
+    let mut sim = StreamSim::new(2000, 50 * KIB, Duration::from_secs(60));
+    let mut sizes = Vec::new();
+    for t in 0..900 {
+        let now = Duration::from_secs(t);
+        sim.second(&mut q, now);
+        q.advance(now);
+        sizes.push(q.size_at(now));
+    }
+    let jump = q.history().iter().find(|r| r.decision == Decision::EvictionJump).expect("an eviction jump");
+    assert_eq!(jump.prefetch_bytes, 8 * MIB_U);
+    assert!(jump.evicted_fraction >= 0.05 && jump.evictions > 0, "{jump:?}");
+    let t = jump.eviction_time_s.unwrap();
+    assert!((60.0..=62.0).contains(&t), "eviction noticed about 60 s after the read: {t}");
+    assert!((2 * MIB_U..=3 * MIB_U).contains(&jump.next_bytes), "60 s x 50 KiB/s = 3 MiB, rounded down: {jump:?}");
+    // Down gradually, never below the jump's target.
+    assert!(sizes.windows(2).all(|w| w[0].abs_diff(w[1]) <= p.ramp_rate + PAGE));
+    let end = jump.end_s as usize;
+    assert!(sizes[end + 30] > jump.next_bytes, "still ramping 30 s after the decision");
+    assert!(sizes[end + 120..].iter().all(|&s| s <= mib(3.5)), "{:?}", &sizes[end..]);
+    let usage = q.snapshot(0, Duration::from_secs(900)).usage;
+    assert!(usage.evicted_bytes > 0 && usage.used_bytes > 0);
+}
+
+#[test]
+fn bitrate_scaling_gives_slower_streams_smaller_prefetches() {
+    let p = AdaptiveParams { start: 4 * MIB_U, bitrate_scaling: true, ..AdaptiveParams::default() };
+    let mut q = QueueControl::new(p, Duration::ZERO);
+    let (hd, sd, new) = (FileKey { dev: 1, ino: 1 }, FileKey { dev: 1, ino: 2 }, FileKey { dev: 1, ino: 3 });
+    // HD consumes 4 MiB in 10 s, SD in 50 s (5x slower).
+    for (file, secs) in [(hd, 10), (sd, 50)] {
+        q.observe_read(file, 0, 1, 0, 4 * MIB_U, Duration::from_millis(50), Duration::ZERO);
+        q.observe_request(file, 4 * MIB_U, 5 * MIB_U, false, Duration::from_secs(secs));
+    }
+    let now = Duration::from_secs(51);
+    assert_eq!(q.prefetch_for(hd, now), 4 * MIB_U);
+    let sd_size = q.prefetch_for(sd, now);
+    let want = 4.0 * MIB * (1.0f64 / 5.0).sqrt();
+    assert!((sd_size as f64 - want).abs() <= PAGE as f64, "sqrt(1/5) of 4 MiB: {sd_size}");
+    assert_eq!(q.prefetch_for(new, now), 4 * MIB_U, "no estimate yet: full size");
+}

@@ -1,0 +1,461 @@
+//! What became of prefetched bytes, as far as the daemon can tell.
+//!
+//! Paper 001 measures prefetch evictions (prefetched data evicted before it
+//! was used), their eviction time, wasted prefetch (prefetched, never
+//! requested) and the cache-miss ratio (bytes read from disk / bytes
+//! requested). Its server saw every request; Reception sees only the FETCHes
+//! the shim sends (misses, plus every read when the shim cannot check
+//! residency itself) and the reads it does. So each read is remembered as a
+//! tracked range `[start, end)` of its file, with a `confirmed` mark: the end
+//! of the part known to have been requested. Later FETCHes on the file decide
+//! what happened to it:
+//!
+//! * a FETCH inside the range that the daemon finds resident moves the mark
+//!   (a client is reading the range; seen when the shim forwards hits);
+//! * a FETCH inside the range that is NOT resident is a prefetch eviction: the
+//!   bytes from the request (or the mark, if further) to the range's end were
+//!   read and evicted before anybody asked for them; the time since the read
+//!   is the eviction time as observed (an upper bound: the eviction happened
+//!   at some point before it was discovered);
+//! * a FETCH that starts at or just after the range's end (within one range
+//!   length) means the stream consumed the whole range and moved on;
+//! * a range nobody comes back to within `waste_after` is retired as
+//!   unconfirmed: the bytes after its mark count as wasted. This is an upper
+//!   bound: a stream that continued into data already cached for another
+//!   viewer never comes back to the daemon.
+//!
+//! Every retired range adds its disk bytes and its confirmed bytes to the
+//! tally, so the miss ratio `read / used` of an interval compares the same
+//! ranges' reads and uses (no lag bias when the prefetch size changes). A
+//! resident FETCH outside every tracked range (a cache hit on data the daemon
+//! did not just prefetch) adds to `used` only.
+//!
+//! Each follow-up gives a stream-rate sample: bytes consumed from the range
+//! divided by the time since it was read. They give the eviction-time jump its
+//! rate and, optionally, a per-file rate for the sqrt(bitrate) scaling.
+//!
+//! Memory is bounded: at most [`MAX_RANGES_PER_FILE`] ranges per file (the
+//! oldest is retired as unconfirmed) and `max_ranges` in all (further reads
+//! are counted in `untracked_reads` and not tracked).
+
+use crate::controller::FileKey;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// Ranges kept per file (concurrent viewers of one file each have one).
+pub const MAX_RANGES_PER_FILE: usize = 8;
+/// A follow-up at least this far past a range's end still counts as "moved on"
+/// for short ranges.
+const MIN_FOLLOW_SLACK: u64 = 1 << 20;
+/// Weight of a new sample in a file's stream-rate estimate.
+const RATE_EWMA_WEIGHT: f64 = 0.5;
+
+/// Sums over the ranges retired (and requests seen) since the last
+/// [`PrefetchTracker::take_tally`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct UsageTally {
+    /// Disk bytes of the retired ranges.
+    pub read_bytes: u64,
+    /// Bytes known requested: confirmed parts of retired ranges, plus resident
+    /// requests outside every tracked range.
+    pub used_bytes: u64,
+    /// Part of `used_bytes` from resident requests outside tracked ranges.
+    pub untracked_hit_bytes: u64,
+    /// Prefetched bytes found evicted before they were requested.
+    pub evicted_bytes: u64,
+    /// Ranges retired by an eviction.
+    pub evictions: u64,
+    /// Sum of the observed eviction times, seconds.
+    pub eviction_time_sum_s: f64,
+    /// Bytes of ranges retired unconfirmed (never requested, as far as seen).
+    pub wasted_bytes: u64,
+    /// Ranges retired unconfirmed (aged out or pushed out).
+    pub wasted_ranges: u64,
+    /// Ranges retired fully used.
+    pub consumed_ranges: u64,
+    /// Stream-rate samples and their sum, bytes per second.
+    pub rate_samples: u64,
+    pub rate_sum_bps: f64,
+    /// Reads not tracked because `max_ranges` ranges were already tracked.
+    pub untracked_reads: u64,
+}
+
+impl UsageTally {
+    pub fn add(&mut self, o: &UsageTally) {
+        self.read_bytes += o.read_bytes;
+        self.used_bytes += o.used_bytes;
+        self.untracked_hit_bytes += o.untracked_hit_bytes;
+        self.evicted_bytes += o.evicted_bytes;
+        self.evictions += o.evictions;
+        self.eviction_time_sum_s += o.eviction_time_sum_s;
+        self.wasted_bytes += o.wasted_bytes;
+        self.wasted_ranges += o.wasted_ranges;
+        self.consumed_ranges += o.consumed_ranges;
+        self.rate_samples += o.rate_samples;
+        self.rate_sum_bps += o.rate_sum_bps;
+        self.untracked_reads += o.untracked_reads;
+    }
+
+    /// Disk bytes / requested bytes (paper 001's cache-miss ratio), if anything
+    /// was confirmed requested.
+    pub fn miss_ratio(&self) -> Option<f64> {
+        (self.used_bytes > 0).then(|| self.read_bytes as f64 / self.used_bytes as f64)
+    }
+
+    /// Mean observed eviction time, seconds.
+    pub fn mean_eviction_time_s(&self) -> Option<f64> {
+        (self.evictions > 0).then(|| self.eviction_time_sum_s / self.evictions as f64)
+    }
+
+    /// Mean stream rate, bytes per second.
+    pub fn mean_rate_bps(&self) -> Option<f64> {
+        (self.rate_samples > 0).then(|| self.rate_sum_bps / self.rate_samples as f64)
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct TrackedRange {
+    start: u64,
+    end: u64,
+    confirmed: u64,
+    read_bytes: u64,
+    read_at: Duration,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct FileRate {
+    bps: f64,
+    seen: Duration,
+}
+
+/// The tracked ranges of one disk queue. Times are durations since a fixed
+/// epoch chosen by the caller, so tests can drive it without a clock.
+#[derive(Debug)]
+pub struct PrefetchTracker {
+    waste_after: Duration,
+    max_ranges: usize,
+    files: HashMap<FileKey, Vec<TrackedRange>>,
+    ranges: usize,
+    rates: HashMap<FileKey, FileRate>,
+    tally: UsageTally,
+}
+
+impl PrefetchTracker {
+    pub fn new(waste_after: Duration, max_ranges: usize) -> Self {
+        PrefetchTracker {
+            waste_after,
+            max_ranges,
+            files: HashMap::new(),
+            ranges: 0,
+            rates: HashMap::new(),
+            tally: UsageTally::default(),
+        }
+    }
+
+    /// Ranges tracked now.
+    pub fn tracked(&self) -> usize {
+        self.ranges
+    }
+
+    /// A read of `[read_start, end)` finished for a planned range starting at
+    /// `start`, of which `[start, want_end)` was requested.
+    pub fn record_read(&mut self, file: FileKey, start: u64, want_end: u64, read_start: u64, end: u64, now: Duration) {
+        if end <= start || end <= read_start {
+            return;
+        }
+        let read_bytes = end.saturating_sub(read_start);
+        let list = self.files.entry(file).or_default();
+        // A new read over a tracked range supersedes it: the old range's
+        // confirmed part was used, the rest is being read again.
+        let mut retired = Vec::new();
+        list.retain(|r| {
+            let overlaps = r.start < end && start < r.end;
+            if overlaps {
+                retired.push(*r);
+            }
+            !overlaps
+        });
+        if list.len() >= MAX_RANGES_PER_FILE {
+            let oldest = (0..list.len()).min_by_key(|&i| list[i].read_at).expect("non-empty");
+            let r = list.remove(oldest);
+            retired.push(r);
+            self.tally.wasted_ranges += 1;
+            self.tally.wasted_bytes += r.end - r.confirmed;
+        }
+        let removed = retired.len();
+        let tracked_now = self.ranges - removed;
+        let range = TrackedRange { start, end, confirmed: want_end.clamp(start, end), read_bytes, read_at: now };
+        let keep = tracked_now < self.max_ranges;
+        if keep {
+            list.push(range);
+        } else {
+            self.tally.untracked_reads += 1;
+        }
+        if list.is_empty() {
+            self.files.remove(&file);
+        }
+        self.ranges = tracked_now + usize::from(keep);
+        for r in retired {
+            self.retire(&r, r.confirmed);
+        }
+        if !keep {
+            // Untracked: its bytes still count as read and its request as used.
+            self.retire(&range, range.confirmed);
+        }
+    }
+
+    /// A FETCH of `[offset, end)` was seen; `resident` is the daemon's check.
+    pub fn record_request(&mut self, file: FileKey, offset: u64, end: u64, resident: bool, now: Duration) {
+        if end <= offset {
+            return;
+        }
+        let Some(list) = self.files.get_mut(&file) else {
+            self.untracked_request(offset, end, resident);
+            return;
+        };
+        if let Some(i) = list.iter().position(|r| r.start <= offset && offset < r.end) {
+            let r = &mut list[i];
+            if resident {
+                r.confirmed = r.confirmed.max(end.min(r.end));
+                if r.confirmed < r.end {
+                    return;
+                }
+                let r = self.remove(file, i);
+                self.rate_sample(file, r.end - r.start, now.saturating_sub(r.read_at), now);
+                self.tally.consumed_ranges += 1;
+                self.retire(&r, r.end);
+                return;
+            }
+            let r = self.remove(file, i);
+            let used_to = r.confirmed.max(offset);
+            let age = now.saturating_sub(r.read_at);
+            self.rate_sample(file, offset - r.start, age, now);
+            if used_to < r.end {
+                self.tally.evictions += 1;
+                self.tally.evicted_bytes += r.end - used_to;
+                self.tally.eviction_time_sum_s += age.as_secs_f64();
+            }
+            self.retire(&r, used_to);
+            return;
+        }
+        // The nearest range ending at or before the offset, within one range length.
+        let follow = list
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.end <= offset && offset - r.end <= (r.end - r.start).max(MIN_FOLLOW_SLACK))
+            .max_by_key(|(_, r)| r.end)
+            .map(|(i, _)| i);
+        if let Some(i) = follow {
+            let r = self.remove(file, i);
+            self.rate_sample(file, r.end - r.start, now.saturating_sub(r.read_at), now);
+            self.tally.consumed_ranges += 1;
+            self.retire(&r, r.end);
+        }
+        self.untracked_request(offset, end, resident);
+    }
+
+    /// Retires every range read more than `waste_after` ago as unconfirmed
+    /// and forgets stale stream rates.
+    pub fn sweep(&mut self, now: Duration) {
+        let waste_after = self.waste_after;
+        let mut aged = Vec::new();
+        self.files.retain(|_, list| {
+            list.retain(|r| {
+                let old = now.saturating_sub(r.read_at) > waste_after;
+                if old {
+                    aged.push(*r);
+                }
+                !old
+            });
+            !list.is_empty()
+        });
+        self.ranges -= aged.len();
+        for r in aged {
+            self.tally.wasted_ranges += 1;
+            self.tally.wasted_bytes += r.end - r.confirmed;
+            self.retire(&r, r.confirmed);
+        }
+        self.rates.retain(|_, rate| now.saturating_sub(rate.seen) <= waste_after);
+    }
+
+    /// The tally since the last call, and a fresh one.
+    pub fn take_tally(&mut self) -> UsageTally {
+        std::mem::take(&mut self.tally)
+    }
+
+    /// The file's estimated stream rate, bytes per second.
+    pub fn file_rate(&self, file: FileKey) -> Option<f64> {
+        self.rates.get(&file).map(|r| r.bps)
+    }
+
+    /// The highest stream rate among files with an estimate.
+    pub fn max_file_rate(&self) -> Option<f64> {
+        self.rates.values().map(|r| r.bps).filter(|r| r.is_finite()).reduce(f64::max)
+    }
+
+    fn untracked_request(&mut self, offset: u64, end: u64, resident: bool) {
+        if resident {
+            self.tally.used_bytes += end - offset;
+            self.tally.untracked_hit_bytes += end - offset;
+        }
+    }
+
+    fn remove(&mut self, file: FileKey, i: usize) -> TrackedRange {
+        let list = self.files.get_mut(&file).expect("file tracked");
+        let r = list.swap_remove(i);
+        if list.is_empty() {
+            self.files.remove(&file);
+        }
+        self.ranges -= 1;
+        r
+    }
+
+    fn retire(&mut self, r: &TrackedRange, used_to: u64) {
+        self.tally.read_bytes += r.read_bytes;
+        self.tally.used_bytes += used_to.clamp(r.start, r.end) - r.start;
+    }
+
+    fn rate_sample(&mut self, file: FileKey, bytes: u64, over: Duration, now: Duration) {
+        if bytes == 0 || over.is_zero() {
+            return;
+        }
+        let bps = bytes as f64 / over.as_secs_f64();
+        self.tally.rate_samples += 1;
+        self.tally.rate_sum_bps += bps;
+        let rate = self.rates.entry(file).or_insert(FileRate { bps, seen: now });
+        rate.bps += RATE_EWMA_WEIGHT * (bps - rate.bps);
+        rate.seen = now;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    const M: u64 = 1 << 20;
+    const F: FileKey = FileKey { dev: 1, ino: 2 };
+    const G: FileKey = FileKey { dev: 1, ino: 3 };
+
+    fn s(secs: u64) -> Duration {
+        Duration::from_secs(secs)
+    }
+
+    fn tracker() -> PrefetchTracker {
+        PrefetchTracker::new(s(600), 1000)
+    }
+
+    #[test]
+    fn stream_that_moves_on_used_the_whole_range() {
+        let mut t = tracker();
+        t.record_request(F, 0, 64 << 10, false, s(0));
+        t.record_read(F, 0, 64 << 10, 0, 4 * M, s(0));
+        assert_eq!(t.tracked(), 1);
+        // The shim served [64K, 4M) itself; the next miss is at 4M, 40 s later.
+        t.record_request(F, 4 * M, 4 * M + (64 << 10), false, s(40));
+        let tally = t.take_tally();
+        assert_eq!(t.tracked(), 0);
+        assert_eq!((tally.read_bytes, tally.used_bytes, tally.evicted_bytes, tally.wasted_bytes), (4 * M, 4 * M, 0, 0));
+        assert_eq!(tally.consumed_ranges, 1);
+        assert_eq!(tally.miss_ratio(), Some(1.0));
+        assert_eq!(tally.mean_rate_bps(), Some((4 * M) as f64 / 40.0));
+        assert_eq!(t.file_rate(F), Some((4 * M) as f64 / 40.0));
+    }
+
+    #[test]
+    fn miss_inside_a_range_is_a_prefetch_eviction() {
+        let mut t = tracker();
+        t.record_read(F, 0, 64 << 10, 0, 8 * M, s(0));
+        // The stream got to 3M, found it gone 60 s after the read.
+        t.record_request(F, 3 * M, 3 * M + (64 << 10), false, s(60));
+        let tally = t.take_tally();
+        assert_eq!(tally.evictions, 1);
+        assert_eq!(tally.evicted_bytes, 5 * M);
+        assert_eq!(tally.used_bytes, 3 * M);
+        assert_eq!(tally.read_bytes, 8 * M);
+        assert_eq!(tally.mean_eviction_time_s(), Some(60.0));
+        assert_eq!(tally.mean_rate_bps(), Some((3 * M) as f64 / 60.0));
+        // The re-read of [3M, 11M) is a new range.
+        t.record_read(F, 3 * M, 3 * M + (64 << 10), 3 * M, 11 * M, s(60));
+        t.record_request(F, 11 * M, 11 * M + 1, false, s(200));
+        let tally = t.take_tally();
+        assert_eq!((tally.read_bytes, tally.used_bytes), (8 * M, 8 * M));
+    }
+
+    #[test]
+    fn resident_requests_inside_a_range_confirm_it() {
+        let mut t = tracker();
+        t.record_read(F, 0, M, 0, 4 * M, s(0));
+        t.record_request(F, M, 2 * M, true, s(10));
+        t.record_request(F, 2 * M, 3 * M, true, s(20));
+        assert_eq!(t.take_tally().used_bytes, 0, "credited when the range retires");
+        t.record_request(F, 3 * M, 4 * M, true, s(30));
+        let tally = t.take_tally();
+        assert_eq!((tally.used_bytes, tally.consumed_ranges), (4 * M, 1));
+        assert_eq!(t.tracked(), 0);
+        // Hits on data nobody prefetched are cache hits: used, never read.
+        t.record_request(G, 0, M, true, s(31));
+        let tally = t.take_tally();
+        assert_eq!((tally.used_bytes, tally.untracked_hit_bytes, tally.read_bytes), (M, M, 0));
+        assert_eq!(tally.miss_ratio(), Some(0.0));
+    }
+
+    #[test]
+    fn eviction_after_partial_confirmation_counts_from_the_mark() {
+        let mut t = tracker();
+        t.record_read(F, 0, M, 0, 6 * M, s(0));
+        t.record_request(F, M, 3 * M, true, s(5));
+        // A second viewer misses at 2M (already used by the first): only
+        // [3M, 6M) was evicted before use.
+        t.record_request(F, 2 * M, 2 * M + 1, false, s(30));
+        let tally = t.take_tally();
+        assert_eq!((tally.evicted_bytes, tally.used_bytes), (3 * M, 3 * M));
+    }
+
+    #[test]
+    fn ranges_nobody_returns_to_are_wasted_after_the_horizon() {
+        let mut t = PrefetchTracker::new(s(100), 1000);
+        t.record_read(F, 0, M, 0, 5 * M, s(0));
+        t.record_read(G, 0, M, M / 2, 5 * M, s(50));
+        t.sweep(s(99));
+        assert_eq!(t.tracked(), 2);
+        t.sweep(s(101));
+        assert_eq!(t.tracked(), 1);
+        let tally = t.take_tally();
+        assert_eq!((tally.wasted_ranges, tally.wasted_bytes, tally.used_bytes, tally.read_bytes), (1, 4 * M, M, 5 * M));
+        t.sweep(s(151));
+        let tally = t.take_tally();
+        assert_eq!((tally.wasted_bytes, tally.read_bytes), (4 * M, 5 * M - M / 2), "resident prefix not read");
+    }
+
+    #[test]
+    fn far_requests_leave_ranges_alone_and_memory_is_bounded() {
+        let mut t = PrefetchTracker::new(s(100), 10);
+        t.record_read(F, 0, M, 0, 2 * M, s(0));
+        // Another viewer far away in the same file: no verdict on the range.
+        t.record_request(F, 50 * M, 51 * M, false, s(1));
+        assert_eq!(t.tracked(), 1);
+        assert_eq!(t.take_tally(), UsageTally::default());
+        for i in 0..(MAX_RANGES_PER_FILE as u64 + 2) {
+            t.record_read(F, 100 * M + i * 10 * M, 100 * M + i * 10 * M + 1, 100 * M + i * 10 * M, 101 * M + i * 10 * M, s(2 + i));
+        }
+        assert_eq!(t.tracked(), MAX_RANGES_PER_FILE);
+        assert!(t.take_tally().wasted_ranges >= 2);
+        for i in 0..20u64 {
+            t.record_read(FileKey { dev: 9, ino: i }, 0, 1, 0, M, s(20));
+        }
+        assert_eq!(t.tracked(), 10);
+        let tally = t.take_tally();
+        assert!(tally.untracked_reads > 0);
+        assert_eq!(tally.read_bytes % M, 0);
+    }
+
+    #[test]
+    fn a_new_read_over_a_range_supersedes_it() {
+        let mut t = tracker();
+        t.record_read(F, 0, M, 0, 4 * M, s(0));
+        t.record_read(F, 2 * M, 3 * M, 2 * M, 6 * M, s(1));
+        assert_eq!(t.tracked(), 1);
+        let tally = t.take_tally();
+        assert_eq!((tally.read_bytes, tally.used_bytes), (4 * M, M));
+    }
+}
