@@ -1,0 +1,146 @@
+//! The daemon with `--prefetch adaptive`: it accepts the option and its
+//! parameters (and refuses nonsense), serves sequential streams with a
+//! prefetch size that changes as the controller explores, and reports the
+//! controller's state in the stats JSON and `libception stat`. Intervals are
+//! made short and the busy threshold 0 so that decisions happen within a test;
+//! assertions are on what was read and reported, never on timing.
+
+mod common;
+
+use common::*;
+use std::collections::BTreeSet;
+use std::os::fd::AsRawFd;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const KIB: u64 = 1 << 10;
+
+#[test]
+fn adaptive_daemon_changes_the_prefetch_size_and_reports_its_state() {
+    let daemon = Daemon::start(&[
+        "--prefetch",
+        "adaptive",
+        "--adaptive-start",
+        "1M",
+        "--adaptive-min",
+        "512K",
+        "--adaptive-max",
+        "4M",
+        "--adaptive-step",
+        "512K",
+        "--adaptive-interval",
+        "0.3",
+        "--adaptive-busy",
+        "0",
+        "--adaptive-ramp-rate",
+        "64M",
+        "--adaptive-history",
+        "64",
+    ]);
+    let dir = real_tempdir();
+    let files: Vec<_> = (0..4).map(|i| make_file(dir.path(), &format!("video{i}"), 32 * MIB)).collect();
+    let handles: Vec<_> = files.iter().map(|f| open_random(f)).collect();
+    for f in &files {
+        evict(f);
+    }
+    let mut client = daemon.client();
+    let mut positions = vec![0u64; files.len()];
+    let mut read_sizes = BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let snapshot = loop {
+        for (i, fd) in handles.iter().enumerate() {
+            if positions[i] >= 32 * MIB {
+                evict(&files[i]);
+                positions[i] = 0;
+            }
+            // A stream asks for 64K where its last prefetch ended.
+            let reply = client.fetch(fd.as_raw_fd(), positions[i], 64 * KIB, 0).expect("fetch");
+            assert_eq!(reply.status, 0, "fetch at {} of {}", positions[i], files[i].display());
+            if reply.bytes_read > 0 {
+                read_sizes.insert(reply.bytes_read);
+            }
+            positions[i] += reply.bytes_read.max(64 * KIB);
+        }
+        let s = daemon.stats();
+        let c = s.controller.as_ref().expect("the adaptive controller reports its state");
+        let q = &c.queues[0];
+        let measured: BTreeSet<u64> = q.history.iter().filter(|r| r.score.is_some()).map(|r| r.prefetch_bytes).collect();
+        if measured.len() >= 3 && read_sizes.len() >= 3 {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the size never changed: reads {read_sizes:?}, history {:#?}\n{}",
+            q.history,
+            daemon.log_text()
+        );
+    };
+    assert_eq!(snapshot.daemon.prefetch_controller, "adaptive");
+    let c = snapshot.controller.as_ref().unwrap();
+    assert_eq!(c.name, "adaptive");
+    assert_eq!(c.params.step, 512 * KIB);
+    assert_eq!(c.queues.len(), 1);
+    let q = &c.queues[0];
+    assert!(q.disks.len() == 1, "{:?}", q.disks);
+    assert!((512 * KIB..=4 * MIB).contains(&q.prefetch_bytes));
+    assert!(read_sizes.iter().all(|&b| b <= 4 * MIB), "{read_sizes:?}");
+    assert!(q.usage.used_bytes > 0 && q.usage.read_bytes > 0, "{:?}", q.usage);
+    assert!(q.intervals >= 3 && !q.scores.is_empty());
+    let last = q.last_decision.as_ref().unwrap();
+    assert_eq!(Some(last), q.history.last());
+    for r in q.history.iter().filter(|r| r.score.is_some()) {
+        let ratio = r.miss_ratio.unwrap();
+        assert!((0.5..=1.5).contains(&ratio), "sequential streams use what they prefetch: {r:?}");
+        assert!(r.disk_ms_per_mib.unwrap() > 0.0);
+    }
+    assert!((512 * KIB..=4 * MIB).contains(&snapshot.daemon.prefetch_bytes), "the size in force, not a fixed one");
+
+    // `libception stat` shows it as a table and in the JSON.
+    let out = Command::new(BIN).args(["stat", "--socket"]).arg(&daemon.socket).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("adaptive prefetch, worker 0"), "{text}");
+    assert!(text.contains("DECISION") && text.contains("explore"), "{text}");
+    let out = Command::new(BIN).args(["stat", "--json", "--socket"]).arg(&daemon.socket).output().unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let queue = &json["controller"]["queues"][0];
+    assert!(queue["history"].as_array().is_some_and(|h| !h.is_empty()), "{json}");
+    assert!(queue["last_decision"]["decision"].is_string(), "{json}");
+    assert!(queue["score"].is_number(), "{json}");
+}
+
+#[test]
+fn the_fixed_default_reports_no_controller_state() {
+    let daemon = Daemon::start(&[]);
+    let s = daemon.stats();
+    assert_eq!(s.daemon.prefetch_controller, "fixed");
+    assert_eq!(s.daemon.prefetch_bytes, 2 * MIB);
+    assert!(s.controller.is_none());
+    let raw = daemon.client().stats_json().unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&raw).unwrap();
+    assert!(json.get("controller").is_none(), "the fixed controller's document is unchanged");
+}
+
+fn daemon_refuses(args: &[&str], expect: &str) {
+    let dir = real_tempdir();
+    let out = Command::new(BIN)
+        .args(["daemon", "--socket"])
+        .arg(dir.path().join("s.sock"))
+        .args(args)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.contains(expect), "{args:?}: expected {expect:?} in {err}");
+    assert!(!dir.path().join("s.sock").exists(), "refused before binding");
+}
+
+#[test]
+fn bad_adaptive_options_are_refused_by_name() {
+    daemon_refuses(&["--adaptive-step", "1M"], "--adaptive-* options need --prefetch adaptive");
+    daemon_refuses(&["--prefetch", "adaptive", "--adaptive-min", "8M", "--adaptive-max", "4M"], "--adaptive-max");
+    daemon_refuses(&["--prefetch", "adaptive", "--adaptive-start", "64M"], "--adaptive-start");
+    daemon_refuses(&["--prefetch", "adaptive", "--adaptive-deflation", "100%"], "--adaptive-deflation");
+    daemon_refuses(&["--prefetch", "adaptive", "--adaptive-interval", "0"], "--adaptive-interval");
+    daemon_refuses(&["--prefetch", "sometimes"], "adaptive");
+}
