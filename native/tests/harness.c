@@ -42,8 +42,8 @@ const char *h_dir(void)
 
 const char *h_path(const char *name)
 {
-	static char bufs[8][512];
-	static int next;
+	static __thread char bufs[8][512];
+	static __thread int next;
 	char *buf = bufs[next++ % 8];
 
 	snprintf(buf, sizeof(bufs[0]), "%s/%s", h_dir(), name);
@@ -76,7 +76,9 @@ void h_report(const char *what, long ret, int err, const void *buf, size_t len)
 }
 
 /* Drop the file's pages; DONTNEED can leave a few behind (pages in flight,
- * per-CPU LRU batches), so try a few times until none is resident. */
+ * per-CPU LRU batches), so try again while some are resident. No sleeping:
+ * this runs in threads that tests cancel, and must add no cancellation
+ * point. */
 void h_evict(const char *path)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -91,7 +93,6 @@ void h_evict(const char *path)
 		posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 		if (syscall(451, fd, &range, cs, 0) != 0 || cs[0] == 0)
 			break;
-		usleep(1000);
 	}
 	close(fd);
 }

@@ -36,7 +36,7 @@ static uint64_t hash_file(const char *path)
 	return h;
 }
 
-static volatile int stop_threads;
+static int stop_threads; /* __atomic */
 
 static void *reader(void *arg)
 {
@@ -45,7 +45,7 @@ static void *reader(void *arg)
 	int fd = open(path, O_RDONLY);
 	off_t off = 0;
 
-	while (!stop_threads) {
+	while (!__atomic_load_n(&stop_threads, __ATOMIC_RELAXED)) {
 		if (pread(fd, buf, sizeof(buf), off) <= 0)
 			off = 0;
 		else
@@ -101,7 +101,7 @@ static void scenario(const char *name)
 		wait(&status);
 		printf("child %d: %s\n", i, line);
 	}
-	stop_threads = 1;
+	__atomic_store_n(&stop_threads, 1, __ATOMIC_RELAXED);
 	for (int i = 0; i < THREADS; i++)
 		pthread_join(threads[i], NULL);
 	h_evict(h_path("parent.bin"));

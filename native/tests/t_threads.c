@@ -24,7 +24,7 @@
 #define FILE_SIZE (2u << 20)
 
 static uint64_t results[READERS];
-static volatile int churning = 1;
+static int churning = 1; /* __atomic */
 
 static uint64_t mix(uint64_t h, const char *buf, ssize_t n)
 {
@@ -91,7 +91,7 @@ static void *reader(void *arg)
 static void *churner(void *arg)
 {
 	(void)arg;
-	while (churning) {
+	while (__atomic_load_n(&churning, __ATOMIC_RELAXED)) {
 		int fds[8];
 
 		for (int i = 0; i < 8; i++)
@@ -118,7 +118,7 @@ static void scenario(const char *name)
 		pthread_create(&readers[i], NULL, reader, (void *)(long)i);
 	for (int i = 0; i < READERS; i++)
 		pthread_join(readers[i], NULL);
-	churning = 0;
+	__atomic_store_n(&churning, 0, __ATOMIC_RELAXED);
 	for (int i = 0; i < CHURNERS; i++)
 		pthread_join(churners[i], NULL);
 	for (int i = 0; i < READERS; i++)
