@@ -51,6 +51,10 @@ struct lcp__config {
 	int stats_enabled;         /* counters + histograms maintained */
 	char stats_path[4096];     /* may contain %p */
 	unsigned page_shift;
+	/* Testing aid (LIBCEPTION_FORCE_CHECK): LCP_METHOD_MINCORE behaves as
+	 * if cachestat did not exist, LCP_METHOD_DAEMON as if no local check
+	 * could be trusted; LCP_METHOD_UNLEARNED (0) is normal operation. */
+	int force_check;
 };
 
 extern struct lcp__config lcp__cfg;

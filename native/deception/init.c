@@ -15,6 +15,10 @@
  *   LIBCEPTION_PREFETCH    prefetch mode read-ahead (default 2M)
  *   LIBCEPTION_MAX_REQUEST largest range checked/fetched per call (default 2M)
  *   LIBCEPTION_STATS       JSON stats path written at exit (%p = pid)
+ *   LIBCEPTION_FORCE_CHECK testing aid: mincore | daemon forces that
+ *                          residency check path (cachestat exists on the
+ *                          kernels we test on, so its fallbacks would
+ *                          otherwise never run)
  *
  * Invalid values are reported once on stderr ("libdeception: ...") naming the
  * variable; an invalid mode turns the shim off (the safe choice), an invalid
@@ -154,6 +158,7 @@ static void read_environment(void)
 	const char *prefetch = getenv("LIBCEPTION_PREFETCH");
 	const char *max_request = getenv("LIBCEPTION_MAX_REQUEST");
 	const char *stats = getenv("LIBCEPTION_STATS");
+	const char *force_check = getenv("LIBCEPTION_FORCE_CHECK");
 	uint64_t size;
 
 	lcp__cfg.mode = LCP_MODE_FULL;
@@ -210,6 +215,16 @@ static void read_environment(void)
 				 "expected a size like 2M, between 4K and 1G");
 		else
 			lcp__cfg.max_request = size;
+	}
+
+	if (force_check != NULL && *force_check != '\0') {
+		if (strcasecmp(force_check, "mincore") == 0)
+			lcp__cfg.force_check = LCP_METHOD_MINCORE;
+		else if (strcasecmp(force_check, "daemon") == 0)
+			lcp__cfg.force_check = LCP_METHOD_DAEMON;
+		else
+			warn_env("LIBCEPTION_FORCE_CHECK", force_check,
+				 "expected mincore or daemon (a testing aid); residency checks are chosen as usual");
 	}
 
 	if (stats != NULL && *stats != '\0') {

@@ -15,6 +15,10 @@
  *     daemon (LCP_OP_CHECK, or directly LCP_OP_FETCH, which answers at once
  *     when the range is resident).
  *
+ * LIBCEPTION_FORCE_CHECK (a testing aid) starts at step 2 ("mincore": as if
+ * cachestat did not exist, so mincore where it tells the truth, else the
+ * daemon) or at step 3 ("daemon").
+ *
  * Pages past end of file are never resident, so a request that runs past EOF
  * would look like a miss; the verdict is only "miss" after fstat has clamped
  * the range to the file size. That fstat also re-validates the fd's kind, so
@@ -187,11 +191,14 @@ int lcp__check_local(struct lcp__file *file, uint64_t off, uint64_t len, enum lc
 	uint64_t resident = 0;
 	int err;
 
+	if (LCP__UNLIKELY(lcp__cfg.force_check == LCP_METHOD_DAEMON))
+		method = LCP_METHOD_DAEMON;
 	for (;;) {
 		switch (method) {
 		case LCP_METHOD_UNLEARNED:
 		case LCP_METHOD_CACHESTAT:
-			if (__atomic_load_n(&cachestat_unusable, __ATOMIC_RELAXED)) {
+			if (__atomic_load_n(&cachestat_unusable, __ATOMIC_RELAXED) ||
+			    LCP__UNLIKELY(lcp__cfg.force_check == LCP_METHOD_MINCORE)) {
 				err = choose_fallback(file, &method);
 				if (err < 0)
 					return err;

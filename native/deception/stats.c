@@ -177,6 +177,9 @@ static void emit_json(struct writer *w)
 	}
 	emit(w, "\",\n  \"timeout_ms\": %d,\n  \"prefetch_bytes\": %llu,\n  \"max_request_bytes\": %llu,\n",
 	     lcp__cfg.timeout_ms, (unsigned long long)lcp__cfg.prefetch, (unsigned long long)lcp__cfg.max_request);
+	emit(w, "  \"force_check\": \"%s\",\n",
+	     lcp__cfg.force_check == LCP_METHOD_MINCORE ? "mincore" :
+	     lcp__cfg.force_check == LCP_METHOD_DAEMON ? "daemon" : "none");
 	emit(w, "  \"functions\": {\n");
 	for (int fn = 0; fn < LCP_FN_COUNT; fn++) {
 		struct fn_stats *s = &fn_stats[fn];
