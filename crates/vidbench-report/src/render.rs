@@ -34,7 +34,8 @@ impl Ctx<'_> {
 }
 
 /// The configuration used as the baseline of `config`: the first configuration
-/// of the same server without Libception, default readahead and no knobs.
+/// (in experiment order) of the same server without Libception and with the
+/// default readahead.
 fn baseline(results: &Results, config: &str) -> Option<String> {
     let c = results.config_json(config);
     let server = c.get("server")?.as_str()?.to_string();
@@ -44,7 +45,6 @@ fn baseline(results: &Results, config: &str) -> Option<String> {
         o.get("server").and_then(Value::as_str) == Some(server.as_str())
             && o.get("libception").is_none_or(Value::is_null)
             && o.get("read_ahead_kb").and_then(Value::as_u64) == Some(default_ra)
-            && o.get("knobs").and_then(Value::as_object).is_none_or(|k| k.is_empty())
     })
 }
 
