@@ -3,7 +3,8 @@
  * sent with sendfile() in a loop, calls per second.
  *
  *   sendfile-hitpath --csv OUT.csv --label NAME [--file PATH] [--file-size BYTES]
- *                    [--chunk BYTES] [--seconds S] [--sink socket|devnull]
+ *                    [--chunk BYTES] [--seconds S] [--sink socket|devnull|pipe]
+ *                    [--count-to BYTES] [--sndbuf BYTES]
  *
  * The file (created if missing, 4 MiB by default) is read once so every page
  * is resident, then sendfile(sink, file, &offset, chunk) runs for --seconds
@@ -13,9 +14,18 @@
  * with and without LD_PRELOAD=libdeception.so to see what the shim adds; the
  * LD_PRELOAD and LIBCEPTION_MODE in effect are recorded in the row.
  *
+ * --count-to N is nginx's pattern: each call asks for the rest of the current
+ * N-byte chunk of the file and the sink takes only what fits, so a chunk goes
+ * out in several calls over ranges inside the first call's. Its sink is
+ * "pipe": a non-blocking pipe of --sndbuf bytes (like a socket buffer) that
+ * the loop empties into /dev/null with splice() after each call, so every
+ * call sends exactly one buffer's worth without waiting on another thread.
+ * Run as a user who does not own the file, it measures the path where only
+ * the daemon can check residency (bench/run-hit-path does that as uid 65534).
+ *
  * One CSV row is appended per run (header written if the file is new):
  *   label,sink,mode,preloaded,chunk_bytes,file_bytes,seconds,calls,calls_per_sec,
- *   ns_per_call,resident_before
+ *   ns_per_call,resident_before,count_to,sndbuf,uid,bytes_per_sec
  * Speed is never judged here: the numbers go to the file, and the summary is
  * made from the file (bench/run-hit-path).
  */
@@ -77,17 +87,19 @@ static uint64_t resident_pages(int fd)
 static void usage(const char *why)
 {
 	fprintf(stderr, "sendfile-hitpath: %s\nusage: sendfile-hitpath --csv OUT.csv --label NAME [--file PATH] "
-			"[--file-size BYTES] [--chunk BYTES] [--seconds S] [--sink socket|devnull]\n", why);
+			"[--file-size BYTES] [--chunk BYTES] [--seconds S] [--sink socket|devnull|pipe] [--count-to BYTES] "
+			"[--sndbuf BYTES]\n", why);
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
 	const char *csv = NULL, *label = NULL, *file = "/tmp/libception-hitpath.bin", *sink = "socket";
-	size_t file_size = 4u << 20, chunk = 65536;
+	size_t file_size = 4u << 20, chunk = 65536, count_to = 0, sndbuf = 4u << 20;
+	uint64_t bytes = 0;
 	double seconds = 2.0, start, elapsed;
 	uint64_t calls = 0, resident;
-	int fd, out, pair[2], new_csv;
+	int fd, out, pair[2], new_csv, devnull = -1;
 	pthread_t drainer;
 	off_t offset = 0;
 	struct stat st;
@@ -104,12 +116,18 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--chunk")) chunk = strtoull(argv[++i], NULL, 0);
 		else if (!strcmp(argv[i], "--seconds")) seconds = atof(argv[++i]);
 		else if (!strcmp(argv[i], "--sink")) sink = argv[++i];
+		else if (!strcmp(argv[i], "--count-to")) count_to = strtoull(argv[++i], NULL, 0);
+		else if (!strcmp(argv[i], "--sndbuf")) sndbuf = strtoull(argv[++i], NULL, 0);
 		else usage("unknown option");
 	}
 	if (csv == NULL || label == NULL)
 		usage("--csv and --label are required");
 	if (chunk == 0 || file_size < chunk || seconds <= 0)
 		usage("need chunk > 0, file size >= chunk, seconds > 0");
+	if ((count_to != 0) != (strcmp(sink, "pipe") == 0) || (count_to != 0 && file_size % count_to != 0))
+		usage("--count-to goes with the pipe sink, and the file size must be a multiple of it");
+	if (sndbuf == 0 || sndbuf > (1u << 30))
+		usage("--sndbuf must be between 1 and 1G");
 
 	if (stat(file, &st) != 0 || (size_t)st.st_size != file_size) {
 		int w = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -143,7 +161,7 @@ int main(int argc, char **argv)
 		if (out < 0)
 			die("open", "/dev/null");
 	} else if (!strcmp(sink, "socket")) {
-		int size = 4 << 20;
+		int size = (int)sndbuf;
 
 		if (socketpair(AF_UNIX, SOCK_STREAM, 0, pair) != 0)
 			die("socketpair", NULL);
@@ -151,21 +169,37 @@ int main(int argc, char **argv)
 		setsockopt(pair[1], SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
 		out = pair[0];
 		pthread_create(&drainer, NULL, drain, &pair[1]);
+	} else if (!strcmp(sink, "pipe")) {
+		if (pipe2(pair, O_NONBLOCK) != 0 || fcntl(pair[1], F_SETPIPE_SZ, (int)sndbuf) < 0)
+			die("pipe", NULL);
+		out = pair[1];
+		devnull = open("/dev/null", O_WRONLY);
+		if (devnull < 0)
+			die("open", "/dev/null");
 	} else {
-		usage("--sink must be socket or devnull");
+		usage("--sink must be socket, devnull or pipe");
 	}
 
 	start = now_s();
 	do {
 		for (int i = 0; i < 64; i++) {
+			size_t count = chunk;
 			ssize_t n;
 
-			if ((size_t)offset + chunk > file_size)
+			if (count_to != 0) {
+				if ((size_t)offset >= file_size)
+					offset = 0;
+				count = count_to - (size_t)offset % count_to;
+			} else if ((size_t)offset + chunk > file_size) {
 				offset = 0;
-			n = sendfile(out, fd, &offset, chunk);
+			}
+			n = sendfile(out, fd, &offset, count);
+			calls++;
 			if (n < 0)
 				die("sendfile", file);
-			calls++;
+			bytes += (uint64_t)n;
+			if (devnull >= 0 && n > 0 && splice(pair[0], NULL, devnull, NULL, (size_t)n, 0) != n)
+				die("splice", "pipe to /dev/null");
 		}
 		elapsed = now_s() - start;
 	} while (elapsed < seconds);
@@ -182,12 +216,12 @@ int main(int argc, char **argv)
 		die("open", csv);
 	if (new_csv)
 		fprintf(f, "label,sink,mode,preloaded,chunk_bytes,file_bytes,seconds,calls,calls_per_sec,ns_per_call,"
-			   "resident_before\n");
-	fprintf(f, "%s,%s,%s,%s,%zu,%zu,%.3f,%llu,%.0f,%.1f,%llu\n", label, sink,
+			   "resident_before,count_to,sndbuf,uid,bytes_per_sec\n");
+	fprintf(f, "%s,%s,%s,%s,%zu,%zu,%.3f,%llu,%.0f,%.1f,%llu,%zu,%zu,%d,%.0f\n", label, sink,
 		getenv("LIBCEPTION_MODE") ? getenv("LIBCEPTION_MODE") : "",
 		getenv("LD_PRELOAD") && *getenv("LD_PRELOAD") ? "yes" : "no", chunk, file_size, elapsed,
 		(unsigned long long)calls, (double)calls / elapsed, elapsed * 1e9 / (double)calls,
-		(unsigned long long)resident);
+		(unsigned long long)resident, count_to, sndbuf, (int)geteuid(), (double)bytes / elapsed);
 	fclose(f);
 	printf("%s %s: %.0f calls/s (%.1f ns/call)\n", label, sink, (double)calls / elapsed, elapsed * 1e9 / (double)calls);
 	return 0;

@@ -55,6 +55,9 @@ struct lcp__config {
 	 * if cachestat did not exist, LCP_METHOD_DAEMON as if no local check
 	 * could be trusted; LCP_METHOD_UNLEARNED (0) is normal operation. */
 	int force_check;
+	/* How long a range confirmed resident stays trusted without asking
+	 * again (LIBCEPTION_WINDOW_MS; 0 = never). */
+	uint64_t window_ns;
 };
 
 extern struct lcp__config lcp__cfg;
@@ -107,10 +110,12 @@ enum lcp__method {
 uint32_t lcp__fdtab_get(int fd);
 void lcp__fdtab_set(int fd, enum lcp__fd_kind kind, enum lcp__method method);
 void lcp__fdtab_forget(int fd);
-/* Last window prefetched in-process for fd (prefetch mode, untrusted
- * residency): lets later calls inside it skip a second prefetch. */
-int lcp__fdtab_in_window(int fd, uint64_t off, uint64_t len);
-void lcp__fdtab_set_window(int fd, uint64_t start, uint64_t end);
+/* A range of the file (dev, ino) behind fd recently confirmed resident (by
+ * the daemon, or by an in-process prefetch), valid until expires_ns
+ * (lcp__now_ns clock): lets calls inside it on files the process cannot
+ * check itself skip the daemon round trip (or a second prefetch). */
+int lcp__fdtab_in_window(int fd, uint64_t dev, uint64_t ino, uint64_t off, uint64_t len, uint64_t now_ns);
+void lcp__fdtab_set_window(int fd, uint64_t dev, uint64_t ino, uint64_t start, uint64_t end, uint64_t expires_ns);
 
 static inline enum lcp__fd_kind lcp__fd_kind(uint32_t state) { return (enum lcp__fd_kind)(state & 3u); }
 static inline enum lcp__method lcp__fd_method(uint32_t state) { return (enum lcp__method)((state >> 2) & 3u); }
@@ -160,8 +165,9 @@ void lcp__client_arm_thread_exit(void);
 
 /* ---- prefetch mode (prefetch.c) --------------------------------------- */
 
-/* Reads [off, off+max(len, prefetch)) clamped to size into a scratch buffer. */
-int64_t lcp__prefetch_range(int fd, uint64_t off, uint64_t len, uint64_t size);
+/* Reads [off, off+max(len, prefetch)) clamped to the file's size into a
+ * scratch buffer; returns the bytes read (the window now resident). */
+int64_t lcp__prefetch_range(const struct lcp__file *file, uint64_t off, uint64_t len);
 void lcp__prefetch_thread_exit(void);
 
 /* ---- statistics (stats.c) --------------------------------------------- */
@@ -192,6 +198,7 @@ enum lcp__counter {
 	LCP_CTR_CHECK_CACHESTAT,   /* residency answered by cachestat */
 	LCP_CTR_CHECK_MINCORE,     /* ... by mmap+mincore */
 	LCP_CTR_CHECK_DAEMON,      /* ... by the daemon */
+	LCP_CTR_CHECK_WINDOW,      /* ... by a window the daemon recently confirmed */
 	LCP_CTR_CHECK_UNKNOWN,     /* nobody could answer */
 	LCP_CTR_PREFETCH_CALLS,    /* in-process prefetches */
 	LCP_CTR_PREFETCH_BYTES,

@@ -21,16 +21,24 @@
  * Every entry is one 32-bit word updated atomically (relaxed: it is a hint,
  * and every decision it drives is safe if the hint is wrong).
  *
- * The prefetch window (start, end) is a second hint used only in prefetch
- * mode for files whose residency cannot be checked locally.
+ * The second hint is the window: a byte range of the file behind the fd that
+ * was recently confirmed resident by someone the shim trusts (the daemon's
+ * answer, or the shim's own in-process prefetch), with the file's identity
+ * (st_dev, st_ino) and an expiry time. It spares files that only the daemon
+ * can check a round trip per call while a server works through a range the
+ * daemon just fetched or confirmed. Its fields are written together under a
+ * per-entry sequence counter (odd while a writer is at work; a writer that
+ * finds another one busy simply skips its update) and read optimistically: a
+ * reader that sees the counter change discards what it read.
  */
 #include "deception.h"
 
 struct fd_entry {
-	uint32_t state; /* kind | method << 2 */
-	uint32_t unused;
-	uint64_t window_start;
-	uint64_t window_end;
+	uint32_t state;      /* kind | method << 2 */
+	uint32_t window_seq; /* odd while the window is being written */
+	uint64_t window_dev, window_ino;
+	uint64_t window_start, window_end;
+	uint64_t window_expires_ns;
 };
 
 static struct fd_entry fd_table[LCP_FDTAB_SIZE];
@@ -49,30 +57,62 @@ void lcp__fdtab_set(int fd, enum lcp__fd_kind kind, enum lcp__method method)
 	__atomic_store_n(&fd_table[fd].state, (uint32_t)kind | ((uint32_t)method << 2), __ATOMIC_RELAXED);
 }
 
+/* Write the window of fd; skipped if another thread is writing it. */
+static void window_store(struct fd_entry *e, uint64_t dev, uint64_t ino, uint64_t start, uint64_t end,
+			 uint64_t expires_ns)
+{
+	uint32_t seq = __atomic_load_n(&e->window_seq, __ATOMIC_RELAXED);
+
+	if ((seq & 1u) != 0 ||
+	    !__atomic_compare_exchange_n(&e->window_seq, &seq, seq + 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		return;
+	__atomic_store_n(&e->window_dev, dev, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->window_ino, ino, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->window_start, start, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->window_end, end, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->window_expires_ns, expires_ns, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->window_seq, seq + 2, __ATOMIC_RELEASE);
+}
+
 void lcp__fdtab_forget(int fd)
 {
 	if (fd < 0 || fd >= LCP_FDTAB_SIZE)
 		return;
 	__atomic_store_n(&fd_table[fd].state, LCP_FD_UNKNOWN, __ATOMIC_RELAXED);
-	__atomic_store_n(&fd_table[fd].window_end, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&fd_table[fd].window_start, 0, __ATOMIC_RELAXED);
+	/* The window names its file, so a stale one is harmless; dropping it
+	 * is only tidiness and may be skipped under contention. */
+	if (__atomic_load_n(&fd_table[fd].window_end, __ATOMIC_RELAXED) != 0)
+		window_store(&fd_table[fd], 0, 0, 0, 0, 0);
 }
 
-int lcp__fdtab_in_window(int fd, uint64_t off, uint64_t len)
+int lcp__fdtab_in_window(int fd, uint64_t dev, uint64_t ino, uint64_t off, uint64_t len, uint64_t now_ns)
 {
-	uint64_t start, end;
+	struct fd_entry *e;
+	uint64_t w_dev, w_ino, start, end, expires;
+	uint32_t seq;
 
 	if (fd < 0 || fd >= LCP_FDTAB_SIZE)
 		return 0;
-	start = __atomic_load_n(&fd_table[fd].window_start, __ATOMIC_RELAXED);
-	end = __atomic_load_n(&fd_table[fd].window_end, __ATOMIC_RELAXED);
-	return end > start && off >= start && off + len <= end;
+	e = &fd_table[fd];
+	seq = __atomic_load_n(&e->window_seq, __ATOMIC_ACQUIRE);
+	if ((seq & 1u) != 0)
+		return 0;
+	/* Acquire loads keep the second look at the counter after them (a
+	 * fence would do, but ThreadSanitizer does not model fences). */
+	w_dev = __atomic_load_n(&e->window_dev, __ATOMIC_ACQUIRE);
+	w_ino = __atomic_load_n(&e->window_ino, __ATOMIC_ACQUIRE);
+	start = __atomic_load_n(&e->window_start, __ATOMIC_ACQUIRE);
+	end = __atomic_load_n(&e->window_end, __ATOMIC_ACQUIRE);
+	expires = __atomic_load_n(&e->window_expires_ns, __ATOMIC_ACQUIRE);
+	if (__atomic_load_n(&e->window_seq, __ATOMIC_RELAXED) != seq)
+		return 0;
+	return end > start && w_dev == dev && w_ino == ino && now_ns < expires && off >= start &&
+	       off + len <= end;
 }
 
-void lcp__fdtab_set_window(int fd, uint64_t start, uint64_t end)
+void lcp__fdtab_set_window(int fd, uint64_t dev, uint64_t ino, uint64_t start, uint64_t end, uint64_t expires_ns)
 {
 	if (fd < 0 || fd >= LCP_FDTAB_SIZE)
 		return;
-	__atomic_store_n(&fd_table[fd].window_start, start, __ATOMIC_RELAXED);
-	__atomic_store_n(&fd_table[fd].window_end, end, __ATOMIC_RELAXED);
+	window_store(&fd_table[fd], dev, ino, start, end, expires_ns);
 }

@@ -15,6 +15,8 @@
  *   LIBCEPTION_PREFETCH    prefetch mode read-ahead (default 2M)
  *   LIBCEPTION_MAX_REQUEST largest range checked/fetched per call (default 2M)
  *   LIBCEPTION_STATS       JSON stats path written at exit (%p = pid)
+ *   LIBCEPTION_WINDOW_MS   how long a range the daemon confirmed resident is
+ *                          trusted without asking again (default 250, 0 off)
  *   LIBCEPTION_FORCE_CHECK testing aid: mincore | daemon forces that
  *                          residency check path (cachestat exists on the
  *                          kernels we test on, so its fallbacks would
@@ -43,6 +45,7 @@ struct lcp__config lcp__cfg = {
 	.prefetch = 2u << 20,
 	.max_request = 2u << 20,
 	.page_shift = 12,
+	.window_ns = 250ull * 1000000u,
 };
 
 int lcp__initialised;
@@ -159,6 +162,7 @@ static void read_environment(void)
 	const char *max_request = getenv("LIBCEPTION_MAX_REQUEST");
 	const char *stats = getenv("LIBCEPTION_STATS");
 	const char *force_check = getenv("LIBCEPTION_FORCE_CHECK");
+	const char *window = getenv("LIBCEPTION_WINDOW_MS");
 	uint64_t size;
 
 	lcp__cfg.mode = LCP_MODE_FULL;
@@ -215,6 +219,18 @@ static void read_environment(void)
 				 "expected a size like 2M, between 4K and 1G");
 		else
 			lcp__cfg.max_request = size;
+	}
+
+	if (window != NULL && *window != '\0') {
+		char *end;
+		long ms;
+
+		errno = 0;
+		ms = strtol(window, &end, 10);
+		if (errno != 0 || *end != '\0' || ms < 0 || ms > 60000)
+			warn_env("LIBCEPTION_WINDOW_MS", window, "expected milliseconds between 0 and 60000");
+		else
+			lcp__cfg.window_ns = (uint64_t)ms * 1000000u;
 	}
 
 	if (force_check != NULL && *force_check != '\0') {

@@ -209,6 +209,18 @@ static int64_t iov_total(const struct iovec *iov, int iovcnt)
 	return (int64_t)total;
 }
 
+/*
+ * Remember that [start, end) of the file behind fd is resident, for
+ * LIBCEPTION_WINDOW_MS: only for files the process cannot check itself, whose
+ * every check would otherwise be a daemon round trip.
+ */
+static void remember_window(const struct lcp__file *file, uint64_t start, uint64_t end)
+{
+	if (lcp__cfg.window_ns == 0 || end <= start || !file->have_stat)
+		return;
+	lcp__fdtab_set_window(file->fd, file->dev, file->ino, start, end, lcp__now_ns() + lcp__cfg.window_ns);
+}
+
 static int ask_daemon(struct lcp__file *file, uint16_t op, uint64_t off, uint64_t len, uint32_t call_kind,
 		      int local_verdict)
 {
@@ -226,16 +238,37 @@ static int ask_daemon(struct lcp__file *file, uint16_t op, uint64_t off, uint64_
 	}
 	if (local_verdict == LCP_RES_UNKNOWN) {
 		lcp__stats_count(LCP_CTR_CHECK_DAEMON, 1);
+		if ((reply.flags & LCP_REP_RESIDENT) || op == LCP_OP_FETCH) {
+			/* A FETCH answered without error has made the range
+			 * resident. A read of its own (not joined to another)
+			 * started at the page holding off and covered
+			 * bytes_read bytes from there or later, after a
+			 * resident prefix: so at least this much is resident. */
+			uint64_t end = off + len;
+			uint64_t page = 1ull << lcp__cfg.page_shift;
+
+			if (op == LCP_OP_FETCH && (reply.flags & LCP_REP_READ) && !(reply.flags & LCP_REP_JOINED) &&
+			    (off & ~(page - 1)) + reply.bytes_read > end)
+				end = (off & ~(page - 1)) + reply.bytes_read;
+			remember_window(file, off, end);
+		}
 		return (reply.flags & LCP_REP_RESIDENT) ? LCP_RES_HIT : LCP_RES_MISS;
 	}
 	return local_verdict;
 }
 
-static int prefetch_in_process(struct lcp__file *file, uint64_t off, uint64_t len)
+static int prefetch_in_process(struct lcp__file *file, uint64_t off, uint64_t len, int remember)
 {
+	int64_t got;
+
 	if (lcp__file_stat(file) < 0)
 		return -1;
-	return lcp__prefetch_range(file->fd, off, len, file->size) < 0 ? -1 : 0;
+	got = lcp__prefetch_range(file, off, len);
+	if (got < 0)
+		return -1;
+	if (remember)
+		remember_window(file, off, off + (uint64_t)got);
+	return 0;
 }
 
 /*
@@ -308,6 +341,12 @@ static void before_range(struct call *c, int fd, int have_offset, int64_t off, u
 		lcp__stats_count(LCP_CTR_CHECK_CACHESTAT, 1);
 	else if (method == LCP_METHOD_MINCORE)
 		lcp__stats_count(LCP_CTR_CHECK_MINCORE, 1);
+	else if (verdict == LCP_RES_UNKNOWN && lcp__cfg.window_ns != 0 && file.have_stat &&
+		 lcp__fdtab_in_window(fd, file.dev, file.ino, (uint64_t)off, len, lcp__now_ns())) {
+		/* Inside a range the daemon confirmed moments ago. */
+		lcp__stats_count(LCP_CTR_CHECK_WINDOW, 1);
+		verdict = LCP_RES_HIT;
+	}
 
 	switch (lcp__cfg.mode) {
 	case LCP_MODE_FULL:
@@ -321,9 +360,10 @@ static void before_range(struct call *c, int fd, int have_offset, int64_t off, u
 			verdict = ask_daemon(&file, LCP_OP_CHECK, (uint64_t)off, len, call_kind, verdict);
 		break;
 	case LCP_MODE_PREFETCH:
-		if (verdict == LCP_RES_MISS ||
-		    (verdict == LCP_RES_UNKNOWN && !lcp__fdtab_in_window(fd, (uint64_t)off, len)))
-			(void)prefetch_in_process(&file, (uint64_t)off, len);
+		/* Untrusted residency: prefetch, and remember the window so
+		 * the calls inside it do not prefetch it again. */
+		if (verdict == LCP_RES_MISS || verdict == LCP_RES_UNKNOWN)
+			(void)prefetch_in_process(&file, (uint64_t)off, len, verdict == LCP_RES_UNKNOWN);
 		break;
 	case LCP_MODE_OFF:
 		break;

@@ -22,9 +22,10 @@
 
 static LCP__TLS char *scratch;
 
-int64_t lcp__prefetch_range(int fd, uint64_t off, uint64_t len, uint64_t size)
+int64_t lcp__prefetch_range(const struct lcp__file *file, uint64_t off, uint64_t len)
 {
-	uint64_t end, pos;
+	uint64_t end, pos, size = file->size;
+	int fd = file->fd;
 
 	if (off >= size)
 		return 0;
@@ -55,7 +56,6 @@ int64_t lcp__prefetch_range(int fd, uint64_t off, uint64_t len, uint64_t size)
 	}
 	lcp__stats_count(LCP_CTR_PREFETCH_CALLS, 1);
 	lcp__stats_count(LCP_CTR_PREFETCH_BYTES, pos - off);
-	lcp__fdtab_set_window(fd, off, pos);
 	return (int64_t)(pos - off);
 }
 

@@ -57,7 +57,7 @@ static const char *const counter_names[LCP_CTR_COUNT] = {
 	[LCP_CTR_DAEMON_ERRORS] = "daemon_errors", [LCP_CTR_TIMEOUTS] = "timeouts",
 	[LCP_CTR_PROTOCOL_ERRORS] = "protocol_errors", [LCP_CTR_BROKEN] = "broken",
 	[LCP_CTR_CHECK_CACHESTAT] = "cachestat", [LCP_CTR_CHECK_MINCORE] = "mincore",
-	[LCP_CTR_CHECK_DAEMON] = "daemon", [LCP_CTR_CHECK_UNKNOWN] = "unknown",
+	[LCP_CTR_CHECK_DAEMON] = "daemon", [LCP_CTR_CHECK_WINDOW] = "window", [LCP_CTR_CHECK_UNKNOWN] = "unknown",
 	[LCP_CTR_PREFETCH_CALLS] = "calls", [LCP_CTR_PREFETCH_BYTES] = "bytes",
 };
 
@@ -177,6 +177,7 @@ static void emit_json(struct writer *w)
 	}
 	emit(w, "\",\n  \"timeout_ms\": %d,\n  \"prefetch_bytes\": %llu,\n  \"max_request_bytes\": %llu,\n",
 	     lcp__cfg.timeout_ms, (unsigned long long)lcp__cfg.prefetch, (unsigned long long)lcp__cfg.max_request);
+	emit(w, "  \"window_ms\": %llu,\n", (unsigned long long)(lcp__cfg.window_ns / 1000000u));
 	emit(w, "  \"force_check\": \"%s\",\n",
 	     lcp__cfg.force_check == LCP_METHOD_MINCORE ? "mincore" :
 	     lcp__cfg.force_check == LCP_METHOD_DAEMON ? "daemon" : "none");

@@ -75,10 +75,11 @@ void h_report(const char *what, long ret, int err, const void *buf, size_t len)
 		       err == ERRNO_SENTINEL ? "kept" : (strerrorname_np(err) ? strerrorname_np(err) : "?"));
 }
 
-/* Drop the file's pages; DONTNEED can leave a few behind (pages in flight,
- * per-CPU LRU batches), so try again while some are resident. No sleeping:
- * this runs in threads that tests cancel, and must add no cancellation
- * point. */
+/* Drop the file's pages; DONTNEED leaves behind pages still under I/O (the
+ * kernel's asynchronous readahead of an earlier read) and a few in per-CPU
+ * LRU batches, so try again, for up to about 50 ms, while some are resident.
+ * The pause is a raw nanosleep syscall: this runs in threads that tests
+ * cancel, and must add no cancellation point. */
 void h_evict(const char *path)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -86,13 +87,15 @@ void h_evict(const char *path)
 	if (fd < 0)
 		return;
 	fdatasync(fd);
-	for (int attempt = 0; attempt < 5; attempt++) {
+	for (int attempt = 0; attempt < 50; attempt++) {
 		struct { uint64_t off, len; } range = { 0, 0 };
 		uint64_t cs[5] = { 0 };
+		struct timespec pause = { 0, 1000000 };
 
 		posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 		if (syscall(451, fd, &range, cs, 0) != 0 || cs[0] == 0)
 			break;
+		syscall(SYS_nanosleep, &pause, NULL);
 	}
 	close(fd);
 }

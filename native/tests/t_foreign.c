@@ -91,8 +91,9 @@ int main(int argc, char **argv)
 	       r.nrecords, fetch_misses, h_stat(&r, "\"residency_checks\"", "daemon"),
 	       h_stat(&r, "\"residency_checks\"", "cachestat"));
 	h_expect(fetch_misses >= 1, "full: the cold foreign file was never fetched (miss not detected)");
-	h_expect(h_stat(&r, "\"residency_checks\"", "daemon") >= 3,
-		 "full: every call on the foreign file should be checked by the daemon");
+	h_expect(h_stat(&r, "\"residency_checks\"", "daemon") >= 1 &&
+		 h_stat(&r, "\"residency_checks\"", "daemon") + h_stat(&r, "\"residency_checks\"", "window") >= 3,
+		 "full: every call on the foreign file should be answered by the daemon or its recent window");
 	h_expect(h_stat(&r, "\"read\"", "misses") == 1, "full: the cold read() should count as a miss");
 	h_result_free(&r);
 

@@ -139,6 +139,26 @@ int main(int argc, char **argv)
 	}
 	h_compare_all("threads", 1);
 
+	/* The same with every check forced to the daemon: the threads then
+	 * also write and read the fd table's residency windows. */
+	{
+		const struct h_run base = { .label = "baseline" };
+		const struct h_run forced = { .label = "full/force-daemon", .mode = "full", .daemon = 1,
+					      .extra_env = { "LIBCEPTION_FORCE_CHECK=daemon" } };
+		struct h_result b;
+
+		h_run(&base, "threads", 120, &b);
+		h_run(&forced, "threads", 120, &r);
+		printf("threads/full/force-daemon: %d requests, window hits %lld\n", r.nrecords,
+		       h_stat(&r, "\"residency_checks\"", "window"));
+		h_expect(r.status == 0 && b.status == 0 && strcmp(r.output, b.output) == 0,
+			 "threads/full/force-daemon: output differs from libc's");
+		h_expect(h_stat(&r, "\"residency_checks\"", "window") > 0,
+			 "threads/full/force-daemon: the daemon's windows were never used");
+		h_result_free(&r);
+		h_result_free(&b);
+	}
+
 	h_run(&full, "threads", 120, &r);
 	h_expect(r.status == 0, "threads/full: child exited with %d", r.status);
 	for (int c = 1; c <= r.connections; c++) {

@@ -87,7 +87,8 @@ for sendfile in on off; do
   calls=$(( $(shim_stat_sum "$tmp/stats" '*.json' calls '"sendfile64"') + $(shim_stat_sum "$tmp/stats" '*.json' calls '"pread64"') ))
   daemon_checked=$(shim_stat_sum "$tmp/stats" '*.json' daemon '"residency_checks"')
   fetches=$(shim_stat_sum "$tmp/stats" '*.json' fetches)
-  echo "sendfile $sendfile: $(ls "$tmp/stats" | wc -l) stats files, sendfile64+pread64 calls $calls, daemon-checked $daemon_checked, fetches $fetches"
+  window=$(shim_stat_sum "$tmp/stats" '*.json' window '"residency_checks"')
+  echo "sendfile $sendfile: $(ls "$tmp/stats" | wc -l) stats files, sendfile64+pread64 calls $calls, daemon-checked $daemon_checked, answered by the daemon's recent window $window, fetches $fetches"
   [ "$calls" -gt 0 ] || { echo "FAIL sendfile $sendfile: the shim saw no file reads in nginx"; status=1; }
   [ "$daemon_checked" -gt 0 ] || { echo "FAIL sendfile $sendfile: www-data's reads of root's files were not checked by the daemon"; status=1; }
   [ "$fetches" -gt 0 ] || { echo "FAIL sendfile $sendfile: nothing fetched"; status=1; }
