@@ -77,7 +77,8 @@ void h_report(const char *what, long ret, int err, const void *buf, size_t len)
 
 /* Drop the file's pages; DONTNEED leaves behind pages still under I/O (the
  * kernel's asynchronous readahead of an earlier read) and a few in per-CPU
- * LRU batches, so try again, for up to about 50 ms, while some are resident.
+ * LRU batches, so try again, for up to about a second on a busy machine,
+ * while some are resident.
  * The pause is a raw nanosleep syscall: this runs in threads that tests
  * cancel, and must add no cancellation point. */
 void h_evict(const char *path)
@@ -87,10 +88,10 @@ void h_evict(const char *path)
 	if (fd < 0)
 		return;
 	fdatasync(fd);
-	for (int attempt = 0; attempt < 50; attempt++) {
+	for (int attempt = 0; attempt < 100; attempt++) {
 		struct { uint64_t off, len; } range = { 0, 0 };
 		uint64_t cs[5] = { 0 };
-		struct timespec pause = { 0, 1000000 };
+		struct timespec pause = { 0, attempt < 20 ? 1000000 : 10000000 };
 
 		posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 		if (syscall(451, fd, &range, cs, 0) != 0 || cs[0] == 0)
