@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #include <sys/uio.h>
 
@@ -80,10 +81,38 @@ static void scenario(const char *name)
 	V_CALL("readv bad buffer", readv(fd, bad_base, 1));
 	close(fd);
 
-	/* RWF_NOWAIT on a cold range: libc's answer, and no fetch. */
+	/* RWF_NOWAIT on a cold range: libc's answer, and no fetch. The kernel
+	 * starts readahead before answering EAGAIN, and on a fast (host-cached)
+	 * virtual disk that readahead sometimes completes first and the call
+	 * returns the data, with or without the shim: either answer is libc's,
+	 * so the line says which kind it was only when it is wrong. */
 	h_evict(h_path("big.bin"));
 	fd = open(h_path("big.bin"), O_RDONLY);
-	V_CALL("preadv2 RWF_NOWAIT cold", preadv2(fd, iov, 3, 1 << 20, RWF_NOWAIT));
+	{
+		long r_;
+		int err_;
+
+		errno = ERRNO_SENTINEL;
+		r_ = (long)preadv2(fd, iov, 3, 1 << 20, RWF_NOWAIT);
+		err_ = errno;
+		if (r_ == -1 && err_ == EAGAIN) {
+			printf("preadv2 RWF_NOWAIT cold = EAGAIN, or the range's bytes\n");
+		} else if (r_ > 0) {
+			/* Compare with a plain read of the same range. */
+			static char want[sizeof(a) + sizeof(b) + sizeof(c)], got[sizeof(want)];
+			size_t n = 0;
+
+			for (size_t i = 0; i < sizeof(a); i++) got[n++] = a[i];
+			for (size_t i = 0; i < sizeof(b); i++) got[n++] = b[i];
+			for (size_t i = 0; i < sizeof(c); i++) got[n++] = c[i];
+			if (pread(fd, want, (size_t)r_, 1 << 20) == r_ && memcmp(want, got, (size_t)r_) == 0)
+				printf("preadv2 RWF_NOWAIT cold = EAGAIN, or the range's bytes\n");
+			else
+				printf("preadv2 RWF_NOWAIT cold = %ld bytes that differ from the file's\n", r_);
+		} else {
+			report_iov("preadv2 RWF_NOWAIT cold", r_, err_);
+		}
+	}
 	close(fd);
 
 	V_CALL("readv bad fd", readv(-1, iov, 3));
