@@ -76,7 +76,7 @@ fn print_plan(exp: &Experiment) {
     println!("experiment {:?}: {} configurations, about {} runs", exp.name, exp.configs.len(), exp.configs.iter().map(|c| driver::estimate_runs(&c.rates)).sum::<usize>());
     for c in &exp.configs {
         let what = match (c.server, c.libception) {
-            (Some(s), Some(m)) => format!("{} under Libception ({}{})", s.name(), m.name(), c.prefetch_kb.map(|p| format!(", prefetch {p} KiB")).unwrap_or_default()),
+            (Some(s), Some(m)) => format!("{} under Libception ({}{})", s.name(), m.name(), if c.prefetch_adaptive { ", prefetch adaptive".into() } else { c.prefetch_kb.map(|p| format!(", prefetch {p} KiB")).unwrap_or_default() }),
             (Some(s), None) => format!("{} vanilla", s.name()),
             (None, _) => "wc upper bound".into(),
         };

@@ -1,6 +1,6 @@
 //! Libception's daemon for one run, as a guard.
 //!
-//! `libception daemon --socket RUN/daemon.sock --prefetch BYTES` runs inside the
+//! `libception daemon --socket RUN/daemon.sock --prefetch BYTES|adaptive` runs inside the
 //! run's memory cgroup (role `daemon` for CPU accounting): the pages it
 //! prefetches are charged where the server's are, as on the papers' machines
 //! where both shared the server's RAM. The socket is opened to every user
@@ -27,14 +27,13 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    pub fn start(binary: &Path, socket: &Path, prefetch_bytes: u64, log: &Path, cgroup: &RunCgroup) -> anyhow::Result<Daemon> {
-        let args = vec![
-            "daemon".to_string(),
-            "--socket".into(),
-            socket.display().to_string(),
-            "--prefetch".into(),
-            prefetch_bytes.to_string(),
-        ];
+    /// The daemon's command-line arguments; `prefetch` is bytes or `adaptive`.
+    pub fn args(socket: &Path, prefetch: &str) -> Vec<String> {
+        vec!["daemon".into(), "--socket".into(), socket.display().to_string(), "--prefetch".into(), prefetch.into()]
+    }
+
+    pub fn start(binary: &Path, socket: &Path, prefetch: &str, log: &Path, cgroup: &RunCgroup) -> anyhow::Result<Daemon> {
+        let args = Daemon::args(socket, prefetch);
         let out = std::fs::File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
         let mut command = Command::new(binary);
         command.args(&args).stdin(Stdio::null()).stdout(out.try_clone()?).stderr(out);

@@ -413,8 +413,7 @@ impl Driver {
         if let Some(mode) = cfg.libception {
             let prefetch = cfg.prefetch_kb.map_or(0, |kb| kb as u64 * 1024);
             if mode.needs_daemon() {
-                let daemon_prefetch = if mode == Mode::Serialize { 0 } else { prefetch };
-                daemon = Some(Daemon::start(&self.programs.libception, &dir.join("daemon.sock"), daemon_prefetch, &dir.join("daemon.log"), &cgroup)?);
+                daemon = Some(Daemon::start(&self.programs.libception, &dir.join("daemon.sock"), &daemon_prefetch_arg(cfg), &dir.join("daemon.log"), &cgroup)?);
                 env.push(("LIBCEPTION_SOCKET".into(), dir.join("daemon.sock").display().to_string()));
             }
             env.push(("LD_PRELOAD".into(), self.programs.shim.display().to_string()));
@@ -583,20 +582,22 @@ impl Driver {
     }
 }
 
+/// The daemon's `--prefetch`: bytes (0 in serialize mode), or `adaptive`.
+fn daemon_prefetch_arg(cfg: &Config) -> String {
+    match cfg.libception {
+        Some(Mode::Serialize) => "0".into(),
+        _ if cfg.prefetch_adaptive => "adaptive".into(),
+        _ => cfg.prefetch_kb.map_or(0, |kb| kb as u64 * 1024).to_string(),
+    }
+}
+
 fn daemon_command(cfg: &Config, p: &Programs, dir: &Path) -> Option<Vec<String>> {
-    let mode = cfg.libception?;
-    if !mode.needs_daemon() {
+    if !cfg.libception?.needs_daemon() {
         return None;
     }
-    let prefetch = if mode == Mode::Serialize { 0 } else { cfg.prefetch_kb.map_or(0, |kb| kb as u64 * 1024) };
-    Some(vec![
-        p.libception.display().to_string(),
-        "daemon".into(),
-        "--socket".into(),
-        dir.join("daemon.sock").display().to_string(),
-        "--prefetch".into(),
-        prefetch.to_string(),
-    ])
+    let mut command = vec![p.libception.display().to_string()];
+    command.extend(Daemon::args(&dir.join("daemon.sock"), &daemon_prefetch_arg(cfg)));
+    Some(command)
 }
 
 /// Keeps the requests of each session that start before `max_s` seconds of
@@ -743,5 +744,58 @@ pub fn cleanup_leftovers(out: &Path) {
     if disk::is_mounted(&mnt) {
         eprintln!("vidbench run: detaching the stale mount {}", mnt.display());
         disk::force_unmount(&mnt);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn configs() -> Vec<Config> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("nginx.conf"), "").unwrap();
+        let text = r#"
+name = "t"
+templates = "."
+[workload]
+dir = "w"
+[disk]
+preset = "wd-red-1tb"
+[memory]
+limit_mb = 256
+[run]
+duration_s = 10
+[rates]
+fixed = [1]
+[[config]]
+name = "lib"
+server = "nginx"
+libception = "full"
+prefetch_kb = [2048, "adaptive"]
+[[config]]
+name = "ser"
+server = "nginx"
+libception = "serialize"
+[[config]]
+name = "vanilla"
+server = "nginx"
+"#;
+        Experiment::from_str(text, &dir.path().join("e.toml")).unwrap().configs
+    }
+
+    #[test]
+    fn the_daemon_gets_the_configured_prefetch() {
+        let programs = Programs { vidbench: "vb".into(), libception: "/bin/libception".into(), shim: "s.so".into() };
+        let dir = Path::new("/r");
+        let command = |name: &str| {
+            let cfg = configs().into_iter().find(|c| c.name == name).unwrap();
+            daemon_command(&cfg, &programs, dir)
+        };
+        let tail = |name: &str| command(name).unwrap()[4..].join(" ");
+        assert_eq!(command("lib-p2048").unwrap()[..4].join(" "), "/bin/libception daemon --socket /r/daemon.sock");
+        assert_eq!(tail("lib-p2048"), "--prefetch 2097152");
+        assert_eq!(tail("lib-padaptive"), "--prefetch adaptive");
+        assert_eq!(tail("ser"), "--prefetch 0");
+        assert_eq!(command("vanilla"), None);
     }
 }

@@ -288,15 +288,48 @@ impl Mode {
 /// One value or a list (a sweep).
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(untagged)]
-pub enum OneOrMany {
-    One(u32),
-    Many(Vec<u32>),
+pub enum OneOrMany<T> {
+    One(T),
+    Many(Vec<T>),
 }
 
-impl OneOrMany {
-    fn values(&self) -> Vec<u32> {
+/// A prefetch size as written: KiB, or the word `adaptive` (paper 001's
+/// controller in the daemon, `libception daemon --prefetch adaptive`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrefetchSize {
+    Kb(u32),
+    Adaptive,
+}
+
+impl<'de> Deserialize<'de> for PrefetchSize {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Kb(u32),
+            Word(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Kb(kb) => Ok(PrefetchSize::Kb(kb)),
+            Raw::Word(w) if w == "adaptive" => Ok(PrefetchSize::Adaptive),
+            Raw::Word(w) => Err(serde::de::Error::custom(format!("prefetch size {w:?}: give KiB or \"adaptive\""))),
+        }
+    }
+}
+
+impl Serialize for PrefetchSize {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
-            OneOrMany::One(v) => vec![*v],
+            PrefetchSize::Kb(kb) => s.serialize_u32(*kb),
+            PrefetchSize::Adaptive => s.serialize_str("adaptive"),
+        }
+    }
+}
+
+impl<T: Clone> OneOrMany<T> {
+    fn values(&self) -> Vec<T> {
+        match self {
+            OneOrMany::One(v) => vec![v.clone()],
             OneOrMany::Many(v) => v.clone(),
         }
     }
@@ -315,8 +348,8 @@ pub struct ConfigSection {
     /// Server binary (defaults to the Debian path, or `[paths]`).
     pub binary: Option<PathBuf>,
     pub libception: Option<Mode>,
-    pub prefetch_kb: Option<OneOrMany>,
-    pub read_ahead_kb: Option<OneOrMany>,
+    pub prefetch_kb: Option<OneOrMany<PrefetchSize>>,
+    pub read_ahead_kb: Option<OneOrMany<u32>>,
     pub max_request_kb: Option<u32>,
     /// Template variables (e.g. `aio = "threads"`), checked against the template.
     #[serde(default)]
@@ -375,7 +408,12 @@ pub struct Config {
     pub template: Option<PathBuf>,
     pub binary: Option<PathBuf>,
     pub libception: Option<Mode>,
+    /// Fixed prefetch size; `None` with `prefetch_adaptive`.
     pub prefetch_kb: Option<u32>,
+    /// The daemon sizes its prefetches itself (paper 001). Left out of the JSON
+    /// when false so that results written before it existed still resume.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub prefetch_adaptive: bool,
     pub read_ahead_kb: u32,
     pub max_request_kb: u32,
     pub knobs: BTreeMap<String, String>,
@@ -600,16 +638,21 @@ fn check(file: ExperimentFile, path: &Path, base: &Path) -> Result<Experiment, E
             }
             _ => {}
         }
-        let prefetches: Vec<Option<u32>> = match &c.prefetch_kb {
+        let prefetches: Vec<Option<PrefetchSize>> = match &c.prefetch_kb {
             None => vec![None],
             Some(p) => p.values().into_iter().map(Some).collect(),
         };
+        if c.libception != Some(Mode::Full) && prefetches.contains(&Some(PrefetchSize::Adaptive)) {
+            return Err(invalid(path, format!("{key}.prefetch_kb"), "\"adaptive\" needs the daemon: libception mode full"));
+        }
         let read_aheads = c.read_ahead_kb.as_ref().map(|r| r.values()).unwrap_or_else(|| vec![file.disk.read_ahead_kb]);
         if prefetches.is_empty() || read_aheads.is_empty() {
             return Err(invalid(path, key, "an empty list in prefetch_kb or read_ahead_kb"));
         }
         for p in prefetches.iter().flatten() {
-            check_kb(path, &format!("{key}.prefetch_kb"), *p, 1 << 20)?;
+            if let PrefetchSize::Kb(kb) = p {
+                check_kb(path, &format!("{key}.prefetch_kb"), *kb, 1 << 20)?;
+            }
         }
         for r in &read_aheads {
             check_kb(path, &format!("{key}.read_ahead_kb"), *r, 1 << 20)?;
@@ -626,8 +669,10 @@ fn check(file: ExperimentFile, path: &Path, base: &Path) -> Result<Experiment, E
         for p in &prefetches {
             for r in &read_aheads {
                 let mut name = c.name.clone();
-                if sweep_p {
-                    name.push_str(&format!("-p{}", p.unwrap()));
+                match p {
+                    Some(PrefetchSize::Kb(kb)) if sweep_p => name.push_str(&format!("-p{kb}")),
+                    Some(PrefetchSize::Adaptive) if sweep_p => name.push_str("-padaptive"),
+                    _ => {}
                 }
                 if sweep_r {
                     name.push_str(&format!("-ra{r}"));
@@ -644,7 +689,11 @@ fn check(file: ExperimentFile, path: &Path, base: &Path) -> Result<Experiment, E
                     template: template.clone(),
                     binary: c.binary.clone().map(|b| resolve(base, &b)),
                     libception: c.libception,
-                    prefetch_kb: *p,
+                    prefetch_kb: match p {
+                        Some(PrefetchSize::Kb(kb)) => Some(*kb),
+                        _ => None,
+                    },
+                    prefetch_adaptive: *p == Some(PrefetchSize::Adaptive),
                     read_ahead_kb: *r,
                     max_request_kb,
                     knobs: c.knobs.clone(),
@@ -723,6 +772,19 @@ kind = "wc"
         assert_eq!(e.memory_limit_bytes, 256 << 20);
         assert!(matches!(e.config("wc").unwrap().rates, RatePlan::None { repetitions: 1 }));
         assert!(matches!(&e.config("vanilla").unwrap().rates, RatePlan::Fixed { rates, .. } if rates == &[10.0, 20.0]));
+    }
+
+    #[test]
+    fn adaptive_prefetch_joins_a_sweep_and_needs_the_daemon() {
+        let e = parse(&GOOD.replace("prefetch_kb = [1024, 2048]", "prefetch_kb = [2048, \"adaptive\"]")).unwrap();
+        let adaptive = e.config("lib-padaptive").unwrap();
+        assert!(adaptive.prefetch_adaptive);
+        assert_eq!(adaptive.prefetch_kb, None);
+        assert!(!e.config("lib-p2048").unwrap().prefetch_adaptive);
+        let err = parse(&GOOD.replace("libception = \"full\"\nprefetch_kb = [1024, 2048]", "libception = \"prefetch\"\nprefetch_kb = \"adaptive\"")).unwrap_err().to_string();
+        assert!(err.contains("config[1] (\"lib\").prefetch_kb") && err.contains("mode full"), "{err}");
+        let err = parse(&GOOD.replace("prefetch_kb = [1024, 2048]", "prefetch_kb = \"big\"")).unwrap_err().to_string();
+        assert!(err.contains("big") && err.contains("line 21"), "{err}");
     }
 
     #[test]
