@@ -31,6 +31,7 @@ done
 [ -n "$out" ] || { echo "usage: $0 --out DIR [--concurrency N] [--requests N] [--measure S] [--verify]" >&2; exit 2; }
 [ "$requests" -ge 4 ] || { echo "--requests must be at least 4" >&2; exit 2; }
 root=$(cd "$(dirname "$0")/../.." && pwd)
+source "$root/scripts/lib/scratch-nginx.bash"
 VIDBENCH=${VIDBENCH:-$root/build/bin/vidbench}
 [ -x "$VIDBENCH" ] || { echo "no vidbench binary at $VIDBENCH: run make first" >&2; exit 1; }
 command -v nginx >/dev/null && command -v jq >/dev/null || { echo "needs nginx and jq (scripts/bootstrap)" >&2; exit 1; }
@@ -78,36 +79,9 @@ awk -v n=$((ramp_n + measure_n)) -v ramp=$ramp_n -v k="$requests" -v chunk=$chun
   }
 }' >"$T/sessions.jsonl"
 
-mkdir -p "$T/tmp"
-port=""
-for try in 1 2 3 4 5; do
-  p=$(( 20000 + RANDOM % 20000 ))
-  cat >"$T/nginx.conf" <<CONF
-worker_processes 1;
-worker_rlimit_nofile 20000;
-pid $T/nginx.pid;
-error_log $T/error.log;
-$( [ "$(id -u)" = 0 ] && echo "user root;" )
-events { worker_connections 10000; }
-http {
-  default_type application/octet-stream;
-  access_log off;
-  sendfile on;
-  keepalive_timeout 75s;
-  keepalive_requests 100000;
-  client_body_temp_path $T/tmp/body;
-  proxy_temp_path $T/tmp/proxy;
-  fastcgi_temp_path $T/tmp/fastcgi;
-  uwsgi_temp_path $T/tmp/uwsgi;
-  scgi_temp_path $T/tmp/scgi;
-  server { listen 127.0.0.1:$p backlog=4096; root $T/www; }
-}
-CONF
-  if nginx -c "$T/nginx.conf" -p "$T" 2>>"$T/start.log"; then port=$p; break; fi
-done
-[ -n "$port" ] || { cat "$T/start.log" >&2; exit 1; }
-for i in $(seq 50); do [ -s "$T/nginx.pid" ] && break; sleep 0.1; done
-nginx_pid=$(cat "$T/nginx.pid")
+scratch_nginx "$T" "$T/www" 10000 nginx || exit 1
+port=$SCRATCH_NGINX_PORT
+nginx_pid=$SCRATCH_NGINX_PID
 nginx_worker=$(pgrep -P "$nginx_pid" | head -n1)
 
 {

@@ -9,6 +9,7 @@
 set -u
 VIDBENCH=${VIDBENCH:-${LIBCEPTION_BUILD:-$PWD/build}/bin/vidbench}
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+source "$(dirname "$0")/../../scripts/lib/scratch-nginx.bash"
 [ -x "$VIDBENCH" ] || { echo "vidbench binary not found at $VIDBENCH (run make first)"; exit 77; }
 [ -x "$NGINX" ] || { echo "nginx is not installed (scripts/bootstrap installs nginx-light)"; exit 77; }
 command -v jq >/dev/null || { echo "jq is not installed"; exit 77; }
@@ -49,34 +50,8 @@ JSON
   done
 } >"$T/sessions.jsonl"
 
-mkdir -p "$T/tmp"
-port=""
-for try in 1 2 3 4 5; do
-  p=$(( 20000 + RANDOM % 20000 ))
-  cat >"$T/nginx.conf" <<CONF
-worker_processes 1;
-pid $T/nginx.pid;
-error_log $T/error.log;
-$( [ "$(id -u)" = 0 ] && echo "user root;" )
-events { worker_connections 1024; }
-http {
-  default_type application/octet-stream;
-  access_log off;
-  sendfile on;
-  keepalive_timeout 75s;
-  keepalive_requests 100000;
-  client_body_temp_path $T/tmp/body;
-  proxy_temp_path $T/tmp/proxy;
-  fastcgi_temp_path $T/tmp/fastcgi;
-  uwsgi_temp_path $T/tmp/uwsgi;
-  scgi_temp_path $T/tmp/scgi;
-  server { listen 127.0.0.1:$p; root $T/www; }
-}
-CONF
-  if "$NGINX" -c "$T/nginx.conf" -p "$T" 2>>"$T/start.log"; then port=$p; break; fi
-done
-[ -n "$port" ] || { cat "$T/start.log"; fail "nginx did not start"; }
-for i in $(seq 50); do [ -s "$T/nginx.pid" ] && break; sleep 0.1; done
+scratch_nginx "$T" "$T/www" 1024 "$NGINX" || fail "nginx did not start"
+port=$SCRATCH_NGINX_PORT
 
 run() { # out-dir
   "$VIDBENCH" load "$T/sessions.jsonl" --server "http://127.0.0.1:$port" --rate 20 \
