@@ -25,6 +25,10 @@ pub struct Args {
     /// Only check the experiment file and print the configurations and the run plan.
     #[arg(long)]
     pub check: bool,
+    /// Run only these configurations (names as `--check` prints them, or the
+    /// `[[config]]` name of a sweep), comma-separated. A resumed run needs the same list.
+    #[arg(long, value_delimiter = ',', value_name = "NAME,...")]
+    pub only: Vec<String>,
     #[arg(long, hide = true)]
     pub internal_read: Option<PathBuf>,
     #[arg(long, hide = true)]
@@ -46,7 +50,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return Ok(());
     }
     let path = args.experiment.expect("clap requires it");
-    let exp = Experiment::from_file(&path)?;
+    let mut exp = Experiment::from_file(&path)?;
+    if !args.only.is_empty() {
+        exp.keep_only(&args.only).with_context(|| format!("--only for {}", path.display()))?;
+    }
     if args.check {
         print_plan(&exp);
         return Ok(());

@@ -458,6 +458,20 @@ impl Experiment {
     pub fn config(&self, name: &str) -> Option<&Config> {
         self.configs.iter().find(|c| c.name == name)
     }
+
+    /// Keeps the configurations named in `names` (a configuration's name, or the
+    /// `[[config]]` name it was expanded from), in file order. Every name must
+    /// match something.
+    pub fn keep_only(&mut self, names: &[String]) -> anyhow::Result<()> {
+        for n in names {
+            if !self.configs.iter().any(|c| &c.name == n || &c.base == n) {
+                let known: Vec<&str> = self.configs.iter().map(|c| c.name.as_str()).collect();
+                anyhow::bail!("no configuration {n:?} in experiment {:?} (it has: {})", self.name, known.join(", "));
+            }
+        }
+        self.configs.retain(|c| names.iter().any(|n| n == &c.name || n == &c.base));
+        Ok(())
+    }
 }
 
 fn invalid(path: &Path, key: impl Into<String>, message: impl Into<String>) -> ExperimentError {
@@ -785,6 +799,19 @@ kind = "wc"
         assert!(err.contains("config[1] (\"lib\").prefetch_kb") && err.contains("mode full"), "{err}");
         let err = parse(&GOOD.replace("prefetch_kb = [1024, 2048]", "prefetch_kb = \"big\"")).unwrap_err().to_string();
         assert!(err.contains("big") && err.contains("line 21"), "{err}");
+    }
+
+    #[test]
+    fn only_keeps_named_configurations_and_sweeps() {
+        let mut e = parse(GOOD).unwrap();
+        e.keep_only(&["lib".into(), "wc".into()]).unwrap();
+        let names: Vec<_> = e.configs.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["lib-p1024", "lib-p2048", "wc"]);
+        let mut e = parse(GOOD).unwrap();
+        e.keep_only(&["lib-p2048".into()]).unwrap();
+        assert_eq!(e.configs.len(), 1);
+        let err = parse(GOOD).unwrap().keep_only(&["vanila".into()]).unwrap_err().to_string();
+        assert!(err.contains("\"vanila\"") && err.contains("vanilla, lib-p1024"), "{err}");
     }
 
     #[test]
