@@ -27,6 +27,7 @@
 #include <sys/types.h>
 
 #include <libception/protocol.h>
+#include <libception/shim.h>
 
 #define LCP__LIKELY(x) __builtin_expect(!!(x), 1)
 #define LCP__UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -34,16 +35,8 @@
 
 /* ---- configuration (init.c) ------------------------------------------- */
 
-enum lcp__mode {
-	LCP_MODE_OFF = 0,
-	LCP_MODE_FULL,
-	LCP_MODE_SERIALIZE,
-	LCP_MODE_PREFETCH,
-	LCP_MODE_TRACK,
-};
-
 struct lcp__config {
-	enum lcp__mode mode;
+	enum lcp_mode mode;
 	char socket_path[108];     /* sun_path size */
 	int timeout_ms;            /* bound on one daemon round trip */
 	uint64_t prefetch;         /* prefetch mode: bytes read ahead */
@@ -65,7 +58,7 @@ extern struct lcp__config lcp__cfg;
 /* 0 until lcp__init() has completed; read with acquire. */
 extern int lcp__initialised;
 void lcp__init(void);
-const char *lcp__mode_name(enum lcp__mode mode);
+const char *lcp__mode_name(enum lcp_mode mode);
 /* Parses "2M", "512K", "1G", "4096", "2MiB". 0 or -EINVAL. */
 int lcp__parse_size(const char *text, uint64_t *out);
 

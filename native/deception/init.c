@@ -141,44 +141,44 @@ int lcp__parse_size(const char *text, uint64_t *out)
 	return 0;
 }
 
-const char *lcp__mode_name(enum lcp__mode mode)
+const char *lcp__mode_name(enum lcp_mode mode)
 {
 	switch (mode) {
-	case LCP_MODE_FULL: return "full";
-	case LCP_MODE_SERIALIZE: return "serialize";
-	case LCP_MODE_PREFETCH: return "prefetch";
-	case LCP_MODE_TRACK: return "track";
+	case LCP_MODE_FULL: return LCP_MODE_NAME_FULL;
+	case LCP_MODE_SERIALIZE: return LCP_MODE_NAME_SERIALIZE;
+	case LCP_MODE_PREFETCH: return LCP_MODE_NAME_PREFETCH;
+	case LCP_MODE_TRACK: return LCP_MODE_NAME_TRACK;
 	case LCP_MODE_OFF: break;
 	}
-	return "off";
+	return LCP_MODE_NAME_OFF;
 }
 
 static void read_environment(void)
 {
-	const char *mode = getenv("LIBCEPTION_MODE");
-	const char *socket_path = getenv(LCP_SOCKET_ENV);
-	const char *timeout = getenv("LIBCEPTION_TIMEOUT_MS");
-	const char *prefetch = getenv("LIBCEPTION_PREFETCH");
-	const char *max_request = getenv("LIBCEPTION_MAX_REQUEST");
-	const char *stats = getenv("LIBCEPTION_STATS");
-	const char *force_check = getenv("LIBCEPTION_FORCE_CHECK");
-	const char *window = getenv("LIBCEPTION_WINDOW_MS");
+	const char *mode = getenv(LCP_ENV_MODE);
+	const char *socket_path = getenv(LCP_ENV_SOCKET);
+	const char *timeout = getenv(LCP_ENV_TIMEOUT_MS);
+	const char *prefetch = getenv(LCP_ENV_PREFETCH);
+	const char *max_request = getenv(LCP_ENV_MAX_REQUEST);
+	const char *stats = getenv(LCP_ENV_STATS);
+	const char *force_check = getenv(LCP_ENV_FORCE_CHECK);
+	const char *window = getenv(LCP_ENV_WINDOW_MS);
 	uint64_t size;
 
 	lcp__cfg.mode = LCP_MODE_FULL;
 	if (mode != NULL && *mode != '\0') {
-		if (strcasecmp(mode, "full") == 0)
+		if (strcasecmp(mode, LCP_MODE_NAME_FULL) == 0)
 			lcp__cfg.mode = LCP_MODE_FULL;
-		else if (strcasecmp(mode, "serialize") == 0)
+		else if (strcasecmp(mode, LCP_MODE_NAME_SERIALIZE) == 0)
 			lcp__cfg.mode = LCP_MODE_SERIALIZE;
-		else if (strcasecmp(mode, "prefetch") == 0)
+		else if (strcasecmp(mode, LCP_MODE_NAME_PREFETCH) == 0)
 			lcp__cfg.mode = LCP_MODE_PREFETCH;
-		else if (strcasecmp(mode, "track") == 0)
+		else if (strcasecmp(mode, LCP_MODE_NAME_TRACK) == 0)
 			lcp__cfg.mode = LCP_MODE_TRACK;
-		else if (strcasecmp(mode, "off") == 0)
+		else if (strcasecmp(mode, LCP_MODE_NAME_OFF) == 0)
 			lcp__cfg.mode = LCP_MODE_OFF;
 		else {
-			warn_env("LIBCEPTION_MODE", mode,
+			warn_env(LCP_ENV_MODE, mode,
 				 "expected full, serialize, prefetch, track or off; the shim is off");
 			lcp__cfg.mode = LCP_MODE_OFF;
 		}
@@ -186,7 +186,7 @@ static void read_environment(void)
 
 	if (socket_path != NULL && *socket_path != '\0') {
 		if (strlen(socket_path) >= sizeof(lcp__cfg.socket_path)) {
-			warn_env(LCP_SOCKET_ENV, socket_path, "longer than a Unix socket path may be; using the default");
+			warn_env(LCP_ENV_SOCKET, socket_path, "longer than a Unix socket path may be; using the default");
 			socket_path = NULL;
 		}
 	} else {
@@ -201,21 +201,21 @@ static void read_environment(void)
 		errno = 0;
 		ms = strtol(timeout, &end, 10);
 		if (errno != 0 || *end != '\0' || ms < 1 || ms > 3600000)
-			warn_env("LIBCEPTION_TIMEOUT_MS", timeout, "expected milliseconds between 1 and 3600000");
+			warn_env(LCP_ENV_TIMEOUT_MS, timeout, "expected milliseconds between 1 and 3600000");
 		else
 			lcp__cfg.timeout_ms = (int)ms;
 	}
 
 	if (prefetch != NULL && *prefetch != '\0') {
 		if (lcp__parse_size(prefetch, &size) < 0 || size > (1ull << 30))
-			warn_env("LIBCEPTION_PREFETCH", prefetch, "expected a size like 2M, 512K or 4096, at most 1G");
+			warn_env(LCP_ENV_PREFETCH, prefetch, "expected a size like 2M, 512K or 4096, at most 1G");
 		else
 			lcp__cfg.prefetch = size;
 	}
 
 	if (max_request != NULL && *max_request != '\0') {
 		if (lcp__parse_size(max_request, &size) < 0 || size < 4096 || size > (1ull << 30))
-			warn_env("LIBCEPTION_MAX_REQUEST", max_request,
+			warn_env(LCP_ENV_MAX_REQUEST, max_request,
 				 "expected a size like 2M, between 4K and 1G");
 		else
 			lcp__cfg.max_request = size;
@@ -228,7 +228,7 @@ static void read_environment(void)
 		errno = 0;
 		ms = strtol(window, &end, 10);
 		if (errno != 0 || *end != '\0' || ms < 0 || ms > 60000)
-			warn_env("LIBCEPTION_WINDOW_MS", window, "expected milliseconds between 0 and 60000");
+			warn_env(LCP_ENV_WINDOW_MS, window, "expected milliseconds between 0 and 60000");
 		else
 			lcp__cfg.window_ns = (uint64_t)ms * 1000000u;
 	}
@@ -239,13 +239,13 @@ static void read_environment(void)
 		else if (strcasecmp(force_check, "daemon") == 0)
 			lcp__cfg.force_check = LCP_METHOD_DAEMON;
 		else
-			warn_env("LIBCEPTION_FORCE_CHECK", force_check,
+			warn_env(LCP_ENV_FORCE_CHECK, force_check,
 				 "expected mincore or daemon (a testing aid); residency checks are chosen as usual");
 	}
 
 	if (stats != NULL && *stats != '\0') {
 		if (strlen(stats) >= sizeof(lcp__cfg.stats_path) - 16) {
-			warn_env("LIBCEPTION_STATS", stats, "path too long; no statistics file");
+			warn_env(LCP_ENV_STATS, stats, "path too long; no statistics file");
 		} else {
 			strcpy(lcp__cfg.stats_path, stats);
 			lcp__cfg.stats_enabled = 1;

@@ -1,5 +1,8 @@
-//! Rust mirror of `native/include/libception/protocol.h`, the wire protocol
-//! between Deception (the LD_PRELOAD shim) and Reception (the daemon).
+//! What Deception (the LD_PRELOAD shim), Reception (the daemon) and the tools
+//! that start them share: the Rust mirror of `native/include/libception/protocol.h`,
+//! the wire protocol between shim and daemon (this module); the shim's
+//! environment mirrored from `shim.h` ([`shim_env`]); and the daemon's
+//! prefetch setting ([`prefetch`]).
 //!
 //! The C header is the source of truth. This crate mirrors it in two layers:
 //!
@@ -18,6 +21,12 @@
 //! peer sent when the header is readable enough to echo them in an error reply.
 
 use std::mem::{offset_of, size_of};
+
+pub mod prefetch;
+pub mod shim_env;
+
+pub use prefetch::{AdaptiveParams, ParamError, Prefetch};
+pub use shim_env::{Mode, ShimEnv};
 
 /// `LCP_PROTO_VERSION`.
 pub const PROTO_VERSION: u16 = 1;

@@ -1,4 +1,5 @@
-//! Proves that the Rust mirror agrees with `native/include/libception/protocol.h`.
+//! Proves that the Rust mirror agrees with `native/include/libception/protocol.h`
+//! and `native/include/libception/shim.h`.
 //!
 //! The test writes a small C program into a temporary directory, compiles it
 //! with `cc` against the real header, runs it, and compares every line it
@@ -16,6 +17,7 @@ const C_PROGRAM: &str = r#"
 #include <stddef.h>
 #include <stdio.h>
 #include <libception/protocol.h>
+#include <libception/shim.h>
 
 #define FIELD(s, f) \
     printf("offsetof.%s.%s %zu\n", #s, #f, offsetof(struct s, f)); \
@@ -63,6 +65,24 @@ int main(void)
     CONST(LCP_REP_JOINED);
     STR(LCP_SOCKET_ENV);
     STR(LCP_SOCKET_DEFAULT);
+    STR(LCP_ENV_MODE);
+    STR(LCP_ENV_SOCKET);
+    STR(LCP_ENV_TIMEOUT_MS);
+    STR(LCP_ENV_PREFETCH);
+    STR(LCP_ENV_MAX_REQUEST);
+    STR(LCP_ENV_STATS);
+    STR(LCP_ENV_WINDOW_MS);
+    STR(LCP_ENV_FORCE_CHECK);
+    CONST(LCP_MODE_OFF);
+    CONST(LCP_MODE_FULL);
+    CONST(LCP_MODE_SERIALIZE);
+    CONST(LCP_MODE_PREFETCH);
+    CONST(LCP_MODE_TRACK);
+    STR(LCP_MODE_NAME_OFF);
+    STR(LCP_MODE_NAME_FULL);
+    STR(LCP_MODE_NAME_SERIALIZE);
+    STR(LCP_MODE_NAME_PREFETCH);
+    STR(LCP_MODE_NAME_TRACK);
     /* The status field is signed: a negative errno must survive. */
     printf("signed.lcp_reply.status %d\n", (int)((__typeof__(((struct lcp_reply *)0)->status))-1 < 0));
     return 0;
@@ -126,6 +146,14 @@ fn rust_facts() -> BTreeMap<String, String> {
     put("const.LCP_REP_JOINED", reply_flags::JOINED.to_string());
     put("str.LCP_SOCKET_ENV", SOCKET_ENV.to_string());
     put("str.LCP_SOCKET_DEFAULT", SOCKET_DEFAULT.to_string());
+    for (c, name) in ["MODE", "SOCKET", "TIMEOUT_MS", "PREFETCH", "MAX_REQUEST", "STATS", "WINDOW_MS", "FORCE_CHECK"].iter().zip(shim_env::var::ALL) {
+        put(&format!("str.LCP_ENV_{c}"), name.to_string());
+    }
+    for mode in shim_env::Mode::ALL {
+        let c = mode.name().to_uppercase();
+        put(&format!("const.LCP_MODE_{c}"), (mode as u32).to_string());
+        put(&format!("str.LCP_MODE_NAME_{c}"), mode.name().to_string());
+    }
     put("signed.lcp_reply.status", ((-1i32).is_negative() as i32).to_string());
     m
 }
@@ -151,7 +179,7 @@ fn rust_layout_and_constants_match_the_c_header() {
         .unwrap_or_else(|e| panic!("running the C compiler `{cc}`: {e}"));
     assert!(
         out.status.success(),
-        "compiling the layout probe against protocol.h failed:\n{}",
+        "compiling the layout probe against protocol.h and shim.h failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     let run = Command::new(&exe).output().expect("run the layout probe");

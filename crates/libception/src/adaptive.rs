@@ -41,6 +41,7 @@
 
 use crate::controller::{FileKey, PrefetchContext, PrefetchController, ReadObservation, RequestObservation};
 use crate::tracker::{PrefetchTracker, UsageTally};
+pub use libception_proto::prefetch::{AdaptiveParams, ParamError};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Mutex;
@@ -51,109 +52,6 @@ const MIB: f64 = (1u64 << 20) as f64;
 const PAGE: u64 = 4096;
 /// Tracked prefetched ranges per disk worker (about 50 bytes each).
 pub const MAX_TRACKED_RANGES: usize = 1 << 16;
-
-/// Parameters of the algorithm; defaults are paper 001's Table 2 where it
-/// gives one.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AdaptiveParams {
-    /// Initial size (the paper's start_size).
-    pub start: u64,
-    /// Smallest and largest size the controller may choose.
-    pub min: u64,
-    pub max: u64,
-    /// Distance between neighbouring sizes (step_size, 0.5 MB).
-    pub step: u64,
-    /// Measurement interval (adjust_interval, 180 s).
-    pub interval: Duration,
-    /// Fraction stored scores lose at each minimum (score_deflation_factor, 5 %).
-    pub deflation: f64,
-    /// Busy fraction of the disk worker below which nothing is adjusted (adjust_busy, 60 %).
-    pub busy: f64,
-    /// Prefetch-evicted / requested bytes from which the eviction-time jump applies (adjust_evict, 5 %).
-    pub evict: f64,
-    /// Largest change of the size in force, bytes per second (gradual change).
-    pub ramp_rate: u64,
-    /// Stream rate for the eviction-time jump, bytes per second (None: estimated).
-    pub stream_rate: Option<f64>,
-    /// Scale each file's size by sqrt(its rate / the highest rate).
-    pub bitrate_scaling: bool,
-    /// A prefetched range nobody comes back to within this long counts as wasted.
-    pub waste_after: Duration,
-    /// Intervals kept in the history ring of the stats.
-    pub history: usize,
-}
-
-impl Default for AdaptiveParams {
-    fn default() -> Self {
-        AdaptiveParams {
-            start: 2 << 20,
-            min: 512 << 10,
-            max: 16 << 20,
-            step: 512 << 10,
-            interval: Duration::from_secs(180),
-            deflation: 0.05,
-            busy: 0.60,
-            evict: 0.05,
-            ramp_rate: 16 << 10,
-            stream_rate: None,
-            bitrate_scaling: false,
-            waste_after: Duration::from_secs(600),
-            history: 32,
-        }
-    }
-}
-
-/// A parameter that makes no sense, named as on the command line.
-#[derive(Debug, thiserror::Error, PartialEq)]
-pub enum ParamError {
-    #[error("--adaptive-{name} {value}: {why}")]
-    Invalid { name: &'static str, value: String, why: &'static str },
-}
-
-impl AdaptiveParams {
-    pub fn validate(&self) -> Result<(), ParamError> {
-        let bad = |name, value: String, why| Err(ParamError::Invalid { name, value, why });
-        if self.min < PAGE {
-            return bad("min", self.min.to_string(), "must be at least one page (4K)");
-        }
-        if self.max < self.min {
-            return bad("max", self.max.to_string(), "must be at least --adaptive-min");
-        }
-        if self.start < self.min || self.start > self.max {
-            return bad("start", self.start.to_string(), "must lie between --adaptive-min and --adaptive-max");
-        }
-        if self.step < PAGE {
-            return bad("step", self.step.to_string(), "must be at least one page (4K)");
-        }
-        if self.interval.is_zero() {
-            return bad("interval", format!("{:?}", self.interval), "must be positive");
-        }
-        if !(0.0..1.0).contains(&self.deflation) {
-            return bad("deflation", self.deflation.to_string(), "must be a fraction in [0, 1)");
-        }
-        if !(0.0..=1.0).contains(&self.busy) {
-            return bad("busy", self.busy.to_string(), "must be a fraction in [0, 1]");
-        }
-        if !(self.evict >= 0.0 && self.evict.is_finite()) {
-            return bad("evict", self.evict.to_string(), "must be a non-negative fraction");
-        }
-        if self.ramp_rate == 0 {
-            return bad("ramp-rate", "0".into(), "must be positive (bytes per second)");
-        }
-        if let Some(r) = self.stream_rate {
-            if !(r > 0.0 && r.is_finite()) {
-                return bad("stream-rate", r.to_string(), "must be positive (bytes per second)");
-            }
-        }
-        if self.waste_after.is_zero() {
-            return bad("waste-after", format!("{:?}", self.waste_after), "must be positive");
-        }
-        if self.history == 0 {
-            return bad("history", "0".into(), "must keep at least one interval");
-        }
-        Ok(())
-    }
-}
 
 /// What one interval measured, the core's only input.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]

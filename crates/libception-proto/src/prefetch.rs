@@ -1,0 +1,221 @@
+//! The prefetch setting of Reception, one type from an experiment file to the
+//! daemon's configuration.
+//!
+//! [`Prefetch`] is either a fixed size in bytes or paper 001's adaptive
+//! controller with its [`AdaptiveParams`]. The daemon is configured with it
+//! (`libception daemon --prefetch`), and programs that start a daemon
+//! (`libception run`, `vidbench run`) render it back into those flags with
+//! [`Prefetch::daemon_args`]; parsing those flags gives the same value again
+//! (a test in the libception crate holds the two sides together).
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::time::Duration;
+
+/// Sizes are whole pages.
+const PAGE: u64 = 4096;
+
+/// How far the daemon reads ahead of a missed range.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Prefetch {
+    /// Every read is extended to this many bytes (0: exactly the range).
+    Fixed(u64),
+    /// The size is chosen by paper 001's algorithm.
+    Adaptive(AdaptiveParams),
+}
+
+impl Prefetch {
+    /// Paper 000's default: 2 MiB.
+    pub const DEFAULT: Prefetch = Prefetch::Fixed(2 << 20);
+
+    /// The largest prefetch this setting can ask for: the fixed size, or the
+    /// adaptive controller's maximum.
+    pub fn max_bytes(&self) -> u64 {
+        match self {
+            Prefetch::Fixed(bytes) => *bytes,
+            Prefetch::Adaptive(p) => p.max,
+        }
+    }
+
+    /// The `libception daemon` flags that configure this setting: `--prefetch N`,
+    /// or `--prefetch adaptive` followed by every parameter that differs from
+    /// its default.
+    pub fn daemon_args(&self) -> Vec<String> {
+        let p = match self {
+            Prefetch::Fixed(bytes) => return vec!["--prefetch".into(), bytes.to_string()],
+            Prefetch::Adaptive(p) => p,
+        };
+        let d = AdaptiveParams::default();
+        let mut args = vec!["--prefetch".to_string(), "adaptive".to_string()];
+        let mut put = |flag: &str, value: String| {
+            args.push(format!("--adaptive-{flag}"));
+            args.push(value);
+        };
+        for (flag, value, default) in [("start", p.start, d.start), ("min", p.min, d.min), ("max", p.max, d.max), ("step", p.step, d.step), ("ramp-rate", p.ramp_rate, d.ramp_rate)] {
+            if value != default {
+                put(flag, value.to_string());
+            }
+        }
+        for (flag, value, default) in [("interval", p.interval, d.interval), ("waste-after", p.waste_after, d.waste_after)] {
+            if value != default {
+                put(flag, value.as_secs_f64().to_string());
+            }
+        }
+        for (flag, value, default) in [("deflation", p.deflation, d.deflation), ("busy", p.busy, d.busy), ("evict", p.evict, d.evict)] {
+            if value != default {
+                put(flag, value.to_string());
+            }
+        }
+        if let Some(rate) = p.stream_rate {
+            put("stream-rate", (rate.round() as u64).to_string());
+        }
+        if p.history != d.history {
+            put("history", p.history.to_string());
+        }
+        if p.bitrate_scaling {
+            args.push("--adaptive-bitrate-scaling".into());
+        }
+        args
+    }
+}
+
+impl Default for Prefetch {
+    fn default() -> Self {
+        Prefetch::DEFAULT
+    }
+}
+
+impl fmt::Display for Prefetch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Prefetch::Fixed(bytes) => write!(f, "{bytes}"),
+            Prefetch::Adaptive(p) => write!(f, "adaptive (start {}, {}..{})", p.start, p.min, p.max),
+        }
+    }
+}
+
+/// Parameters of the algorithm; defaults are paper 001's Table 2 where it
+/// gives one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AdaptiveParams {
+    /// Initial size (the paper's start_size).
+    pub start: u64,
+    /// Smallest and largest size the controller may choose.
+    pub min: u64,
+    pub max: u64,
+    /// Distance between neighbouring sizes (step_size, 0.5 MB).
+    pub step: u64,
+    /// Measurement interval (adjust_interval, 180 s).
+    pub interval: Duration,
+    /// Fraction stored scores lose at each minimum (score_deflation_factor, 5 %).
+    pub deflation: f64,
+    /// Busy fraction of the disk worker below which nothing is adjusted (adjust_busy, 60 %).
+    pub busy: f64,
+    /// Prefetch-evicted / requested bytes from which the eviction-time jump applies (adjust_evict, 5 %).
+    pub evict: f64,
+    /// Largest change of the size in force, bytes per second (gradual change).
+    pub ramp_rate: u64,
+    /// Stream rate for the eviction-time jump, bytes per second (None: estimated).
+    pub stream_rate: Option<f64>,
+    /// Scale each file's size by sqrt(its rate / the highest rate).
+    pub bitrate_scaling: bool,
+    /// A prefetched range nobody comes back to within this long counts as wasted.
+    pub waste_after: Duration,
+    /// Intervals kept in the history ring of the stats.
+    pub history: usize,
+}
+
+impl Default for AdaptiveParams {
+    fn default() -> Self {
+        AdaptiveParams {
+            start: 2 << 20,
+            min: 512 << 10,
+            max: 16 << 20,
+            step: 512 << 10,
+            interval: Duration::from_secs(180),
+            deflation: 0.05,
+            busy: 0.60,
+            evict: 0.05,
+            ramp_rate: 16 << 10,
+            stream_rate: None,
+            bitrate_scaling: false,
+            waste_after: Duration::from_secs(600),
+            history: 32,
+        }
+    }
+}
+
+/// A parameter that makes no sense, named as on the command line.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ParamError {
+    #[error("--adaptive-{name} {value}: {why}")]
+    Invalid { name: &'static str, value: String, why: &'static str },
+}
+
+impl AdaptiveParams {
+    pub fn validate(&self) -> Result<(), ParamError> {
+        let bad = |name, value: String, why| Err(ParamError::Invalid { name, value, why });
+        if self.min < PAGE {
+            return bad("min", self.min.to_string(), "must be at least one page (4K)");
+        }
+        if self.max < self.min {
+            return bad("max", self.max.to_string(), "must be at least --adaptive-min");
+        }
+        if self.start < self.min || self.start > self.max {
+            return bad("start", self.start.to_string(), "must lie between --adaptive-min and --adaptive-max");
+        }
+        if self.step < PAGE {
+            return bad("step", self.step.to_string(), "must be at least one page (4K)");
+        }
+        if self.interval.is_zero() {
+            return bad("interval", format!("{:?}", self.interval), "must be positive");
+        }
+        if !(0.0..1.0).contains(&self.deflation) {
+            return bad("deflation", self.deflation.to_string(), "must be a fraction in [0, 1)");
+        }
+        if !(0.0..=1.0).contains(&self.busy) {
+            return bad("busy", self.busy.to_string(), "must be a fraction in [0, 1]");
+        }
+        if !(self.evict >= 0.0 && self.evict.is_finite()) {
+            return bad("evict", self.evict.to_string(), "must be a non-negative fraction");
+        }
+        if self.ramp_rate == 0 {
+            return bad("ramp-rate", "0".into(), "must be positive (bytes per second)");
+        }
+        if let Some(r) = self.stream_rate {
+            if !(r > 0.0 && r.is_finite()) {
+                return bad("stream-rate", r.to_string(), "must be positive (bytes per second)");
+            }
+        }
+        if self.waste_after.is_zero() {
+            return bad("waste-after", format!("{:?}", self.waste_after), "must be positive");
+        }
+        if self.history == 0 {
+            return bad("history", "0".into(), "must keep at least one interval");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixed_renders_bytes_and_adaptive_only_what_differs() {
+        assert_eq!(Prefetch::Fixed(2 << 20).daemon_args(), ["--prefetch", "2097152"]);
+        assert_eq!(Prefetch::Adaptive(AdaptiveParams::default()).daemon_args(), ["--prefetch", "adaptive"]);
+        let p = AdaptiveParams { interval: Duration::from_secs(30), busy: 0.5, bitrate_scaling: true, ..AdaptiveParams::default() };
+        assert_eq!(
+            Prefetch::Adaptive(p).daemon_args(),
+            ["--prefetch", "adaptive", "--adaptive-interval", "30", "--adaptive-busy", "0.5", "--adaptive-bitrate-scaling"]
+        );
+    }
+
+    #[test]
+    fn the_largest_read_is_the_fixed_size_or_the_adaptive_maximum() {
+        assert_eq!(Prefetch::Fixed(4096).max_bytes(), 4096);
+        assert_eq!(Prefetch::Adaptive(AdaptiveParams::default()).max_bytes(), 16 << 20);
+    }
+}
