@@ -12,6 +12,7 @@ use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
+use crate::launch::{wait_ready, Readiness};
 use std::time::{Duration, Instant};
 
 /// Everything `libception run` can be told.
@@ -115,18 +116,14 @@ fn start_daemon(opts: &RunOptions) -> Result<(DaemonGuard, PathBuf)> {
     }
     let child = cmd.spawn().context("starting the libception daemon")?;
     let mut guard = DaemonGuard { child, _dir: dir };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if crate::client::Client::connect(&socket).is_ok() {
-            return Ok((guard, socket));
-        }
-        if let Some(status) = guard.child.try_wait()? {
-            bail!("the libception daemon exited during start-up ({status}); see its messages above");
-        }
-        if Instant::now() > deadline {
-            bail!("the libception daemon did not start listening on {} within 10 s", socket.display());
-        }
-        std::thread::sleep(Duration::from_millis(10));
+    let child = &mut guard.child;
+    let readiness = wait_ready(Duration::from_secs(10), Duration::from_millis(10), || child.try_wait().ok().flatten(), || {
+        Ok::<_, anyhow::Error>(crate::client::Client::connect(&socket).is_ok())
+    })?;
+    match readiness {
+        Readiness::Ready => Ok((guard, socket)),
+        Readiness::Exited(status) => bail!("the libception daemon exited during start-up ({status}); see its messages above"),
+        Readiness::TimedOut => bail!("the libception daemon did not start listening on {} within 10 s", socket.display()),
     }
 }
 

@@ -26,6 +26,7 @@ pub mod conn;
 pub mod controller;
 pub mod daemon;
 pub mod disks;
+pub mod launch;
 pub mod receptionist;
 pub mod residency;
 pub mod size;
