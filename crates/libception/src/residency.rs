@@ -149,7 +149,8 @@ pub fn resident_prefix(fd: BorrowedFd<'_>, start: u64, end: u64) -> io::Result<u
     }
     let (first, pages) = page_span(start, end);
     let ps = page_size();
-    let bytes_for = |k: u64| ((first + k) * ps).min(end) - start;
+    // The first page may begin before `start`: no resident page is 0 bytes.
+    let bytes_for = |k: u64| ((first + k) * ps).clamp(start, end) - start;
     if !CACHESTAT_MISSING.load(Ordering::Relaxed) {
         match prefix_pages_cachestat(fd, first, pages) {
             Ok(k) => return Ok(bytes_for(k)),
