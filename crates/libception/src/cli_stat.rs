@@ -1,7 +1,7 @@
 //! `libception stat`: the daemon's counters as a table or as JSON, once or
 //! every `--watch` seconds (busy % and rates are then over the interval).
 
-use crate::adaptive::ControllerSnapshot;
+use crate::prefetch::ControllerSnapshot;
 use crate::client::Client;
 use crate::size::human;
 use crate::stats::Snapshot;

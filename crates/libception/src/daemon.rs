@@ -13,11 +13,12 @@
 //! (answering every pending request), the socket file is removed if it is
 //! still ours (same inode), and the process exits 0.
 
-use crate::adaptive::{AdaptiveParams, AdaptivePrefetch};
-use crate::controller::{FixedPrefetch, PrefetchController};
+use crate::prefetch::adaptive::AdaptivePrefetch;
+use crate::prefetch::{FixedPrefetch, PrefetchController};
 use crate::receptionist::{ReceptionConfig, Receptionist};
 use crate::stats::{DaemonInfo, Stats};
 use anyhow::{bail, Context, Result};
+use libception_proto::Prefetch;
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::socket::{self, AddressFamily, Backlog, SockFlag, SockType, UnixAddr};
@@ -38,10 +39,7 @@ pub struct DaemonConfig {
     pub allow_uids: Vec<u32>,
     pub allow_gids: Vec<u32>,
     pub per_disk: bool,
-    /// Fixed prefetch size; ignored when `adaptive` is set.
-    pub prefetch: u64,
-    /// Paper 001's adaptive controller with these parameters.
-    pub adaptive: Option<AdaptiveParams>,
+    pub prefetch: Prefetch,
     pub max_read: u64,
     pub prometheus: Option<SocketAddr>,
 }
@@ -109,9 +107,9 @@ pub fn run(cfg: DaemonConfig) -> Result<()> {
     let signal_fd = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC).context("creating a signalfd")?;
     let signal_fd: OwnedFd = signal_fd.into();
 
-    let controller: Arc<dyn PrefetchController> = match &cfg.adaptive {
-        Some(params) => Arc::new(AdaptivePrefetch::new(params.clone())?),
-        None => Arc::new(FixedPrefetch::new(cfg.prefetch)),
+    let controller: Arc<dyn PrefetchController> = match &cfg.prefetch {
+        Prefetch::Adaptive(params) => Arc::new(AdaptivePrefetch::new(params.clone())?),
+        Prefetch::Fixed(bytes) => Arc::new(FixedPrefetch::new(*bytes)),
     };
     let (listener, identity) = bind_socket(&cfg.socket, cfg.socket_mode, cfg.socket_group)?;
     let stats = Arc::new(Stats::new());
@@ -122,7 +120,7 @@ pub fn run(cfg: DaemonConfig) -> Result<()> {
         per_disk: cfg.per_disk,
         prefetch_controller: controller.name().to_string(),
         prefetch_bytes: controller.current_bytes(""),
-        max_read_bytes: cfg.max_read.max(cfg.prefetch),
+        max_read_bytes: cfg.max_read.max(cfg.prefetch.max_bytes()),
         residency_method: String::new(),
         uptime_s: 0.0,
     };
@@ -132,9 +130,9 @@ pub fn run(cfg: DaemonConfig) -> Result<()> {
     tracing::info!(
         socket = %cfg.socket.display(),
         mode = %format!("{:o}", cfg.socket_mode),
-        prefetch = %match &cfg.adaptive {
-            Some(p) => format!("adaptive (start {}, {}..{}, step {}, interval {:?})", p.start, p.min, p.max, p.step, p.interval),
-            None => cfg.prefetch.to_string(),
+        prefetch = %match &cfg.prefetch {
+            Prefetch::Adaptive(p) => format!("adaptive (start {}, {}..{}, step {}, interval {:?})", p.start, p.min, p.max, p.step, p.interval),
+            Prefetch::Fixed(bytes) => bytes.to_string(),
         },
         per_disk = cfg.per_disk,
         euid = nix::unistd::geteuid().as_raw(),

@@ -7,30 +7,28 @@
 //!   fetches, routes misses to the disk worker of the file's disk ([`disks`]).
 //! * [`worker`]: disk workers, one FIFO queue and one read in flight each;
 //!   joins overlapping requests, extends reads by the prefetch size chosen by a
-//!   [`controller::PrefetchController`], replies over the client's connection
+//!   [`prefetch::PrefetchController`], replies over the client's connection
 //!   ([`conn`]).
-//! * [`adaptive`]: paper 001's adaptive prefetch size (`--prefetch adaptive`),
-//!   fed by [`tracker`], which works out which prefetched bytes were used,
-//!   evicted before use, or wasted.
+//! * [`prefetch`]: the controllers: fixed size, or paper 001's adaptive size
+//!   (`--prefetch adaptive`), fed by a tracker that works out which
+//!   prefetched bytes were used, evicted before use, or wasted.
 //! * [`stats`]: counters per disk, worker and client, served as JSON over the
 //!   socket (LCP_OP_STATS) and optionally as Prometheus text.
 //! * [`daemon`], [`cli_stat`], [`cli_run`], [`cli_fetch`]: the subcommands; [`client`]
 //!   is the protocol client used by `stat` and the tests.
 
-pub mod adaptive;
 pub mod cli_fetch;
 pub mod cli_run;
 pub mod cli_stat;
 pub mod client;
 pub mod conn;
-pub mod controller;
 pub mod daemon;
 pub mod disks;
 pub mod launch;
+pub mod prefetch;
 pub mod receptionist;
 pub mod residency;
 pub mod size;
 pub mod stats;
 pub mod sys;
-pub mod tracker;
 pub mod worker;

@@ -3,10 +3,10 @@
 
 use anyhow::{Context, Result};
 use clap::{ArgAction, Parser, Subcommand};
-use libception::adaptive::AdaptiveParams;
 use libception::cli_run::{self, RunOptions};
 use libception::daemon::{self, DaemonConfig};
 use libception::size::parse_size;
+use libception_proto::{AdaptiveParams, ParamError, Prefetch};
 use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -54,11 +54,8 @@ enum Command {
         /// One disk worker thread per physical disk (default: one worker for all disks)
         #[arg(long)]
         per_disk: bool,
-        /// Bytes each read is extended to (K, M, G suffixes; 0 = serialize only), or `adaptive`: paper 001's controller (--adaptive-* options)
-        #[arg(long, value_name = "SIZE|adaptive", default_value = "2M", value_parser = parse_prefetch)]
-        prefetch: PrefetchArg,
         #[command(flatten)]
-        adaptive: AdaptiveArgs,
+        prefetch: PrefetchArgs,
         /// Largest single read, however long the requested range (at least the prefetch size)
         #[arg(long, value_name = "SIZE", default_value = "16M", value_parser = parse_size_arg)]
         max_read: u64,
@@ -140,18 +137,35 @@ enum Command {
     },
 }
 
-/// `--prefetch`: a size or `adaptive`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum PrefetchArg {
-    Fixed(u64),
-    Adaptive,
+/// `--prefetch` and the `--adaptive-*` parameters, which together make one
+/// [`Prefetch`] (the flags [`Prefetch::daemon_args`] writes).
+#[derive(clap::Args, Debug)]
+struct PrefetchArgs {
+    /// Bytes each read is extended to (K, M, G suffixes; 0 = serialize only), or `adaptive`: paper 001's controller (--adaptive-* options)
+    #[arg(long, value_name = "SIZE|adaptive", default_value = "2M", value_parser = parse_prefetch)]
+    prefetch: Prefetch,
+    #[command(flatten)]
+    adaptive: AdaptiveArgs,
 }
 
-fn parse_prefetch(s: &str) -> Result<PrefetchArg, String> {
+/// A size, or `adaptive` with the default parameters (the `--adaptive-*`
+/// flags are applied by [`PrefetchArgs::resolve`]).
+fn parse_prefetch(s: &str) -> Result<Prefetch, String> {
     if s.trim().eq_ignore_ascii_case("adaptive") {
-        return Ok(PrefetchArg::Adaptive);
+        return Ok(Prefetch::Adaptive(AdaptiveParams::default()));
     }
-    parse_size(s).map(PrefetchArg::Fixed).map_err(|e| format!("{e}, or `adaptive`"))
+    parse_size(s).map(Prefetch::Fixed).map_err(|e| format!("{e}, or `adaptive`"))
+}
+
+impl PrefetchArgs {
+    /// The prefetch setting, or why the flags do not make one.
+    fn resolve(&self) -> Result<Prefetch, String> {
+        match &self.prefetch {
+            Prefetch::Fixed(_) if self.adaptive.any_given() => Err("--adaptive-* options need --prefetch adaptive".into()),
+            Prefetch::Fixed(bytes) => Ok(Prefetch::Fixed(*bytes)),
+            Prefetch::Adaptive(_) => self.adaptive.params().map(Prefetch::Adaptive).map_err(|e| e.to_string()),
+        }
+    }
 }
 
 /// Parameters of `--prefetch adaptive` (paper 001 Table 2 defaults).
@@ -215,7 +229,7 @@ impl AdaptiveArgs {
             || self.adaptive_history.is_some()
     }
 
-    fn params(&self) -> Result<AdaptiveParams> {
+    fn params(&self) -> Result<AdaptiveParams, ParamError> {
         let d = AdaptiveParams::default();
         let p = AdaptiveParams {
             start: self.adaptive_start.unwrap_or(d.start),
@@ -269,22 +283,18 @@ fn parse_mode(s: &str) -> Result<u32, String> {
 }
 
 fn parse_user(s: &str) -> Result<u32, String> {
-    if let Ok(n) = s.parse() {
-        return Ok(n);
-    }
-    match nix::unistd::User::from_name(s) {
-        Ok(Some(u)) => Ok(u.uid.as_raw()),
-        _ => Err(format!("no user named {s:?}")),
-    }
+    parse_id(s, "user", |name| nix::unistd::User::from_name(name).ok().flatten().map(|u| u.uid.as_raw()))
 }
 
 fn parse_group(s: &str) -> Result<u32, String> {
-    if let Ok(n) = s.parse() {
-        return Ok(n);
-    }
-    match nix::unistd::Group::from_name(s) {
-        Ok(Some(g)) => Ok(g.gid.as_raw()),
-        _ => Err(format!("no group named {s:?}")),
+    parse_id(s, "group", |name| nix::unistd::Group::from_name(name).ok().flatten().map(|g| g.gid.as_raw()))
+}
+
+/// A number, or a name looked up with `lookup`.
+fn parse_id(s: &str, kind: &str, lookup: impl FnOnce(&str) -> Option<u32>) -> Result<u32, String> {
+    match s.parse() {
+        Ok(n) => Ok(n),
+        Err(_) => lookup(s).ok_or_else(|| format!("no {kind} named {s:?}")),
     }
 }
 
@@ -311,22 +321,12 @@ fn init_logging(cli: &Cli, default: &str) {
 fn main() {
     let cli = Cli::parse();
     let result: Result<i32> = match &cli.command {
-        Command::Daemon { socket, socket_mode, socket_group, allow_uids, allow_gids, per_disk, prefetch, adaptive, max_read, prometheus } => {
+        Command::Daemon { socket, socket_mode, socket_group, allow_uids, allow_gids, per_disk, prefetch, max_read, prometheus } => {
             init_logging(&cli, "info");
-            let (prefetch, adaptive) = match prefetch {
-                PrefetchArg::Adaptive => match adaptive.params() {
-                    Ok(p) => (p.start, Some(p)),
-                    Err(e) => {
-                        eprintln!("libception: {e:#}");
-                        std::process::exit(2);
-                    }
-                },
-                PrefetchArg::Fixed(_) if adaptive.any_given() => {
-                    eprintln!("libception: --adaptive-* options need --prefetch adaptive");
-                    std::process::exit(2);
-                }
-                PrefetchArg::Fixed(bytes) => (*bytes, None),
-            };
+            let prefetch = prefetch.resolve().unwrap_or_else(|e| {
+                eprintln!("libception: {e}");
+                std::process::exit(2);
+            });
             daemon::run(DaemonConfig {
                 socket: socket.clone(),
                 socket_mode: *socket_mode,
@@ -335,7 +335,6 @@ fn main() {
                 allow_gids: allow_gids.clone(),
                 per_disk: *per_disk,
                 prefetch,
-                adaptive,
                 max_read: *max_read,
                 prometheus: *prometheus,
             })
@@ -382,5 +381,58 @@ fn main() {
             eprintln!("libception: {e:#}");
             std::process::exit(1);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+    use std::time::Duration;
+
+    /// What `libception daemon` makes of the flags [`Prefetch::daemon_args`]
+    /// writes: the two sides of the daemon's command line cannot drift.
+    fn parsed_back(prefetch: &Prefetch) -> Prefetch {
+        let args = libception::launch::daemon_args(Path::new("/run/x.sock"), prefetch);
+        let cli = Cli::try_parse_from(std::iter::once("libception".to_string()).chain(args)).expect("the daemon parses its own flags");
+        match cli.command {
+            Command::Daemon { prefetch, .. } => prefetch.resolve().expect("a valid setting"),
+            other => panic!("not the daemon: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn prefetch_flags_parse_back_to_the_same_setting() {
+        let every_parameter_changed = AdaptiveParams {
+            start: 3 << 20,
+            min: 1 << 20,
+            max: 8 << 20,
+            step: 256 << 10,
+            interval: Duration::from_secs(30),
+            deflation: 0.1,
+            busy: 0.5,
+            evict: 0.25,
+            ramp_rate: 64 << 10,
+            stream_rate: Some(125_000.0),
+            bitrate_scaling: true,
+            waste_after: Duration::from_millis(90_500),
+            history: 7,
+        };
+        for prefetch in [
+            Prefetch::Fixed(0),
+            Prefetch::DEFAULT,
+            Prefetch::Fixed(12345 << 10),
+            Prefetch::Adaptive(AdaptiveParams::default()),
+            Prefetch::Adaptive(every_parameter_changed),
+        ] {
+            assert_eq!(parsed_back(&prefetch), prefetch, "{:?}", prefetch.daemon_args());
+        }
+    }
+
+    #[test]
+    fn adaptive_flags_need_adaptive_prefetch() {
+        let cli = Cli::try_parse_from(["libception", "daemon", "--prefetch", "1M", "--adaptive-busy", "50%"]).unwrap();
+        let Command::Daemon { prefetch, .. } = cli.command else { panic!() };
+        assert_eq!(prefetch.resolve().unwrap_err(), "--adaptive-* options need --prefetch adaptive");
     }
 }

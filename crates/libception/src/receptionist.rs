@@ -14,7 +14,7 @@
 //! arrives, so each is closed exactly once whatever path the request takes.
 
 use crate::conn::{Connection, Peer};
-use crate::controller::{plan_read, PrefetchContext, PrefetchController, RequestObservation};
+use crate::prefetch::{plan_read, PrefetchContext, PrefetchController, RequestObservation};
 use crate::disks;
 use crate::residency;
 use crate::stats::{DaemonInfo, DiskStats, Stats};

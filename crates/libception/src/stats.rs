@@ -537,7 +537,7 @@ pub struct Snapshot {
     pub clients_total: usize,
     /// The prefetch controller's own state (the adaptive controller only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub controller: Option<crate::adaptive::ControllerSnapshot>,
+    pub controller: Option<crate::prefetch::ControllerSnapshot>,
 }
 
 impl Snapshot {

@@ -23,7 +23,7 @@
 //! read always completes; replies to closed connections are skipped.
 
 use crate::conn::Connection;
-use crate::controller::{PlannedRead, PrefetchController, ReadObservation};
+use crate::prefetch::{PlannedRead, PrefetchController, ReadObservation};
 use crate::residency;
 use crate::stats::{DiskStats, Stats, WorkerStats};
 use libception_proto::{reply_flags, Reply};
@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 /// Size of each pread into the worker's reusable buffer.
 pub const READ_CHUNK: usize = 1 << 20;
 
-pub use crate::controller::FileKey;
+pub use crate::prefetch::FileKey;
 
 /// A client waiting for a read.
 pub struct Waiter {

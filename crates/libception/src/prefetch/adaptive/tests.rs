@@ -354,29 +354,43 @@ impl StreamSim {
             *pos += self.rate;
         }
     }
+
+    /// Plays `seconds` seconds, telling `each_second` the second and the
+    /// size in force at its end.
+    fn play(&mut self, q: &mut QueueControl, seconds: u64, mut each_second: impl FnMut(u64, u64)) {
+        for t in 0..seconds {
+            let now = Duration::from_secs(t);
+            self.second(q, now);
+            q.advance(now);
+            each_second(t, q.size_at(now));
+        }
+    }
+}
+
+/// A queue starting at `start` that moves between 1 MiB and `max` by 64 KiB
+/// per second and measures every `interval_s` seconds.
+fn gradual_queue(start: u64, max: u64, interval_s: u64) -> (AdaptiveParams, QueueControl) {
+    let p = AdaptiveParams {
+        start,
+        min: MIB_U,
+        max,
+        interval: Duration::from_secs(interval_s),
+        ramp_rate: 64 * KIB,
+        ..AdaptiveParams::default()
+    };
+    let q = QueueControl::new(p.clone(), Duration::ZERO);
+    (p, q)
 }
 
 #[test]
 fn queue_control_changes_gradually_and_measures_only_settled_sizes() {
-    let p = AdaptiveParams {
-        start: 2 * MIB_U,
-        min: MIB_U,
-        max: 4 * MIB_U,
-        interval: Duration::from_secs(30),
-        ramp_rate: 64 * KIB,
-        ..AdaptiveParams::default()
-    };
-    let mut q = QueueControl::new(p.clone(), Duration::ZERO);
+    let (p, mut q) = gradual_queue(2 * MIB_U, 4 * MIB_U, 30);
     // 400 streams at 200 KiB/s, nothing evicted: bigger reads are cheaper.
     let mut sim = StreamSim::new(400, 200 * KIB, Duration::from_secs(100_000));
     let mut last = q.size_at(Duration::ZERO);
     let mut changes = 0;
     let mut tail_min = u64::MAX;
-    for t in 0..1500 {
-        let now = Duration::from_secs(t);
-        sim.second(&mut q, now);
-        q.advance(now);
-        let size = q.size_at(now);
+    sim.play(&mut q, 1500, |t, size| {
         assert!((p.min..=p.max).contains(&size), "{size} out of bounds at {t} s");
         assert!(size.abs_diff(last) <= p.ramp_rate + PAGE, "jumped {last} -> {size} at {t} s");
         if size != last {
@@ -386,7 +400,7 @@ fn queue_control_changes_gradually_and_measures_only_settled_sizes() {
             tail_min = tail_min.min(size);
         }
         last = size;
-    }
+    });
     let measured: Vec<u64> = q.history().iter().map(|r| r.prefetch_bytes).collect();
     assert!(measured.contains(&p.max), "bigger is better here: {measured:?}");
     assert!(tail_min >= mib(3.5), "stays near the top once there: {measured:?}");
@@ -404,25 +418,12 @@ fn queue_control_changes_gradually_and_measures_only_settled_sizes() {
 
 #[test]
 fn queue_control_detects_prefetch_evictions_and_jumps_down() {
-    let p = AdaptiveParams {
-        start: 8 * MIB_U,
-        min: MIB_U,
-        max: 16 * MIB_U,
-        interval: Duration::from_secs(120),
-        ramp_rate: 64 * KIB,
-        ..AdaptiveParams::default()
-    };
-    let mut q = QueueControl::new(p.clone(), Duration::ZERO);
+    let (p, mut q) = gradual_queue(8 * MIB_U, 16 * MIB_U, 120);
     // 2000 streams at 50 KiB/s whose prefetched data lives 60 s: 3 MiB fits
     // (paper 001 Figure 4's numbers).
     let mut sim = StreamSim::new(2000, 50 * KIB, Duration::from_secs(60));
     let mut sizes = Vec::new();
-    for t in 0..900 {
-        let now = Duration::from_secs(t);
-        sim.second(&mut q, now);
-        q.advance(now);
-        sizes.push(q.size_at(now));
-    }
+    sim.play(&mut q, 900, |_, size| sizes.push(size));
     let jump = q.history().iter().find(|r| r.decision == Decision::EvictionJump).expect("an eviction jump");
     assert_eq!(jump.prefetch_bytes, 8 * MIB_U);
     assert!(jump.evicted_fraction >= 0.05 && jump.evictions > 0, "{jump:?}");

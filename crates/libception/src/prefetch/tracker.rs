@@ -38,8 +38,8 @@
 //! oldest is retired as unconfirmed) and `max_ranges` in all (further reads
 //! are counted in `untracked_reads` and not tracked).
 
-use crate::controller::FileKey;
-use serde::{Deserialize, Serialize};
+use super::snapshot::UsageTally;
+use super::FileKey;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -50,69 +50,6 @@ pub const MAX_RANGES_PER_FILE: usize = 8;
 const MIN_FOLLOW_SLACK: u64 = 1 << 20;
 /// Weight of a new sample in a file's stream-rate estimate.
 const RATE_EWMA_WEIGHT: f64 = 0.5;
-
-/// Sums over the ranges retired (and requests seen) since the last
-/// [`PrefetchTracker::take_tally`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct UsageTally {
-    /// Disk bytes of the retired ranges.
-    pub read_bytes: u64,
-    /// Bytes known requested: confirmed parts of retired ranges, plus resident
-    /// requests outside every tracked range.
-    pub used_bytes: u64,
-    /// Part of `used_bytes` from resident requests outside tracked ranges.
-    pub untracked_hit_bytes: u64,
-    /// Prefetched bytes found evicted before they were requested.
-    pub evicted_bytes: u64,
-    /// Ranges retired by an eviction.
-    pub evictions: u64,
-    /// Sum of the observed eviction times, seconds.
-    pub eviction_time_sum_s: f64,
-    /// Bytes of ranges retired unconfirmed (never requested, as far as seen).
-    pub wasted_bytes: u64,
-    /// Ranges retired unconfirmed (aged out or pushed out).
-    pub wasted_ranges: u64,
-    /// Ranges retired fully used.
-    pub consumed_ranges: u64,
-    /// Stream-rate samples and their sum, bytes per second.
-    pub rate_samples: u64,
-    pub rate_sum_bps: f64,
-    /// Reads not tracked because `max_ranges` ranges were already tracked.
-    pub untracked_reads: u64,
-}
-
-impl UsageTally {
-    pub fn add(&mut self, o: &UsageTally) {
-        self.read_bytes += o.read_bytes;
-        self.used_bytes += o.used_bytes;
-        self.untracked_hit_bytes += o.untracked_hit_bytes;
-        self.evicted_bytes += o.evicted_bytes;
-        self.evictions += o.evictions;
-        self.eviction_time_sum_s += o.eviction_time_sum_s;
-        self.wasted_bytes += o.wasted_bytes;
-        self.wasted_ranges += o.wasted_ranges;
-        self.consumed_ranges += o.consumed_ranges;
-        self.rate_samples += o.rate_samples;
-        self.rate_sum_bps += o.rate_sum_bps;
-        self.untracked_reads += o.untracked_reads;
-    }
-
-    /// Disk bytes / requested bytes (paper 001's cache-miss ratio), if anything
-    /// was confirmed requested.
-    pub fn miss_ratio(&self) -> Option<f64> {
-        (self.used_bytes > 0).then(|| self.read_bytes as f64 / self.used_bytes as f64)
-    }
-
-    /// Mean observed eviction time, seconds.
-    pub fn mean_eviction_time_s(&self) -> Option<f64> {
-        (self.evictions > 0).then(|| self.eviction_time_sum_s / self.evictions as f64)
-    }
-
-    /// Mean stream rate, bytes per second.
-    pub fn mean_rate_bps(&self) -> Option<f64> {
-        (self.rate_samples > 0).then(|| self.rate_sum_bps / self.rate_samples as f64)
-    }
-}
 
 #[derive(Debug, Clone, Copy)]
 struct TrackedRange {

@@ -17,7 +17,7 @@
 //!   `interval`, the gradual change (the size in force moves towards the
 //!   target at `ramp_rate` bytes per second, and an interval is measured only
 //!   once the ramp is over, so each score belongs to one size), the usage
-//!   tracker ([`crate::tracker`]) and the interval counters, and a history
+//!   tracker ([`super::tracker`]) and the interval counters, and a history
 //!   ring for the stats. Time is a `Duration` since an epoch passed in, so the
 //!   tests drive it without sleeping; intervals close lazily on the next call.
 //! * [`AdaptivePrefetch`] is the [`PrefetchController`] the daemon runs: one
@@ -39,10 +39,10 @@
 //! `min`; off by default because single-rate workloads gain nothing from it
 //! and the estimate is noisy.
 
-use crate::controller::{FileKey, PrefetchContext, PrefetchController, ReadObservation, RequestObservation};
-use crate::tracker::{PrefetchTracker, UsageTally};
-pub use libception_proto::prefetch::{AdaptiveParams, ParamError};
-use serde::{Deserialize, Serialize};
+use super::snapshot::{ControllerSnapshot, Decision, IntervalRecord, QueueSnapshot, SizeScore, UsageTally};
+use super::tracker::PrefetchTracker;
+use super::{FileKey, PrefetchContext, PrefetchController, ReadObservation, RequestObservation};
+use libception_proto::{AdaptiveParams, ParamError};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -80,24 +80,6 @@ impl IntervalMeasurement {
             _ => None,
         }
     }
-}
-
-/// What the core decided at the end of an interval.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Decision {
-    /// The worker was less busy than `busy`: nothing adjusted.
-    LightLoad,
-    /// Busy, but no score (nothing read or nothing confirmed requested).
-    NoData,
-    /// Prefetch evictions reached `evict`: target set from the eviction time.
-    EvictionJump,
-    /// A neighbour scored lower: move there.
-    Descend,
-    /// A neighbour has no score yet: try it.
-    Explore,
-    /// Both neighbours scored higher: stay, deflate the stored scores.
-    Minimum,
 }
 
 /// The gradient descent over prefetch sizes, without time.
@@ -206,33 +188,6 @@ impl AdaptiveCore {
         self.target = size;
         Decision::Minimum
     }
-}
-
-/// One closed interval, as listed in the stats history.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct IntervalRecord {
-    /// Interval number, from 1.
-    pub index: u64,
-    /// End of the interval, seconds since the daemon started.
-    pub end_s: f64,
-    pub length_s: f64,
-    /// Size in force during the interval, and the target decided at its end.
-    pub prefetch_bytes: u64,
-    pub next_bytes: u64,
-    pub decision: Decision,
-    pub busy_fraction: f64,
-    pub reads: u64,
-    pub bytes_read: u64,
-    pub disk_ms_per_mib: Option<f64>,
-    pub miss_ratio: Option<f64>,
-    pub score: Option<f64>,
-    pub used_bytes: u64,
-    pub evicted_bytes: u64,
-    pub evicted_fraction: f64,
-    pub wasted_bytes: u64,
-    pub evictions: u64,
-    pub eviction_time_s: Option<f64>,
-    pub stream_rate_bps: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -466,70 +421,6 @@ fn decision_name(d: Decision) -> &'static str {
         Decision::Descend => "descend",
         Decision::Explore => "explore",
         Decision::Minimum => "minimum",
-    }
-}
-
-/// A stored score.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SizeScore {
-    pub bytes: u64,
-    pub score: f64,
-}
-
-/// The state of one disk worker's controller, for the stats.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct QueueSnapshot {
-    pub worker: usize,
-    /// Disk queues this worker has served.
-    pub disks: Vec<String>,
-    /// Size in force now, and the size it is moving to.
-    pub prefetch_bytes: u64,
-    pub target_bytes: u64,
-    /// `measuring` (target in force) or `ramping` (moving towards it), since when.
-    pub phase: String,
-    pub phase_since_s: f64,
-    /// Intervals closed, and how many ended in each decision.
-    pub intervals: u64,
-    pub decisions: BTreeMap<String, u64>,
-    /// Score of the last closed interval.
-    pub score: Option<f64>,
-    pub last_decision: Option<IntervalRecord>,
-    /// Stored (possibly deflated) score per size.
-    pub scores: Vec<SizeScore>,
-    pub tracked_ranges: u64,
-    /// Cumulative usage since start (paper 001 Table 1's evicted and wasted bytes).
-    pub usage: UsageTally,
-    /// The last `history` intervals, oldest first.
-    pub history: Vec<IntervalRecord>,
-}
-
-/// The controller's part of the stats document.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ControllerSnapshot {
-    pub name: String,
-    pub params: AdaptiveParams,
-    pub queues: Vec<QueueSnapshot>,
-}
-
-type MetricSink<'a> = dyn FnMut(&str, &str, &str, Vec<(String, String)>) + 'a;
-
-impl ControllerSnapshot {
-    /// Adds the controller's gauges and counters to a Prometheus exposition.
-    pub fn write_prometheus(&self, metric: &mut MetricSink<'_>) {
-        type Field = fn(&QueueSnapshot) -> String;
-        let fields: [(&str, &str, &str, Field); 7] = [
-            ("adaptive_prefetch_bytes", "gauge", "Prefetch size in force per disk worker.", |q| q.prefetch_bytes.to_string()),
-            ("adaptive_target_bytes", "gauge", "Prefetch size the controller is moving to.", |q| q.target_bytes.to_string()),
-            ("adaptive_score", "gauge", "Score of the last interval (disk ms per MiB x miss ratio).", |q| q.score.unwrap_or(f64::NAN).to_string()),
-            ("adaptive_intervals_total", "counter", "Measurement intervals closed.", |q| q.intervals.to_string()),
-            ("adaptive_used_bytes_total", "counter", "Prefetched or cached bytes known requested.", |q| q.usage.used_bytes.to_string()),
-            ("adaptive_evicted_bytes_total", "counter", "Prefetched bytes evicted before they were requested.", |q| q.usage.evicted_bytes.to_string()),
-            ("adaptive_wasted_bytes_total", "counter", "Prefetched bytes never requested before aging out.", |q| q.usage.wasted_bytes.to_string()),
-        ];
-        for (name, kind, help, f) in fields {
-            let rows = self.queues.iter().map(|q| (format!("{{worker=\"{}\"}}", q.worker), f(q))).collect();
-            metric(name, kind, help, rows);
-        }
     }
 }
 

@@ -1,15 +1,26 @@
-//! Prefetch size control.
+//! Prefetch size control: how far each read is extended.
 //!
 //! The receptionist asks a [`PrefetchController`] how far to extend each read
 //! and tells it about every FETCH it sees (`observe_request`: which range,
 //! resident or not); the disk worker reports every finished read
 //! (`observe_read`). [`FixedPrefetch`] is paper 000's policy (one size for
 //! everything, 2 MiB by default; 0 means serialize only).
-//! [`crate::adaptive::AdaptivePrefetch`] is paper 001's controller (score =
+//! [`adaptive::AdaptivePrefetch`] is paper 001's controller (score =
 //! disk time x cache-miss ratio, gradient descent with gradual change); it
 //! learns from both observation streams, keeps one state per disk worker and
 //! answers `prefetch_bytes` with the size in force for that worker.
+//!
+//! Layout, so that no module imports one that imports it back: this file is
+//! the controller's interface (the trait, what it is told, the fixed policy,
+//! read planning); [`snapshot`] is the plain data a controller reports for the
+//! stats; [`tracker`] (which prefetched bytes were used, evicted or wasted)
+//! and [`adaptive`] build on both, and nothing here imports them.
 
+pub mod adaptive;
+mod snapshot;
+mod tracker;
+
+pub use snapshot::{ControllerSnapshot, Decision, IntervalRecord, QueueSnapshot, SizeScore, UsageTally};
 use std::time::Duration;
 
 /// Identity of a file across different descriptors.
@@ -85,7 +96,7 @@ pub trait PrefetchController: Send + Sync {
     fn current_bytes(&self, disk: &str) -> u64;
     /// The controller's state for the stats document (`None`: nothing beyond
     /// `prefetch_bytes`).
-    fn snapshot(&self) -> Option<crate::adaptive::ControllerSnapshot> {
+    fn snapshot(&self) -> Option<ControllerSnapshot> {
         None
     }
 }

@@ -1,0 +1,185 @@
+//! What a prefetch controller reports for the stats document: the types of
+//! its `controller` part (docs/daemon.md) and the usage tally they carry.
+//!
+//! Plain data with serde, importing nothing else of the crate, so that the
+//! controller trait ([`super::PrefetchController::snapshot`]), the adaptive
+//! controller that fills these in, the tracker that counts the usage and the
+//! stats that render them can all depend on it without depending on each
+//! other.
+
+use libception_proto::AdaptiveParams;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// What the core decided at the end of an interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Decision {
+    /// The worker was less busy than `busy`: nothing adjusted.
+    LightLoad,
+    /// Busy, but no score (nothing read or nothing confirmed requested).
+    NoData,
+    /// Prefetch evictions reached `evict`: target set from the eviction time.
+    EvictionJump,
+    /// A neighbour scored lower: move there.
+    Descend,
+    /// A neighbour has no score yet: try it.
+    Explore,
+    /// Both neighbours scored higher: stay, deflate the stored scores.
+    Minimum,
+}
+
+/// One closed interval, as listed in the stats history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IntervalRecord {
+    /// Interval number, from 1.
+    pub index: u64,
+    /// End of the interval, seconds since the daemon started.
+    pub end_s: f64,
+    pub length_s: f64,
+    /// Size in force during the interval, and the target decided at its end.
+    pub prefetch_bytes: u64,
+    pub next_bytes: u64,
+    pub decision: Decision,
+    pub busy_fraction: f64,
+    pub reads: u64,
+    pub bytes_read: u64,
+    pub disk_ms_per_mib: Option<f64>,
+    pub miss_ratio: Option<f64>,
+    pub score: Option<f64>,
+    pub used_bytes: u64,
+    pub evicted_bytes: u64,
+    pub evicted_fraction: f64,
+    pub wasted_bytes: u64,
+    pub evictions: u64,
+    pub eviction_time_s: Option<f64>,
+    pub stream_rate_bps: Option<f64>,
+}
+
+/// Sums over the ranges retired (and requests seen) since the last
+/// [`super::tracker::PrefetchTracker::take_tally`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct UsageTally {
+    /// Disk bytes of the retired ranges.
+    pub read_bytes: u64,
+    /// Bytes known requested: confirmed parts of retired ranges, plus resident
+    /// requests outside every tracked range.
+    pub used_bytes: u64,
+    /// Part of `used_bytes` from resident requests outside tracked ranges.
+    pub untracked_hit_bytes: u64,
+    /// Prefetched bytes found evicted before they were requested.
+    pub evicted_bytes: u64,
+    /// Ranges retired by an eviction.
+    pub evictions: u64,
+    /// Sum of the observed eviction times, seconds.
+    pub eviction_time_sum_s: f64,
+    /// Bytes of ranges retired unconfirmed (never requested, as far as seen).
+    pub wasted_bytes: u64,
+    /// Ranges retired unconfirmed (aged out or pushed out).
+    pub wasted_ranges: u64,
+    /// Ranges retired fully used.
+    pub consumed_ranges: u64,
+    /// Stream-rate samples and their sum, bytes per second.
+    pub rate_samples: u64,
+    pub rate_sum_bps: f64,
+    /// Reads not tracked because `max_ranges` ranges were already tracked.
+    pub untracked_reads: u64,
+}
+
+impl UsageTally {
+    pub fn add(&mut self, o: &UsageTally) {
+        self.read_bytes += o.read_bytes;
+        self.used_bytes += o.used_bytes;
+        self.untracked_hit_bytes += o.untracked_hit_bytes;
+        self.evicted_bytes += o.evicted_bytes;
+        self.evictions += o.evictions;
+        self.eviction_time_sum_s += o.eviction_time_sum_s;
+        self.wasted_bytes += o.wasted_bytes;
+        self.wasted_ranges += o.wasted_ranges;
+        self.consumed_ranges += o.consumed_ranges;
+        self.rate_samples += o.rate_samples;
+        self.rate_sum_bps += o.rate_sum_bps;
+        self.untracked_reads += o.untracked_reads;
+    }
+
+    /// Disk bytes / requested bytes (paper 001's cache-miss ratio), if anything
+    /// was confirmed requested.
+    pub fn miss_ratio(&self) -> Option<f64> {
+        (self.used_bytes > 0).then(|| self.read_bytes as f64 / self.used_bytes as f64)
+    }
+
+    /// Mean observed eviction time, seconds.
+    pub fn mean_eviction_time_s(&self) -> Option<f64> {
+        (self.evictions > 0).then(|| self.eviction_time_sum_s / self.evictions as f64)
+    }
+
+    /// Mean stream rate, bytes per second.
+    pub fn mean_rate_bps(&self) -> Option<f64> {
+        (self.rate_samples > 0).then(|| self.rate_sum_bps / self.rate_samples as f64)
+    }
+}
+
+/// A stored score.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SizeScore {
+    pub bytes: u64,
+    pub score: f64,
+}
+
+/// The state of one disk worker's controller, for the stats.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueueSnapshot {
+    pub worker: usize,
+    /// Disk queues this worker has served.
+    pub disks: Vec<String>,
+    /// Size in force now, and the size it is moving to.
+    pub prefetch_bytes: u64,
+    pub target_bytes: u64,
+    /// `measuring` (target in force) or `ramping` (moving towards it), since when.
+    pub phase: String,
+    pub phase_since_s: f64,
+    /// Intervals closed, and how many ended in each decision.
+    pub intervals: u64,
+    pub decisions: BTreeMap<String, u64>,
+    /// Score of the last closed interval.
+    pub score: Option<f64>,
+    pub last_decision: Option<IntervalRecord>,
+    /// Stored (possibly deflated) score per size.
+    pub scores: Vec<SizeScore>,
+    pub tracked_ranges: u64,
+    /// Cumulative usage since start (paper 001 Table 1's evicted and wasted bytes).
+    pub usage: UsageTally,
+    /// The last `history` intervals, oldest first.
+    pub history: Vec<IntervalRecord>,
+}
+
+/// The controller's part of the stats document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ControllerSnapshot {
+    pub name: String,
+    pub params: AdaptiveParams,
+    pub queues: Vec<QueueSnapshot>,
+}
+
+type MetricSink<'a> = dyn FnMut(&str, &str, &str, Vec<(String, String)>) + 'a;
+
+impl ControllerSnapshot {
+    /// Adds the controller's gauges and counters to a Prometheus exposition.
+    pub fn write_prometheus(&self, metric: &mut MetricSink<'_>) {
+        type Field = fn(&QueueSnapshot) -> String;
+        let fields: [(&str, &str, &str, Field); 7] = [
+            ("adaptive_prefetch_bytes", "gauge", "Prefetch size in force per disk worker.", |q| q.prefetch_bytes.to_string()),
+            ("adaptive_target_bytes", "gauge", "Prefetch size the controller is moving to.", |q| q.target_bytes.to_string()),
+            ("adaptive_score", "gauge", "Score of the last interval (disk ms per MiB x miss ratio).", |q| q.score.unwrap_or(f64::NAN).to_string()),
+            ("adaptive_intervals_total", "counter", "Measurement intervals closed.", |q| q.intervals.to_string()),
+            ("adaptive_used_bytes_total", "counter", "Prefetched or cached bytes known requested.", |q| q.usage.used_bytes.to_string()),
+            ("adaptive_evicted_bytes_total", "counter", "Prefetched bytes evicted before they were requested.", |q| q.usage.evicted_bytes.to_string()),
+            ("adaptive_wasted_bytes_total", "counter", "Prefetched bytes never requested before aging out.", |q| q.usage.wasted_bytes.to_string()),
+        ];
+        for (name, kind, help, f) in fields {
+            let rows = self.queues.iter().map(|q| (format!("{{worker=\"{}\"}}", q.worker), f(q))).collect();
+            metric(name, kind, help, rows);
+        }
+    }
+}
+
