@@ -1,24 +1,28 @@
 //! `libception run`: runs a program under the Deception shim.
 //!
-//! Sets the LIBCEPTION_* variables the shim reads, prepends the shim to
-//! LD_PRELOAD (an existing value is kept after it, never replaced), and
+//! Sets the LIBCEPTION_* variables the chosen mode reads and prepends the shim
+//! to LD_PRELOAD (an existing value is kept after it, never replaced), both
+//! through [`ShimEnv`], the one builder of the shim's environment; and
 //! passes the program's exit status through (128 + signal number when it was
 //! killed). With `--start-daemon` it first starts a private daemon on a
-//! socket in a fresh temporary directory (or `--socket`), waits until it
-//! accepts connections, and stops it with SIGTERM after the program exits.
+//! socket in a fresh temporary directory (or `--socket`) with the command
+//! line of [`launch::daemon_args`], waits until it accepts connections, and
+//! stops it with SIGTERM after the program exits.
 
+use crate::launch::{self, wait_ready, Readiness};
 use anyhow::{bail, Context, Result};
+use libception_proto::{Mode, Prefetch, ShimEnv};
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
-use crate::launch::{wait_ready, Readiness};
 use std::time::{Duration, Instant};
 
 /// Everything `libception run` can be told.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
-    pub mode: String,
+    pub mode: Mode,
+    /// Read-ahead of prefetch mode, and the started daemon's prefetch size.
     pub prefetch: Option<u64>,
     pub socket: Option<PathBuf>,
     pub start_daemon: bool,
@@ -29,8 +33,6 @@ pub struct RunOptions {
     pub daemon_log_level: String,
     pub command: Vec<OsString>,
 }
-
-pub const MODES: [&str; 5] = ["full", "serialize", "prefetch", "track", "off"];
 
 /// Where the shim is looked for, in order.
 pub fn shim_candidates(explicit: Option<&Path>) -> Vec<PathBuf> {
@@ -62,16 +64,6 @@ pub fn find_shim(explicit: Option<&Path>) -> Result<PathBuf> {
     }
     let tried: Vec<String> = candidates.iter().map(|c| c.display().to_string()).collect();
     bail!("libdeception.so not found (tried: {}); build it with `make`, or pass --shim / set LIBCEPTION_SHIM", tried.join(", "))
-}
-
-/// LD_PRELOAD with the shim first and any existing entries kept.
-pub fn preload_value(shim: &Path, existing: Option<OsString>) -> OsString {
-    let mut v = OsString::from(shim.as_os_str());
-    if let Some(old) = existing.filter(|o| !o.is_empty()) {
-        v.push(":");
-        v.push(old);
-    }
-    v
 }
 
 struct DaemonGuard {
@@ -106,11 +98,7 @@ fn start_daemon(opts: &RunOptions) -> Result<(DaemonGuard, PathBuf)> {
     };
     let exe = std::env::current_exe().context("locating the libception binary")?;
     let mut cmd = Command::new(exe);
-    cmd.arg("--log-level").arg(&opts.daemon_log_level).arg("daemon").arg("--socket").arg(&socket);
-    let prefetch = if opts.mode == "serialize" { Some(0) } else { opts.prefetch };
-    if let Some(p) = prefetch {
-        cmd.arg("--prefetch").arg(p.to_string());
-    }
+    cmd.arg("--log-level").arg(&opts.daemon_log_level).args(launch::daemon_args(&socket, &daemon_prefetch(opts)));
     if opts.per_disk {
         cmd.arg("--per-disk");
     }
@@ -127,11 +115,29 @@ fn start_daemon(opts: &RunOptions) -> Result<(DaemonGuard, PathBuf)> {
     }
 }
 
+/// The started daemon's prefetch: none in serialize mode, else `--prefetch`
+/// or the daemon's default.
+fn daemon_prefetch(opts: &RunOptions) -> Prefetch {
+    match (opts.mode, opts.prefetch) {
+        (Mode::Serialize, _) => Prefetch::Fixed(0),
+        (_, Some(bytes)) => Prefetch::Fixed(bytes),
+        (_, None) => Prefetch::DEFAULT,
+    }
+}
+
+/// What the program is told: the shim and the settings its mode reads.
+fn shim_env(opts: &RunOptions, shim: PathBuf, socket: Option<PathBuf>) -> ShimEnv {
+    ShimEnv {
+        socket,
+        prefetch: opts.prefetch,
+        timeout_ms: opts.timeout_ms,
+        stats: opts.stats_file.clone(),
+        ..ShimEnv::new(shim, opts.mode)
+    }
+}
+
 /// Runs the program; returns the exit code to pass through.
 pub fn run(opts: RunOptions) -> Result<i32> {
-    if !MODES.contains(&opts.mode.as_str()) {
-        bail!("unknown mode {:?}; one of {}", opts.mode, MODES.join(", "));
-    }
     let Some((program, args)) = opts.command.split_first() else {
         bail!("no program given: libception run [OPTIONS] -- PROGRAM [ARGS...]");
     };
@@ -144,20 +150,7 @@ pub fn run(opts: RunOptions) -> Result<i32> {
     };
     let mut cmd = Command::new(program);
     cmd.args(args);
-    cmd.env("LD_PRELOAD", preload_value(&shim, std::env::var_os("LD_PRELOAD")));
-    cmd.env("LIBCEPTION_MODE", &opts.mode);
-    if let Some(p) = opts.prefetch {
-        cmd.env("LIBCEPTION_PREFETCH", p.to_string());
-    }
-    if let Some(s) = &socket {
-        cmd.env(libception_proto::SOCKET_ENV, s);
-    }
-    if let Some(t) = opts.timeout_ms {
-        cmd.env("LIBCEPTION_TIMEOUT_MS", t.to_string());
-    }
-    if let Some(f) = &opts.stats_file {
-        cmd.env("LIBCEPTION_STATS", f);
-    }
+    cmd.envs(shim_env(&opts, shim, socket).vars(std::env::var_os("LD_PRELOAD")));
     // The terminal's Ctrl-C reaches the program directly (same process group);
     // this wrapper ignores SIGINT/SIGQUIT while it waits. They are ignored only
     // after spawning, because ignored dispositions are inherited across exec.
@@ -182,12 +175,38 @@ pub fn run(opts: RunOptions) -> Result<i32> {
 mod tests {
     use super::*;
 
+    fn options(mode: Mode, prefetch: Option<u64>) -> RunOptions {
+        RunOptions {
+            mode,
+            prefetch,
+            socket: None,
+            start_daemon: true,
+            per_disk: false,
+            shim: None,
+            timeout_ms: Some(250),
+            stats_file: None,
+            daemon_log_level: "warn".into(),
+            command: vec!["true".into()],
+        }
+    }
+
     #[test]
-    fn preload_is_prepended_never_replaced() {
-        let shim = Path::new("/x/libdeception.so");
-        assert_eq!(preload_value(shim, None), OsString::from("/x/libdeception.so"));
-        assert_eq!(preload_value(shim, Some("".into())), OsString::from("/x/libdeception.so"));
-        assert_eq!(preload_value(shim, Some("/a.so:/b.so".into())), OsString::from("/x/libdeception.so:/a.so:/b.so"));
+    fn prefetch_is_the_shims_read_ahead_in_prefetch_mode_only() {
+        let env = |mode| shim_env(&options(mode, Some(4096)), "/x/libdeception.so".into(), Some("/s".into())).vars(Some("/a.so".into()));
+        let prefetch = env(Mode::Prefetch);
+        assert_eq!(prefetch[0], ("LD_PRELOAD", OsString::from("/x/libdeception.so:/a.so")));
+        assert!(prefetch.contains(&(libception_proto::shim_env::var::PREFETCH, "4096".into())));
+        assert!(!prefetch.iter().any(|(k, _)| *k == libception_proto::shim_env::var::SOCKET));
+        let full = env(Mode::Full);
+        assert!(!full.iter().any(|(k, _)| *k == libception_proto::shim_env::var::PREFETCH));
+        assert!(full.contains(&(libception_proto::shim_env::var::SOCKET, "/s".into())));
+    }
+
+    #[test]
+    fn the_started_daemon_prefetches_as_asked_except_in_serialize_mode() {
+        assert_eq!(daemon_prefetch(&options(Mode::Full, Some(1 << 20))), Prefetch::Fixed(1 << 20));
+        assert_eq!(daemon_prefetch(&options(Mode::Full, None)), Prefetch::DEFAULT);
+        assert_eq!(daemon_prefetch(&options(Mode::Serialize, Some(1 << 20))), Prefetch::Fixed(0));
     }
 
     #[test]

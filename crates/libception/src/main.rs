@@ -6,7 +6,7 @@ use clap::{ArgAction, Parser, Subcommand};
 use libception::cli_run::{self, RunOptions};
 use libception::daemon::{self, DaemonConfig};
 use libception::size::parse_size;
-use libception_proto::{AdaptiveParams, ParamError, Prefetch};
+use libception_proto::{AdaptiveParams, Mode, ParamError, Prefetch};
 use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -108,9 +108,9 @@ enum Command {
     /// Run a program under the Deception shim
     Run {
         /// Shim mode: full, serialize, prefetch, track or off (LIBCEPTION_MODE)
-        #[arg(long, default_value = "full", value_parser = clap::builder::PossibleValuesParser::new(cli_run::MODES))]
-        mode: String,
-        /// Prefetch size (LIBCEPTION_PREFETCH, in bytes; also the started daemon's --prefetch)
+        #[arg(long, default_value = "full", value_parser = shim_mode_parser())]
+        mode: Mode,
+        /// Read-ahead of prefetch mode (LIBCEPTION_PREFETCH, in bytes); also the started daemon's --prefetch
         #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
         prefetch: Option<u64>,
         /// Daemon socket (LIBCEPTION_SOCKET); with --start-daemon, where to start it
@@ -270,6 +270,12 @@ fn parse_fraction(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A shim mode by name, listed with the others in `--help`.
+fn shim_mode_parser() -> impl clap::builder::TypedValueParser<Value = Mode> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(Mode::ALL.map(Mode::name)).try_map(|name| name.parse::<Mode>())
+}
+
 fn parse_size_arg(s: &str) -> Result<u64, String> {
     parse_size(s).map_err(|e| e.to_string())
 }
@@ -361,7 +367,7 @@ fn main() {
         Command::Run { mode, prefetch, socket, start_daemon, per_disk, shim, timeout_ms, stats, command } => {
             init_logging(&cli, "warn");
             cli_run::run(RunOptions {
-                mode: mode.clone(),
+                mode: *mode,
                 prefetch: *prefetch,
                 socket: socket.clone(),
                 start_daemon: *start_daemon,

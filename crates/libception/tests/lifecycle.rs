@@ -175,10 +175,18 @@ fn run_sets_the_environment_prepends_the_shim_and_passes_the_exit_status() {
         .unwrap();
     assert_eq!(out.status.code(), Some(7));
     let shim_abs = shim.canonicalize().unwrap();
+    // LIBCEPTION_PREFETCH is read in prefetch mode only, so only that mode gets it.
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
-        format!("{}:{}|serialize|4194304|/tmp/x.sock|250", shim_abs.display(), other.display())
+        format!("{}:{}|serialize||/tmp/x.sock|250", shim_abs.display(), other.display())
     );
+    let out = Command::new(BIN)
+        .args(["run", "--mode", "prefetch", "--prefetch", "4M", "--shim"])
+        .arg(&shim)
+        .args(["--", "sh", "-c", "echo \"$LIBCEPTION_MODE|$LIBCEPTION_PREFETCH\""])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "prefetch|4194304");
     // Killed by a signal: 128 + signal number.
     let st = Command::new(BIN).args(["run", "--shim"]).arg(&shim).args(["--", "sh", "-c", "kill -TERM $$"]).status().unwrap();
     assert_eq!(st.code(), Some(128 + libc::SIGTERM));
