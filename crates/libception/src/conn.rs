@@ -67,7 +67,7 @@ impl Connection {
         match result {
             Ok(()) => true,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                self.stats.totals.connections_dropped_slow.fetch_add(1, Ordering::Relaxed);
+                self.stats.on_dropped_slow();
                 self.drop_connection("its socket buffer is full (it does not read its replies)");
                 false
             }

@@ -159,7 +159,7 @@ impl Receptionist {
 
     fn shutdown(&mut self) {
         let _ = self.epoll.delete(self.listener.as_raw_fd());
-        let pending: usize = self.workers.iter().map(|(w, _)| w.stats.queue_length.load(Relaxed).max(0) as usize).sum();
+        let pending: usize = self.workers.iter().map(|(w, _)| w.stats.queue_length()).sum();
         tracing::info!(pending, "answering pending requests before exit");
         for (w, _) in &self.workers {
             w.stop();
@@ -208,30 +208,25 @@ impl Receptionist {
             Ok(c) => Peer { pid: c.pid(), uid: c.uid(), gid: c.gid() },
             Err(e) => {
                 tracing::warn!("rejecting a connection: SO_PEERCRED failed: {e}");
-                self.stats.totals.connections_rejected.fetch_add(1, Relaxed);
+                self.stats.on_rejected();
                 return;
             }
         };
         let restricted = !self.cfg.allow_uids.is_empty() || !self.cfg.allow_gids.is_empty();
         if restricted && !self.cfg.allow_uids.contains(&peer.uid) && !self.cfg.allow_gids.contains(&peer.gid) {
             tracing::warn!(pid = peer.pid, uid = peer.uid, gid = peer.gid, "rejecting a connection: uid and gid are not in --allow-uid/--allow-gid");
-            self.stats.totals.connections_rejected.fetch_add(1, Relaxed);
+            self.stats.on_rejected();
             return;
         }
         let id = self.next_token;
         self.next_token += 1;
         let client = self.stats.client(peer.pid, peer.uid, peer.gid);
-        client.connections.fetch_add(1, Relaxed);
-        client.open_connections.fetch_add(1, Relaxed);
-        client.touch();
         let conn = Arc::new(Connection::new(id, fd, peer, client.clone(), self.epoll.clone(), self.stats.clone()));
         if let Err(e) = self.epoll.add(conn.raw_fd(), EV_READ, id) {
             tracing::error!("registering a client connection with epoll failed: {e}");
-            client.open_connections.fetch_sub(1, Relaxed);
             return;
         }
-        self.stats.totals.connections_accepted.fetch_add(1, Relaxed);
-        self.stats.totals.connections_open.fetch_add(1, Relaxed);
+        self.stats.on_accepted(&client);
         tracing::info!(conn = id, pid = peer.pid, uid = peer.uid, gid = peer.gid, comm = %client.comm, "client connected");
         self.conns.insert(id, ConnEntry { conn, errors: AtomicU32::new(0) });
     }
@@ -247,10 +242,7 @@ impl Receptionist {
             waiters += a;
             reads += b;
         }
-        self.stats.totals.cancelled_waiters.fetch_add(waiters as u64, Relaxed);
-        self.stats.totals.cancelled_reads.fetch_add(reads as u64, Relaxed);
-        self.stats.totals.connections_open.fetch_sub(1, Relaxed);
-        conn.client.open_connections.fetch_sub(1, Relaxed);
+        self.stats.on_closed(&conn.client, waiters, reads);
         if waiters > 0 {
             tracing::info!(conn = id, pid = conn.peer.pid, waiters, reads, "client disconnected mid-request; its requests were cancelled");
         } else {
@@ -309,7 +301,7 @@ impl Receptionist {
     }
 
     fn refuse(&self, conn: &Connection, op: u16, seq: u64, (errno, why): Refusal) -> Outcome {
-        conn.client.errors.fetch_add(1, Relaxed);
+        conn.client.on_refused();
         tracing::warn!(conn = conn.id, pid = conn.peer.pid, uid = conn.peer.uid, seq, "request refused ({}): {why}", std::io::Error::from_raw_os_error(errno));
         let errors = self.conns.get(&conn.id).map(|e| e.errors.fetch_add(1, Relaxed) + 1).unwrap_or(0);
         conn.send(&Reply::error(op, seq, errno), None);
@@ -323,7 +315,7 @@ impl Receptionist {
         let request = match Request::parse(data) {
             Ok(r) if real_len == REQUEST_SIZE => r,
             parsed => {
-                self.stats.totals.protocol_errors.fetch_add(1, Relaxed);
+                self.stats.on_protocol_error();
                 let (op, seq) = echo_header(data);
                 let err = match parsed {
                     Ok(_) | Err(RequestError::Size { .. }) => RequestError::Size { len: real_len },
@@ -340,29 +332,16 @@ impl Receptionist {
         };
         conn.client.touch();
         let (op, seq) = (request.op as u16, request.seq);
-        match request.op {
-            Op::Fetch => {
-                self.stats.totals.requests_fetch.fetch_add(1, Relaxed);
-                conn.client.fetch.fetch_add(1, Relaxed);
-            }
-            Op::Check => {
-                self.stats.totals.requests_check.fetch_add(1, Relaxed);
-                conn.client.check.fetch_add(1, Relaxed);
-            }
-            Op::Stats => {
-                self.stats.totals.requests_stats.fetch_add(1, Relaxed);
-                conn.client.stats.fetch_add(1, Relaxed);
-            }
-        }
+        self.stats.on_request(&conn.client, request.op);
         if control_truncated {
-            self.stats.totals.bad_fd_errors.fetch_add(1, Relaxed);
+            self.stats.on_bad_fd();
             let n = fds.len();
             drop(fds);
             return self.refuse(conn, op, seq, (libc::EINVAL, format!("too many descriptors (control data truncated, {n} received and closed)")));
         }
         if request.op == Op::Stats {
             if !fds.is_empty() {
-                self.stats.totals.bad_fd_errors.fetch_add(1, Relaxed);
+                self.stats.on_bad_fd();
                 let n = fds.len();
                 drop(fds);
                 return self.refuse(conn, op, seq, (libc::EINVAL, format!("STATS carries no descriptor, got {n}")));
@@ -370,7 +349,7 @@ impl Receptionist {
             return self.answer_stats(conn, op, seq);
         }
         if fds.len() != 1 {
-            self.stats.totals.bad_fd_errors.fetch_add(1, Relaxed);
+            self.stats.on_bad_fd();
             let n = fds.len();
             drop(fds);
             let errno = if n == 0 { libc::EBADF } else { libc::EINVAL };
@@ -380,7 +359,7 @@ impl Receptionist {
         match self.serve_file_request(conn, &request, file) {
             Ok(outcome) => outcome,
             Err(refusal) => {
-                self.stats.totals.bad_fd_errors.fetch_add(1, Relaxed);
+                self.stats.on_bad_fd();
                 self.refuse(conn, op, seq, refusal)
             }
         }
@@ -447,14 +426,14 @@ impl Receptionist {
         let req_end = req.offset.saturating_add(req.length).min(size);
 
         if req.op == Op::Check {
-            route.disk.checks.fetch_add(1, Relaxed);
+            route.disk.on_check();
             let resident = req_start >= req_end || self.check_resident(&file, req_start, req_end);
             let flags = if resident { reply_flags::RESIDENT } else { 0 };
             conn.send(&Reply { flags, ..Reply::ok(op, seq) }, None);
             return Ok(Outcome::Answered);
         }
 
-        route.disk.requests.fetch_add(1, Relaxed);
+        route.disk.on_fetch();
         let key = FileKey { dev: meta.dev(), ino: meta.ino() };
         let prefetch = if req.no_prefetch() {
             0
@@ -469,14 +448,12 @@ impl Receptionist {
             })
         };
         let Some(plan) = plan_read(req.offset, req.length, size, prefetch, self.cfg.max_read.max(prefetch), residency::page_size()) else {
-            route.disk.resident_hits.fetch_add(1, Relaxed);
-            conn.client.resident_hits.fetch_add(1, Relaxed);
+            route.disk.on_resident_hit(&conn.client);
             conn.send(&Reply { flags: reply_flags::RESIDENT, ..Reply::ok(op, seq) }, None);
             return Ok(Outcome::Answered);
         };
         let wanted = plan.want_end - req_start;
-        route.disk.bytes_requested.fetch_add(wanted, Relaxed);
-        conn.client.bytes_requested.fetch_add(wanted, Relaxed);
+        route.disk.on_requested(&conn.client, wanted);
         let resident = self.check_resident(&file, req_start, plan.want_end);
         self.controller.observe_request(&RequestObservation {
             disk: &route.disk.name,
@@ -487,8 +464,7 @@ impl Receptionist {
             resident,
         });
         if resident {
-            route.disk.resident_hits.fetch_add(1, Relaxed);
-            conn.client.resident_hits.fetch_add(1, Relaxed);
+            route.disk.on_resident_hit(&conn.client);
             conn.send(&Reply { flags: reply_flags::RESIDENT, ..Reply::ok(op, seq) }, None);
             return Ok(Outcome::Answered);
         }
@@ -508,8 +484,7 @@ impl Receptionist {
             }
             Submitted::Joined { in_flight, file } => {
                 drop(file);
-                route.disk.joined.fetch_add(1, Relaxed);
-                conn.client.joined.fetch_add(1, Relaxed);
+                route.disk.on_joined(&conn.client);
                 tracing::debug!(conn = conn.id, seq, disk = %route.disk.name, in_flight, "request joined an existing read");
             }
         }
@@ -522,7 +497,7 @@ impl Receptionist {
         match residency::is_resident(file.as_fd(), start, end) {
             Ok(r) => r,
             Err(e) => {
-                self.stats.totals.residency_check_failures.fetch_add(1, Relaxed);
+                self.stats.on_residency_check_failed();
                 tracing::debug!("residency check failed, treating as not resident: {e}");
                 false
             }

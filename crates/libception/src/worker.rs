@@ -32,9 +32,8 @@ use std::fs::File;
 use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Size of each pread into the worker's reusable buffer.
 pub const READ_CHUNK: usize = 1 << 20;
@@ -118,8 +117,8 @@ impl DiskWorker {
             return Submitted::Joined { in_flight: false, file: job.file };
         }
         let ahead = q.jobs.len();
-        job.disk.record_queued(ahead);
-        self.stats.queue_length.fetch_add(1, Relaxed);
+        job.disk.on_queued(ahead);
+        self.stats.on_queued();
         q.jobs.push_back(job);
         drop(q);
         self.wake.notify_one();
@@ -152,9 +151,8 @@ impl DiskWorker {
             }
         }
         for job in &dropped_jobs {
-            job.disk.record_dequeued();
-            job.disk.cancelled.fetch_add(1, Relaxed);
-            self.stats.queue_length.fetch_sub(1, Relaxed);
+            job.disk.on_cancelled();
+            self.stats.on_dequeued();
         }
         (removed, dropped_jobs.len()) // dropping the jobs closes their fds
     }
@@ -187,8 +185,8 @@ impl DiskWorker {
                 }
             };
             let Some(job) = job else { return };
-            self.stats.queue_length.fetch_sub(1, Relaxed);
-            job.disk.record_dequeued();
+            self.stats.on_dequeued();
+            job.disk.on_dequeued();
             self.serve(job, &mut buf);
         }
     }
@@ -198,18 +196,13 @@ impl DiskWorker {
         let queue_wait = enqueued.elapsed();
         let started = Instant::now();
         disk.begin_read(queue_wait);
-        let now = self.stats.in_flight.fetch_add(1, Relaxed) + 1;
-        self.stats.max_in_flight.fetch_max(now, Relaxed);
+        self.stats.begin_read();
 
         let prefix = residency::resident_prefix(file.as_fd(), plan.start, plan.end).unwrap_or(0);
         let (bytes, result) = pread_range(&file, plan.start + prefix, plan.end, buf);
 
         let busy = started.elapsed();
-        self.stats.in_flight.fetch_sub(1, Relaxed);
-        add_duration(&self.stats.busy_ns, busy);
-        if bytes > 0 {
-            self.stats.reads.fetch_add(1, Relaxed);
-        }
+        self.stats.end_read(busy, bytes);
         disk.end_read(busy, bytes, result.is_ok());
         drop(file);
         self.controller.observe_read(&ReadObservation {
@@ -249,7 +242,7 @@ impl DiskWorker {
                 flags |= reply_flags::JOINED;
             }
             if i == 0 {
-                w.conn.client.bytes_read.fetch_add(bytes, Relaxed);
+                w.conn.client.on_read(bytes);
             }
             let reply = Reply { status, flags, bytes_read: bytes, ..Reply::ok(w.op, w.seq) };
             if w.conn.send(&reply, None) {
@@ -258,10 +251,6 @@ impl DiskWorker {
         }
         let _ = &self.all_stats;
     }
-}
-
-fn add_duration(counter: &std::sync::atomic::AtomicU64, d: Duration) {
-    counter.fetch_add(d.as_nanos().min(u64::MAX as u128) as u64, Relaxed);
 }
 
 /// Reads `[start, end)` with pread in chunks into `buf`, discarding the data

@@ -161,25 +161,3 @@ pub struct ControllerSnapshot {
     pub queues: Vec<QueueSnapshot>,
 }
 
-type MetricSink<'a> = dyn FnMut(&str, &str, &str, Vec<(String, String)>) + 'a;
-
-impl ControllerSnapshot {
-    /// Adds the controller's gauges and counters to a Prometheus exposition.
-    pub fn write_prometheus(&self, metric: &mut MetricSink<'_>) {
-        type Field = fn(&QueueSnapshot) -> String;
-        let fields: [(&str, &str, &str, Field); 7] = [
-            ("adaptive_prefetch_bytes", "gauge", "Prefetch size in force per disk worker.", |q| q.prefetch_bytes.to_string()),
-            ("adaptive_target_bytes", "gauge", "Prefetch size the controller is moving to.", |q| q.target_bytes.to_string()),
-            ("adaptive_score", "gauge", "Score of the last interval (disk ms per MiB x miss ratio).", |q| q.score.unwrap_or(f64::NAN).to_string()),
-            ("adaptive_intervals_total", "counter", "Measurement intervals closed.", |q| q.intervals.to_string()),
-            ("adaptive_used_bytes_total", "counter", "Prefetched or cached bytes known requested.", |q| q.usage.used_bytes.to_string()),
-            ("adaptive_evicted_bytes_total", "counter", "Prefetched bytes evicted before they were requested.", |q| q.usage.evicted_bytes.to_string()),
-            ("adaptive_wasted_bytes_total", "counter", "Prefetched bytes never requested before aging out.", |q| q.usage.wasted_bytes.to_string()),
-        ];
-        for (name, kind, help, f) in fields {
-            let rows = self.queues.iter().map(|q| (format!("{{worker=\"{}\"}}", q.worker), f(q))).collect();
-            metric(name, kind, help, rows);
-        }
-    }
-}
-
