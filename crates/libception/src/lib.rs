@@ -1,34 +1,56 @@
-//! Reception, the daemon half of Libception, and the `libception` CLI.
+//! Reception, the daemon half of Libception.
 //!
 //! Architecture (paper 000, section 3.2.2; docs/daemon.md has the details):
 //!
-//! * [`receptionist`]: one thread, an epoll loop over every client connection;
+//! * `receptionist`: one thread, an epoll loop over every client connection;
 //!   validates requests, answers residency checks and already-resident
-//!   fetches, routes misses to the disk worker of the file's disk ([`disks`]).
-//! * [`worker`]: disk workers, one FIFO queue and one read in flight each;
+//!   fetches, routes misses to the disk worker of the file's disk (`disks`).
+//! * `worker`: disk workers, one FIFO queue and one read in flight each;
 //!   joins overlapping requests, extends reads by the prefetch size chosen by a
-//!   [`prefetch::PrefetchController`], replies over the client's connection
-//!   ([`conn`]).
-//! * [`prefetch`]: the controllers: fixed size, or paper 001's adaptive size
+//!   `prefetch::PrefetchController`, replies over the client's connection
+//!   (`conn`).
+//! * `prefetch`: the controllers: fixed size, or paper 001's adaptive size
 //!   (`--prefetch adaptive`), fed by a tracker that works out which
 //!   prefetched bytes were used, evicted before use, or wasted.
-//! * [`stats`]: counters per disk, worker and client, served as JSON over the
+//! * `stats`: counters per disk, worker and client, served as JSON over the
 //!   socket (LCP_OP_STATS) and optionally as Prometheus text.
-//! * [`daemon`], [`cli_stat`], [`cli_run`], [`cli_fetch`]: the subcommands; [`client`]
-//!   is the protocol client used by `stat` and the tests.
+//! * `daemon`: start-up, the socket, signals, shutdown.
+//!
+//! # Library API
+//!
+//! The modules are private; what other code needs is re-exported here:
+//!
+//! * [`run_daemon`] with a [`DaemonConfig`]: `libception daemon`.
+//! * [`launch`]: the daemon's command line and the wait until a started child
+//!   is ready (used by `libception run` and vidbench's experiment driver).
+//! * [`Client`]: a blocking client of the daemon's socket (`libception stat`,
+//!   `fetch`, the tests).
+//! * [`Snapshot`] and its parts: the stats document ([`STATS_FORMAT`]),
+//!   including the adaptive controller's part ([`ControllerSnapshot`]).
+//! * [`resident_prefix`], [`is_resident`], [`page_size`]: page-cache residency
+//!   as the daemon checks it.
+//! * [`parse_size`], [`human_size`]: byte sizes as the command line writes them.
+//!
+//! The `run`, `stat` and `fetch` subcommands live in the binary (`src/cli/`).
 
-pub mod cli_fetch;
-pub mod cli_run;
-pub mod cli_stat;
-pub mod client;
-pub mod conn;
-pub mod daemon;
-pub mod disks;
+mod client;
+mod conn;
+mod daemon;
+mod disks;
 pub mod launch;
-pub mod prefetch;
-pub mod receptionist;
-pub mod residency;
-pub mod size;
-pub mod stats;
-pub mod sys;
-pub mod worker;
+mod prefetch;
+mod receptionist;
+mod residency;
+mod size;
+mod stats;
+mod sys;
+mod worker;
+
+pub use client::Client;
+pub use daemon::{run as run_daemon, DaemonConfig};
+pub use prefetch::{ControllerSnapshot, Decision, IntervalRecord, QueueSnapshot, SizeScore, UsageTally};
+pub use residency::{is_resident, page_size, resident_prefix};
+pub use size::{human_size, parse_size, SizeError};
+pub use stats::{
+    ClientSnapshot, DaemonInfo, DiskSnapshot, HistSummary, SizeBucket, Snapshot, TotalsSnapshot, WorkerSnapshot, STATS_FORMAT,
+};

@@ -1,11 +1,14 @@
-//! `libception`: the Reception daemon and its CLI (`daemon`, `stat`, `run`).
-//! Argument parsing and logging set-up only; the work is in the library.
+//! `libception`: the Reception daemon and its CLI (`daemon`, `stat`, `fetch`,
+//! `run`). Argument parsing and logging set-up here, the other subcommands in
+//! `cli/`; the daemon itself is the library's.
+
+mod cli;
 
 use anyhow::{Context, Result};
 use clap::{ArgAction, Parser, Subcommand};
-use libception::cli_run::{self, RunOptions};
-use libception::daemon::{self, DaemonConfig};
-use libception::size::parse_size;
+use cli::run::RunOptions;
+use libception::parse_size;
+use libception::DaemonConfig;
 use libception_proto::{AdaptiveParams, Mode, ParamError, Prefetch};
 use std::ffi::OsString;
 use std::net::SocketAddr;
@@ -333,7 +336,7 @@ fn main() {
                 eprintln!("libception: {e}");
                 std::process::exit(2);
             });
-            daemon::run(DaemonConfig {
+            libception::run_daemon(DaemonConfig {
                 socket: socket.clone(),
                 socket_mode: *socket_mode,
                 socket_group: *socket_group,
@@ -348,11 +351,11 @@ fn main() {
         }
         Command::Stat { socket, json, watch } => {
             init_logging(&cli, "warn");
-            libception::cli_stat::run(socket, *json, *watch).map(|()| 0)
+            cli::stat::run(socket, *json, *watch).map(|()| 0)
         }
         Command::Fetch { socket, offset, length, check, no_prefetch, fadvise_random, json, timeout, files } => {
             init_logging(&cli, "warn");
-            libception::cli_fetch::run(&libception::cli_fetch::FetchOptions {
+            cli::fetch::run(&cli::fetch::FetchOptions {
                 socket: socket.clone(),
                 files: files.clone(),
                 offset: *offset,
@@ -366,7 +369,7 @@ fn main() {
         }
         Command::Run { mode, prefetch, socket, start_daemon, per_disk, shim, timeout_ms, stats, command } => {
             init_logging(&cli, "warn");
-            cli_run::run(RunOptions {
+            cli::run::run(RunOptions {
                 mode: *mode,
                 prefetch: *prefetch,
                 socket: socket.clone(),

@@ -442,9 +442,6 @@ impl Receptionist {
                 disk: &route.disk.name,
                 worker: route.worker.index,
                 file: key,
-                file_size: size,
-                offset: req_start,
-                length: req_end - req_start,
             })
         };
         let Some(plan) = plan_read(req.offset, req.length, size, prefetch, self.cfg.max_read.max(prefetch), residency::page_size()) else {

@@ -41,7 +41,7 @@ pub fn parse_size(text: &str) -> Result<u64, SizeError> {
 }
 
 /// Short human form for tables: `2.0M`, `512K`, `17`.
-pub fn human(bytes: u64) -> String {
+pub fn human_size(bytes: u64) -> String {
     const UNITS: [(&str, u64); 4] = [("T", 1 << 40), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)];
     for (unit, scale) in UNITS {
         if bytes >= scale {

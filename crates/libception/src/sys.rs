@@ -89,11 +89,6 @@ pub fn shutdown_both(fd: RawFd) {
     unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
 }
 
-/// Number of descriptors open in this process (for leak checks in logs).
-pub fn open_fd_count() -> usize {
-    std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0)
-}
-
 /// Most descriptors accepted in one datagram's control data; more are
 /// dropped by the kernel (MSG_CTRUNC) and the message is rejected.
 pub const MAX_FDS_PER_MESSAGE: usize = 8;

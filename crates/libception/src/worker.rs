@@ -212,10 +212,8 @@ impl DiskWorker {
             plan,
             read_start: plan.start + prefix,
             ok: result.is_ok(),
-            planned_bytes: plan.end - plan.start,
             bytes_read: bytes,
             busy,
-            queue_wait,
         });
         if let Err(e) = &result {
             tracing::warn!(disk = %disk.name, start = plan.start, end = plan.end, "read failed after {bytes} bytes: {e}");

@@ -5,7 +5,7 @@
 
 mod common;
 use common::*;
-use libception::client::Client;
+use libception::Client;
 use libception_proto::{reply_flags, Op, Request, MAX_MESSAGE, REQUEST_MAGIC};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;

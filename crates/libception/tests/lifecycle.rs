@@ -54,7 +54,7 @@ fn a_live_daemon_is_never_replaced_and_a_stale_socket_is() {
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
-    while libception::client::Client::connect(&stale).is_err() {
+    while libception::Client::connect(&stale).is_err() {
         assert!(child.try_wait().unwrap().is_none(), "daemon refused a stale socket");
         assert!(Instant::now() < deadline);
         std::thread::sleep(Duration::from_millis(10));
@@ -78,7 +78,7 @@ fn peers_outside_the_allow_lists_are_rejected_and_logged() {
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
     let other = (uid + 4242).to_string();
     let d = Daemon::start(&["--allow-uid", &other, "--allow-gid", &other]);
-    let c = libception::client::Client::connect(&d.socket).unwrap();
+    let c = libception::Client::connect(&d.socket).unwrap();
     c.set_timeout(Some(Duration::from_secs(5))).unwrap();
     let sent = c.send_raw(&Request { op: Op::Stats, flags: 0, call: 0, seq: 1, offset: 0, length: 0, tid: 0 }.encode(), &[]);
     let mut buf = [0u8; 64];
@@ -216,7 +216,7 @@ fn run_can_start_a_private_daemon_for_the_program() {
     let socket = String::from_utf8_lossy(&out.stdout).trim().to_string();
     assert!(!socket.is_empty());
     assert!(!std::path::Path::new(&socket).exists(), "the private daemon's socket outlived it");
-    let stats: libception::stats::Snapshot = serde_json::from_slice(&std::fs::read(dir.path().join("stats.json")).unwrap()).unwrap();
+    let stats: libception::Snapshot = serde_json::from_slice(&std::fs::read(dir.path().join("stats.json")).unwrap()).unwrap();
     assert_eq!(stats.daemon.prefetch_bytes, MIB);
     assert_eq!(stats.daemon.socket, socket);
 }
@@ -240,8 +240,8 @@ fn stat_prints_a_table_and_json_and_prometheus_serves_text() {
     assert!(table.lines().any(|l| l.starts_with(&disk)), "{table}");
 
     let out = Command::new(BIN).args(["stat", "--json", "--socket"]).arg(&d.socket).output().unwrap();
-    let snap: libception::stats::Snapshot = serde_json::from_slice(&out.stdout).expect("stat --json prints the snapshot");
-    assert_eq!(snap.format, libception::stats::STATS_FORMAT);
+    let snap: libception::Snapshot = serde_json::from_slice(&out.stdout).expect("stat --json prints the snapshot");
+    assert_eq!(snap.format, libception::STATS_FORMAT);
     assert_eq!(snap.disks[0].reads, 1);
 
     use std::io::{Read, Write};

@@ -11,7 +11,7 @@
 
 mod common;
 use common::*;
-use libception::stats::{DiskSnapshot, SizeBucket, Snapshot};
+use libception::{DiskSnapshot, SizeBucket, Snapshot};
 use libception_proto::{reply_flags, request_flags, Op, Request};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
@@ -162,7 +162,7 @@ fn the_resident_prefix_of_a_planned_read_is_skipped() {
     assert_eq!(resident_prefix(&files[0], 0, FILE_SIZE), MIB / 2 + 2 * MIB);
 }
 
-fn send_fetch(c: &libception::client::Client, fd: i32, seq: u64, offset: u64, length: u64) {
+fn send_fetch(c: &libception::Client, fd: i32, seq: u64, offset: u64, length: u64) {
     let req = Request { op: Op::Fetch, flags: 0, call: 0, seq, offset, length, tid: 0 };
     c.send_raw(&req.encode(), &[fd]).unwrap();
 }

@@ -235,10 +235,7 @@ impl QueueControl {
         }
     }
 
-    pub fn core(&self) -> &AdaptiveCore {
-        &self.core
-    }
-
+    #[cfg(test)]
     pub fn history(&self) -> &VecDeque<IntervalRecord> {
         &self.history
     }

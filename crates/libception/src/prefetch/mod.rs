@@ -39,11 +39,6 @@ pub struct PrefetchContext<'a> {
     pub worker: usize,
     /// The file.
     pub file: FileKey,
-    /// File size in bytes.
-    pub file_size: u64,
-    /// The client's requested range, already clamped to the file.
-    pub offset: u64,
-    pub length: u64,
 }
 
 /// One FETCH as the receptionist saw it (after clamping to the file).
@@ -71,14 +66,10 @@ pub struct ReadObservation<'a> {
     pub read_start: u64,
     /// The read succeeded (a failed read's bytes are not tracked as prefetched).
     pub ok: bool,
-    /// Bytes the read was planned to cover (request extended by the prefetch).
-    pub planned_bytes: u64,
     /// Bytes actually read from the file (planned minus the resident prefix).
     pub bytes_read: u64,
     /// Time the read kept the disk worker busy.
     pub busy: Duration,
-    /// Time the request waited in the queue before its read started.
-    pub queue_wait: Duration,
 }
 
 /// Decides how many bytes a read is extended to.

@@ -2,7 +2,7 @@
 //! its `controller` part (docs/daemon.md) and the usage tally they carry.
 //!
 //! Plain data with serde, importing nothing else of the crate, so that the
-//! controller trait ([`super::PrefetchController::snapshot`]), the adaptive
+//! controller trait (its `snapshot` method), the adaptive
 //! controller that fills these in, the tracker that counts the usage and the
 //! stats that render them can all depend on it without depending on each
 //! other.
@@ -57,7 +57,7 @@ pub struct IntervalRecord {
 }
 
 /// Sums over the ranges retired (and requests seen) since the last
-/// [`super::tracker::PrefetchTracker::take_tally`].
+/// `PrefetchTracker::take_tally` (in the tracker).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct UsageTally {
     /// Disk bytes of the retired ranges.

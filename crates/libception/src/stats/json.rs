@@ -3,8 +3,8 @@
 //! docs/daemon.md; bump [`STATS_FORMAT`] when a field changes meaning or
 //! disappears.
 //!
-//! Plain data with serde: [`super::Stats::snapshot`] fills it in from the
-//! counters, `super::prometheus` renders it as Prometheus text.
+//! Plain data with serde: `Stats::snapshot` fills it in from the
+//! counters, the `prometheus` module renders it as Prometheus text.
 
 use hdrhistogram::Histogram;
 use crate::prefetch::ControllerSnapshot;

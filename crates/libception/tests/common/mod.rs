@@ -3,8 +3,8 @@
 //! exit), make and evict test files, count a process's descriptors.
 #![allow(dead_code)]
 
-use libception::client::Client;
-use libception::stats::Snapshot;
+use libception::Client;
+use libception::Snapshot;
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::AsRawFd;
@@ -149,17 +149,17 @@ pub fn evict(path: &Path) {
 pub fn resident_prefix(path: &Path, start: u64, end: u64) -> u64 {
     use std::os::fd::AsFd;
     let f = File::open(path).unwrap();
-    libception::residency::resident_prefix(f.as_fd(), start, end).unwrap()
+    libception::resident_prefix(f.as_fd(), start, end).unwrap()
 }
 
 /// Whether any page of `[start, end)` is resident.
 pub fn any_resident(path: &Path, start: u64, end: u64) -> bool {
     use std::os::fd::AsFd;
     let f = File::open(path).unwrap();
-    let ps = libception::residency::page_size();
+    let ps = libception::page_size();
     let mut pos = start;
     while pos < end {
-        if libception::residency::is_resident(f.as_fd(), pos, (pos + ps).min(end)).unwrap() {
+        if libception::is_resident(f.as_fd(), pos, (pos + ps).min(end)).unwrap() {
             return true;
         }
         pos += ps;

@@ -9,7 +9,7 @@
 //! line of [`launch::daemon_args`], waits until it accepts connections, and
 //! stops it with SIGTERM after the program exits.
 
-use crate::launch::{self, wait_ready, Readiness};
+use libception::launch::{self, wait_ready, Readiness};
 use anyhow::{bail, Context, Result};
 use libception_proto::{Mode, Prefetch, ShimEnv};
 use std::ffi::OsString;
@@ -106,7 +106,7 @@ fn start_daemon(opts: &RunOptions) -> Result<(DaemonGuard, PathBuf)> {
     let mut guard = DaemonGuard { child, _dir: dir };
     let child = &mut guard.child;
     let readiness = wait_ready(Duration::from_secs(10), Duration::from_millis(10), || child.try_wait().ok().flatten(), || {
-        Ok::<_, anyhow::Error>(crate::client::Client::connect(&socket).is_ok())
+        Ok::<_, anyhow::Error>(libception::Client::connect(&socket).is_ok())
     })?;
     match readiness {
         Readiness::Ready => Ok((guard, socket)),

@@ -3,7 +3,7 @@
 //! Useful to warm files by hand, and it is the protocol client the shell
 //! tests and the multi-process serialization test use.
 
-use crate::client::Client;
+use libception::Client;
 use anyhow::{Context, Result};
 use libception_proto::{reply_flags, request_flags};
 use serde::Serialize;

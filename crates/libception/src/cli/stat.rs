@@ -1,10 +1,8 @@
 //! `libception stat`: the daemon's counters as a table or as JSON, once or
 //! every `--watch` seconds (busy % and rates are then over the interval).
 
-use crate::prefetch::ControllerSnapshot;
-use crate::client::Client;
-use crate::size::human;
-use crate::stats::Snapshot;
+use libception::human_size;
+use libception::{Client, ControllerSnapshot, DiskSnapshot, Snapshot};
 use anyhow::{Context, Result};
 use std::collections::HashMap;
 use std::io::Write;
@@ -46,7 +44,7 @@ pub fn render_table(s: &Snapshot, previous: Option<&Snapshot>) -> String {
         d.pid,
         d.uptime_s,
         d.socket,
-        human(d.prefetch_bytes),
+        human_size(d.prefetch_bytes),
         d.prefetch_controller,
         s.workers.len(),
         if d.per_disk { " (per disk)" } else { " (shared)" },
@@ -58,7 +56,7 @@ pub fn render_table(s: &Snapshot, previous: Option<&Snapshot>) -> String {
         t.connections_open, t.connections_accepted, t.connections_rejected, t.connections_dropped_slow,
         t.requests_fetch, t.requests_check, t.requests_stats, t.protocol_errors, t.bad_fd_errors, t.cancelled_waiters
     ));
-    let prev: HashMap<&str, &crate::stats::DiskSnapshot> =
+    let prev: HashMap<&str, &DiskSnapshot> =
         previous.map(|p| p.disks.iter().map(|d| (d.name.as_str(), d)).collect()).unwrap_or_default();
     let window = previous.map(|p| s.daemon.uptime_s - p.daemon.uptime_s).unwrap_or(s.daemon.uptime_s).max(1e-9);
     out.push_str(&format!(
@@ -78,9 +76,9 @@ pub fn render_table(s: &Snapshot, previous: Option<&Snapshot>) -> String {
             disk.joined,
             disk.queued,
             disk.reads,
-            human(disk.bytes_requested),
-            human(disk.bytes_read),
-            human((read as f64 / window) as u64),
+            human_size(disk.bytes_requested),
+            human_size(disk.bytes_read),
+            human_size((read as f64 / window) as u64),
             100.0 * busy as f64 / 1e9 / window,
             disk.max_in_flight,
             disk.queue_length,
@@ -88,7 +86,7 @@ pub fn render_table(s: &Snapshot, previous: Option<&Snapshot>) -> String {
             disk.queue_wait_us.p99
         ));
         if !disk.reads_by_size.is_empty() {
-            let sizes: Vec<String> = disk.reads_by_size.iter().map(|b| format!("<={}:{}", human(b.le_bytes), b.count)).collect();
+            let sizes: Vec<String> = disk.reads_by_size.iter().map(|b| format!("<={}:{}", human_size(b.le_bytes), b.count)).collect();
             out.push_str(&format!("{:<14} reads by size {}\n", "", sizes.join(" ")));
         }
     }
@@ -104,7 +102,7 @@ pub fn render_table(s: &Snapshot, previous: Option<&Snapshot>) -> String {
             out.push_str(&format!(
                 "{:>8} {:>6} {:<16} {:>5} {:>9} {:>9} {:>8} {:>7} {:>9} {:>9} {:>6}\n",
                 c.pid, c.uid, c.comm, c.open_connections, c.requests, c.fetch, c.resident_hits, c.joined,
-                human(c.bytes_requested), human(c.bytes_read), c.errors
+                human_size(c.bytes_requested), human_size(c.bytes_read), c.errors
             ));
         }
         if s.clients_total > 20 {
@@ -129,8 +127,8 @@ pub fn render_controller(c: &ControllerSnapshot) -> String {
             c.name,
             q.worker,
             q.disks.join(", "),
-            human(q.prefetch_bytes),
-            human(q.target_bytes),
+            human_size(q.prefetch_bytes),
+            human_size(q.target_bytes),
             q.phase,
             q.phase_since_s,
             opt(q.score, 2),
@@ -141,11 +139,11 @@ pub fn render_controller(c: &ControllerSnapshot) -> String {
         let share = |b: u64| if u.used_bytes > 0 { format!("{:.1}%", 100.0 * b as f64 / u.used_bytes as f64) } else { "-".into() };
         out.push_str(&format!(
             "  prefetched ranges: read {} used {} evicted-before-use {} ({}) wasted {} ({})  tracked {}  miss ratio {}\n",
-            human(u.read_bytes),
-            human(u.used_bytes),
-            human(u.evicted_bytes),
+            human_size(u.read_bytes),
+            human_size(u.used_bytes),
+            human_size(u.evicted_bytes),
             share(u.evicted_bytes),
-            human(u.wasted_bytes),
+            human_size(u.wasted_bytes),
             share(u.wasted_bytes),
             q.tracked_ranges,
             opt(u.miss_ratio(), 2)
@@ -162,8 +160,8 @@ pub fn render_controller(c: &ControllerSnapshot) -> String {
                 "  {:>5} {:>8.0} {:>7} {:>7} {:<13} {:>6.1} {:>8} {:>6} {:>8} {:>7.1} {:>7} {:>9}\n",
                 r.index,
                 r.end_s,
-                human(r.prefetch_bytes),
-                human(r.next_bytes),
+                human_size(r.prefetch_bytes),
+                human_size(r.next_bytes),
                 serde_json::to_value(r.decision).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
                 100.0 * r.busy_fraction,
                 opt(r.disk_ms_per_mib, 2),
@@ -171,7 +169,7 @@ pub fn render_controller(c: &ControllerSnapshot) -> String {
                 opt(r.score, 2),
                 100.0 * r.evicted_fraction.min(100.0),
                 opt(r.eviction_time_s, 1),
-                r.stream_rate_bps.map_or("-".to_string(), |b| human(b as u64)),
+                r.stream_rate_bps.map_or("-".to_string(), |b| human_size(b as u64)),
             ));
         }
     }
