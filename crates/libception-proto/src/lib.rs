@@ -6,14 +6,14 @@
 //!
 //! The C header is the source of truth. This crate mirrors it in two layers:
 //!
-//! * [`RawRequest`] and [`RawReply`] are `#[repr(C)]` copies of the C structs.
-//!   They exist so that `offset_of!`/`size_of` can be compared with the C
-//!   compiler's view (see `tests/layout_vs_c.rs`); they are never transmuted
-//!   from bytes.
-//! * [`Request`] and [`Reply`] are the validated, typed messages. They are
-//!   encoded to and parsed from exact little-endian byte images field by field
-//!   at the offsets of the raw structs, so the code is independent of the host
-//!   byte order and never reads uninitialised or misaligned memory.
+//! * [`RawRequest`] and [`RawReply`] are `#[repr(C)]` copies of the C structs,
+//!   declared once each with the codec their field list implies: every field
+//!   is written to and read from an exact little-endian image at its
+//!   `offset_of!`, so the code is independent of the host byte order and never
+//!   transmutes, reads uninitialised or misaligned memory. Their `FIELDS`
+//!   tables are what `tests/layout_vs_c.rs` compares with the C compiler's view.
+//! * [`Request`] and [`Reply`] are the validated, typed messages, parsed from
+//!   and encoded through the raw structs.
 //!
 //! Parsing treats every datagram as hostile: a wrong size, magic, version or
 //! op, a non-zero reserved field or an unknown flag bit is a typed
@@ -45,36 +45,86 @@ pub const REQUEST_SIZE: usize = 48;
 /// `sizeof(struct lcp_reply)`.
 pub const REPLY_SIZE: usize = 40;
 
-/// `enum lcp_op`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u16)]
-pub enum Op {
-    /// `LCP_OP_FETCH`: make a range resident (reading and prefetching if needed).
-    Fetch = 1,
-    /// `LCP_OP_CHECK`: report residency using the daemon's rights; no I/O.
-    Check = 2,
-    /// `LCP_OP_STATS`: the daemon's counters as JSON; no fd.
-    Stats = 3,
+/// Declares a `#[repr(C)]` mirror of an enum of the C header and, from the
+/// same list, its parser from a wire value and its lower-case name.
+macro_rules! wire_enum {
+    ($(#[$meta:meta])* pub enum $name:ident: $repr:ident { $($(#[$vmeta:meta])* $variant:ident = $value:literal => $text:literal,)+ }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[repr($repr)]
+        pub enum $name {
+            $($(#[$vmeta])* $variant = $value,)+
+        }
+
+        impl $name {
+            /// The value for a wire number, if the protocol defines it.
+            pub fn from_wire(value: $repr) -> Option<$name> {
+                match value {
+                    $($value => Some($name::$variant),)+
+                    _ => None,
+                }
+            }
+
+            /// Lower-case name used in logs and stats.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text,)+
+                }
+            }
+        }
+    };
 }
 
-impl Op {
-    /// The op for a wire value, if it is one the protocol defines.
-    pub fn from_wire(value: u16) -> Option<Op> {
-        match value {
-            1 => Some(Op::Fetch),
-            2 => Some(Op::Check),
-            3 => Some(Op::Stats),
-            _ => None,
+/// Declares a `#[repr(C)]` mirror of a struct of the C header and, from the
+/// same field list, its exact little-endian image (each field at its
+/// `offset_of!`, whatever the host's byte order) and the table of its fields
+/// that `tests/layout_vs_c.rs` compares with the C compiler's.
+macro_rules! wire_struct {
+    ($(#[$meta:meta])* pub struct $name:ident { $($field:ident: $ty:ty,)+ }) => {
+        $(#[$meta])*
+        #[repr(C)]
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+        pub struct $name {
+            $(pub $field: $ty,)+
         }
-    }
 
-    /// Lower-case name used in logs and stats.
-    pub fn name(self) -> &'static str {
-        match self {
-            Op::Fetch => "fetch",
-            Op::Check => "check",
-            Op::Stats => "stats",
+        impl $name {
+            /// Every field as (name, offset, size), in the header's order.
+            pub const FIELDS: &'static [(&'static str, usize, usize)] =
+                &[$((stringify!($field), offset_of!($name, $field), size_of::<$ty>()),)+];
+
+            /// The wire image.
+            pub fn to_wire(&self) -> [u8; size_of::<$name>()] {
+                let mut b = [0u8; size_of::<$name>()];
+                $(
+                    let at = offset_of!($name, $field);
+                    b[at..at + size_of::<$ty>()].copy_from_slice(&self.$field.to_le_bytes());
+                )+
+                b
+            }
+
+            /// Every field read from a wire image.
+            pub fn from_wire(b: &[u8; size_of::<$name>()]) -> $name {
+                $name {
+                    $($field: {
+                        let at = offset_of!($name, $field);
+                        <$ty>::from_le_bytes(b[at..at + size_of::<$ty>()].try_into().expect("a field lies inside its struct"))
+                    },)+
+                }
+            }
         }
+    };
+}
+
+wire_enum! {
+    /// `enum lcp_op`.
+    pub enum Op: u16 {
+        /// `LCP_OP_FETCH`: make a range resident (reading and prefetching if needed).
+        Fetch = 1 => "fetch",
+        /// `LCP_OP_CHECK`: report residency using the daemon's rights; no I/O.
+        Check = 2 => "check",
+        /// `LCP_OP_STATS`: the daemon's counters as JSON; no fd.
+        Stats = 3 => "stats",
     }
 }
 
@@ -98,72 +148,49 @@ pub mod reply_flags {
     pub const KNOWN: u32 = RESIDENT | READ | JOINED;
 }
 
-/// `enum lcp_call`: which interposed function caused a request (informational).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u32)]
-pub enum Call {
-    /// `LCP_CALL_OTHER`.
-    Other = 0,
-    /// `LCP_CALL_READ`: read, pread*, readv, preadv*.
-    Read = 1,
-    /// `LCP_CALL_SENDFILE`: sendfile, sendfile64.
-    Sendfile = 2,
-    /// `LCP_CALL_MMAP`: mmap, mmap64 of a regular file.
-    Mmap = 3,
-}
-
-impl Call {
-    /// The call for a wire value; unknown values are informational only and
-    /// map to `None` rather than an error.
-    pub fn from_wire(value: u32) -> Option<Call> {
-        match value {
-            0 => Some(Call::Other),
-            1 => Some(Call::Read),
-            2 => Some(Call::Sendfile),
-            3 => Some(Call::Mmap),
-            _ => None,
-        }
-    }
-
-    /// Lower-case name used in stats.
-    pub fn name(self) -> &'static str {
-        match self {
-            Call::Other => "other",
-            Call::Read => "read",
-            Call::Sendfile => "sendfile",
-            Call::Mmap => "mmap",
-        }
+wire_enum! {
+    /// `enum lcp_call`: which interposed function caused a request. Informational
+    /// only: a value [`Call::from_wire`] does not know is `None`, not an error.
+    pub enum Call: u32 {
+        /// `LCP_CALL_OTHER`.
+        Other = 0 => "other",
+        /// `LCP_CALL_READ`: read, pread*, readv, preadv*.
+        Read = 1 => "read",
+        /// `LCP_CALL_SENDFILE`: sendfile, sendfile64.
+        Sendfile = 2 => "sendfile",
+        /// `LCP_CALL_MMAP`: mmap, mmap64 of a regular file.
+        Mmap = 3 => "mmap",
     }
 }
 
-/// `struct lcp_request`, field for field. Only used for layout checks.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RawRequest {
-    pub magic: u32,
-    pub version: u16,
-    pub op: u16,
-    pub flags: u32,
-    pub call: u32,
-    pub seq: u64,
-    pub offset: u64,
-    pub length: u64,
-    pub tid: u32,
-    pub reserved: u32,
+wire_struct! {
+    /// `struct lcp_request`, field for field: the wire image of a [`Request`].
+    pub struct RawRequest {
+        magic: u32,
+        version: u16,
+        op: u16,
+        flags: u32,
+        call: u32,
+        seq: u64,
+        offset: u64,
+        length: u64,
+        tid: u32,
+        reserved: u32,
+    }
 }
 
-/// `struct lcp_reply`, field for field. Only used for layout checks.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RawReply {
-    pub magic: u32,
-    pub version: u16,
-    pub op: u16,
-    pub seq: u64,
-    pub status: i32,
-    pub flags: u32,
-    pub bytes_read: u64,
-    pub payload_len: u64,
+wire_struct! {
+    /// `struct lcp_reply`, field for field: the wire image of a [`Reply`].
+    pub struct RawReply {
+        magic: u32,
+        version: u16,
+        op: u16,
+        seq: u64,
+        status: i32,
+        flags: u32,
+        bytes_read: u64,
+        payload_len: u64,
+    }
 }
 
 const _: () = assert!(size_of::<RawRequest>() == REQUEST_SIZE);
@@ -228,78 +255,33 @@ pub struct Reply {
     pub payload_len: u64,
 }
 
-fn get_u16(buf: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([buf[at], buf[at + 1]])
-}
-
-fn get_u32(buf: &[u8], at: usize) -> u32 {
-    let mut b = [0u8; 4];
-    b.copy_from_slice(&buf[at..at + 4]);
-    u32::from_le_bytes(b)
-}
-
-fn get_u64(buf: &[u8], at: usize) -> u64 {
-    let mut b = [0u8; 8];
-    b.copy_from_slice(&buf[at..at + 8]);
-    u64::from_le_bytes(b)
-}
-
-fn put(buf: &mut [u8], at: usize, bytes: &[u8]) {
-    buf[at..at + bytes.len()].copy_from_slice(bytes);
-}
-
 impl Request {
     /// Parses one datagram. Checks, in order: size, magic, version, op,
     /// reserved field, flags.
     pub fn parse(buf: &[u8]) -> Result<Request, RequestError> {
-        if buf.len() != REQUEST_SIZE {
-            return Err(RequestError::Size { len: buf.len() });
+        let buf: &[u8; REQUEST_SIZE] = buf.try_into().map_err(|_| RequestError::Size { len: buf.len() })?;
+        let raw = RawRequest::from_wire(buf);
+        if raw.magic != REQUEST_MAGIC {
+            return Err(RequestError::Magic { found: raw.magic });
         }
-        let magic = get_u32(buf, offset_of!(RawRequest, magic));
-        if magic != REQUEST_MAGIC {
-            return Err(RequestError::Magic { found: magic });
+        if raw.version != PROTO_VERSION {
+            return Err(RequestError::Version { found: raw.version });
         }
-        let version = get_u16(buf, offset_of!(RawRequest, version));
-        if version != PROTO_VERSION {
-            return Err(RequestError::Version { found: version });
+        let op = Op::from_wire(raw.op).ok_or(RequestError::Op { found: raw.op })?;
+        if raw.reserved != 0 {
+            return Err(RequestError::Reserved { found: raw.reserved });
         }
-        let op_raw = get_u16(buf, offset_of!(RawRequest, op));
-        let op = Op::from_wire(op_raw).ok_or(RequestError::Op { found: op_raw })?;
-        let reserved = get_u32(buf, offset_of!(RawRequest, reserved));
-        if reserved != 0 {
-            return Err(RequestError::Reserved { found: reserved });
+        if raw.flags & !request_flags::KNOWN != 0 {
+            return Err(RequestError::Flags { unknown: raw.flags & !request_flags::KNOWN });
         }
-        let flags = get_u32(buf, offset_of!(RawRequest, flags));
-        if flags & !request_flags::KNOWN != 0 {
-            return Err(RequestError::Flags {
-                unknown: flags & !request_flags::KNOWN,
-            });
-        }
-        Ok(Request {
-            op,
-            flags,
-            call: get_u32(buf, offset_of!(RawRequest, call)),
-            seq: get_u64(buf, offset_of!(RawRequest, seq)),
-            offset: get_u64(buf, offset_of!(RawRequest, offset)),
-            length: get_u64(buf, offset_of!(RawRequest, length)),
-            tid: get_u32(buf, offset_of!(RawRequest, tid)),
-        })
+        let RawRequest { flags, call, seq, offset, length, tid, .. } = raw;
+        Ok(Request { op, flags, call, seq, offset, length, tid })
     }
 
     /// The exact wire image (magic, version and reserved filled in).
     pub fn encode(&self) -> [u8; REQUEST_SIZE] {
-        let mut b = [0u8; REQUEST_SIZE];
-        put(&mut b, offset_of!(RawRequest, magic), &REQUEST_MAGIC.to_le_bytes());
-        put(&mut b, offset_of!(RawRequest, version), &PROTO_VERSION.to_le_bytes());
-        put(&mut b, offset_of!(RawRequest, op), &(self.op as u16).to_le_bytes());
-        put(&mut b, offset_of!(RawRequest, flags), &self.flags.to_le_bytes());
-        put(&mut b, offset_of!(RawRequest, call), &self.call.to_le_bytes());
-        put(&mut b, offset_of!(RawRequest, seq), &self.seq.to_le_bytes());
-        put(&mut b, offset_of!(RawRequest, offset), &self.offset.to_le_bytes());
-        put(&mut b, offset_of!(RawRequest, length), &self.length.to_le_bytes());
-        put(&mut b, offset_of!(RawRequest, tid), &self.tid.to_le_bytes());
-        put(&mut b, offset_of!(RawRequest, reserved), &0u32.to_le_bytes());
-        b
+        let Request { op, flags, call, seq, offset, length, tid } = *self;
+        RawRequest { magic: REQUEST_MAGIC, version: PROTO_VERSION, op: op as u16, flags, call, seq, offset, length, tid, reserved: 0 }.to_wire()
     }
 
     /// Whether the client asked for the exact range only.
@@ -312,14 +294,15 @@ impl Request {
 /// echoed only when the magic is right and the seq field is present, as the
 /// header asks; `(0, 0)` otherwise.
 pub fn echo_header(buf: &[u8]) -> (u16, u64) {
-    let seq_end = offset_of!(RawRequest, seq) + 8;
-    if buf.len() < seq_end || get_u32(buf, offset_of!(RawRequest, magic)) != REQUEST_MAGIC {
+    let seq_end = offset_of!(RawRequest, seq) + size_of::<u64>();
+    let mut image = [0u8; REQUEST_SIZE];
+    let n = buf.len().min(REQUEST_SIZE);
+    image[..n].copy_from_slice(&buf[..n]);
+    let raw = RawRequest::from_wire(&image);
+    if buf.len() < seq_end || raw.magic != REQUEST_MAGIC {
         return (0, 0);
     }
-    (
-        get_u16(buf, offset_of!(RawRequest, op)),
-        get_u64(buf, offset_of!(RawRequest, seq)),
-    )
+    (raw.op, raw.seq)
 }
 
 impl Reply {
@@ -345,45 +328,25 @@ impl Reply {
 
     /// The exact wire image.
     pub fn encode(&self) -> [u8; REPLY_SIZE] {
-        let mut b = [0u8; REPLY_SIZE];
-        put(&mut b, offset_of!(RawReply, magic), &REPLY_MAGIC.to_le_bytes());
-        put(&mut b, offset_of!(RawReply, version), &PROTO_VERSION.to_le_bytes());
-        put(&mut b, offset_of!(RawReply, op), &self.op.to_le_bytes());
-        put(&mut b, offset_of!(RawReply, seq), &self.seq.to_le_bytes());
-        put(&mut b, offset_of!(RawReply, status), &self.status.to_le_bytes());
-        put(&mut b, offset_of!(RawReply, flags), &self.flags.to_le_bytes());
-        put(&mut b, offset_of!(RawReply, bytes_read), &self.bytes_read.to_le_bytes());
-        put(&mut b, offset_of!(RawReply, payload_len), &self.payload_len.to_le_bytes());
-        b
+        let Reply { op, seq, status, flags, bytes_read, payload_len } = *self;
+        RawReply { magic: REPLY_MAGIC, version: PROTO_VERSION, op, seq, status, flags, bytes_read, payload_len }.to_wire()
     }
 
     /// Parses one reply datagram.
     pub fn parse(buf: &[u8]) -> Result<Reply, ReplyError> {
-        if buf.len() != REPLY_SIZE {
-            return Err(ReplyError::Size { len: buf.len() });
+        let buf: &[u8; REPLY_SIZE] = buf.try_into().map_err(|_| ReplyError::Size { len: buf.len() })?;
+        let raw = RawReply::from_wire(buf);
+        if raw.magic != REPLY_MAGIC {
+            return Err(ReplyError::Magic { found: raw.magic });
         }
-        let magic = get_u32(buf, offset_of!(RawReply, magic));
-        if magic != REPLY_MAGIC {
-            return Err(ReplyError::Magic { found: magic });
+        if raw.version != PROTO_VERSION {
+            return Err(ReplyError::Version { found: raw.version });
         }
-        let version = get_u16(buf, offset_of!(RawReply, version));
-        if version != PROTO_VERSION {
-            return Err(ReplyError::Version { found: version });
+        if raw.flags & !reply_flags::KNOWN != 0 {
+            return Err(ReplyError::Flags { unknown: raw.flags & !reply_flags::KNOWN });
         }
-        let flags = get_u32(buf, offset_of!(RawReply, flags));
-        if flags & !reply_flags::KNOWN != 0 {
-            return Err(ReplyError::Flags {
-                unknown: flags & !reply_flags::KNOWN,
-            });
-        }
-        Ok(Reply {
-            op: get_u16(buf, offset_of!(RawReply, op)),
-            seq: get_u64(buf, offset_of!(RawReply, seq)),
-            status: get_u32(buf, offset_of!(RawReply, status)) as i32,
-            flags,
-            bytes_read: get_u64(buf, offset_of!(RawReply, bytes_read)),
-            payload_len: get_u64(buf, offset_of!(RawReply, payload_len)),
-        })
+        let RawReply { op, seq, status, flags, bytes_read, payload_len, .. } = raw;
+        Ok(Reply { op, seq, status, flags, bytes_read, payload_len })
     }
 }
 

@@ -9,7 +9,7 @@
 
 use libception_proto::*;
 use std::collections::BTreeMap;
-use std::mem::{offset_of, size_of, size_of_val};
+use std::mem::size_of;
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -94,40 +94,19 @@ fn rust_facts() -> BTreeMap<String, String> {
     let mut put = |k: &str, v: String| {
         m.insert(k.to_string(), v);
     };
-    let rq = RawRequest::default();
-    let rp = RawReply::default();
-    macro_rules! field {
-        ($ty:ident, $cname:literal, $val:expr, $f:ident) => {
-            put(
-                &format!("offsetof.{}.{}", $cname, stringify!($f)),
-                offset_of!($ty, $f).to_string(),
-            );
-            put(
-                &format!("sizeof.{}.{}", $cname, stringify!($f)),
-                size_of_val(&$val.$f).to_string(),
-            );
-        };
+    // The tables the codec itself is built from, so every field the Rust side
+    // encodes is checked, at the offset and size it encodes it.
+    let structs: [(&str, usize, &[(&str, usize, usize)]); 2] = [
+        ("lcp_request", size_of::<RawRequest>(), RawRequest::FIELDS),
+        ("lcp_reply", size_of::<RawReply>(), RawReply::FIELDS),
+    ];
+    for (cname, size, fields) in structs {
+        put(&format!("sizeof.{cname}"), size.to_string());
+        for (field, offset, size) in fields {
+            put(&format!("offsetof.{cname}.{field}"), offset.to_string());
+            put(&format!("sizeof.{cname}.{field}"), size.to_string());
+        }
     }
-    put("sizeof.lcp_request", size_of::<RawRequest>().to_string());
-    field!(RawRequest, "lcp_request", rq, magic);
-    field!(RawRequest, "lcp_request", rq, version);
-    field!(RawRequest, "lcp_request", rq, op);
-    field!(RawRequest, "lcp_request", rq, flags);
-    field!(RawRequest, "lcp_request", rq, call);
-    field!(RawRequest, "lcp_request", rq, seq);
-    field!(RawRequest, "lcp_request", rq, offset);
-    field!(RawRequest, "lcp_request", rq, length);
-    field!(RawRequest, "lcp_request", rq, tid);
-    field!(RawRequest, "lcp_request", rq, reserved);
-    put("sizeof.lcp_reply", size_of::<RawReply>().to_string());
-    field!(RawReply, "lcp_reply", rp, magic);
-    field!(RawReply, "lcp_reply", rp, version);
-    field!(RawReply, "lcp_reply", rp, op);
-    field!(RawReply, "lcp_reply", rp, seq);
-    field!(RawReply, "lcp_reply", rp, status);
-    field!(RawReply, "lcp_reply", rp, flags);
-    field!(RawReply, "lcp_reply", rp, bytes_read);
-    field!(RawReply, "lcp_reply", rp, payload_len);
     put("const.LCP_PROTO_VERSION", PROTO_VERSION.to_string());
     put("const.LCP_REQUEST_MAGIC", REQUEST_MAGIC.to_string());
     put("const.LCP_REPLY_MAGIC", REPLY_MAGIC.to_string());
