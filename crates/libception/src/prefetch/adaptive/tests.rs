@@ -71,6 +71,11 @@ fn params(start_mib: f64) -> AdaptiveParams {
 }
 
 /// Runs `n` intervals; returns the size measured in each.
+/// A busy interval at `size` whose score is `score` (every byte read was requested).
+fn busy_interval(size: u64, score: f64) -> IntervalMeasurement {
+    IntervalMeasurement { size, busy_fraction: 0.9, disk_ms_per_mib: Some(score), miss_ratio: Some(1.0), ..Default::default() }
+}
+
 fn run(core: &mut AdaptiveCore, model: &mut Model, n: usize) -> Vec<u64> {
     (0..n)
         .map(|_| {
@@ -212,52 +217,38 @@ fn light_load_and_missing_data_change_nothing() {
 #[test]
 fn first_moves_follow_the_paper() {
     let mut core = AdaptiveCore::new(params(4.0));
-    let m = |size: u64, score: f64| IntervalMeasurement {
-        size,
-        busy_fraction: 0.9,
-        disk_ms_per_mib: Some(score),
-        miss_ratio: Some(1.0),
-        ..Default::default()
-    };
     // Neither neighbour measured: try the larger.
-    assert_eq!(core.decide(&m(4 * MIB_U, 10.0)), Decision::Explore);
+    assert_eq!(core.decide(&busy_interval(4 * MIB_U, 10.0)), Decision::Explore);
     assert_eq!(core.target(), mib(4.5));
     // Larger is worse, smaller unmeasured: back to the lower score.
-    assert_eq!(core.decide(&m(mib(4.5), 11.0)), Decision::Descend);
+    assert_eq!(core.decide(&busy_interval(mib(4.5), 11.0)), Decision::Descend);
     assert_eq!(core.target(), 4 * MIB_U);
     // At 4 MiB: larger known worse, smaller unmeasured: try it.
-    assert_eq!(core.decide(&m(4 * MIB_U, 10.0)), Decision::Explore);
+    assert_eq!(core.decide(&busy_interval(4 * MIB_U, 10.0)), Decision::Explore);
     assert_eq!(core.target(), mib(3.5));
     // Smaller is worse too: back to 4 MiB, which is now a minimum.
-    assert_eq!(core.decide(&m(mib(3.5), 10.5)), Decision::Descend);
-    assert_eq!(core.decide(&m(4 * MIB_U, 10.0)), Decision::Minimum);
+    assert_eq!(core.decide(&busy_interval(mib(3.5), 10.5)), Decision::Descend);
+    assert_eq!(core.decide(&busy_interval(4 * MIB_U, 10.0)), Decision::Minimum);
     assert_eq!(core.target(), 4 * MIB_U);
 }
 
 #[test]
 fn deflation_retries_a_rejected_size_after_the_expected_number_of_minima() {
-    let m = |size: u64, score: f64| IntervalMeasurement {
-        size,
-        busy_fraction: 0.9,
-        disk_ms_per_mib: Some(score),
-        miss_ratio: Some(1.0),
-        ..Default::default()
-    };
     let mut core = AdaptiveCore::new(params(4.0));
     for (size, score) in [(4.0, 10.0), (4.5, 11.0), (4.0, 10.0), (3.5, 11.0)] {
-        core.decide(&m(mib(size), score));
+        core.decide(&busy_interval(mib(size), score));
     }
     // At 4 MiB, neighbours stored at 11 (10 % worse). Each minimum deflates
     // them by 5 %: 11 -> 10.45 -> 9.93, below 10 after two minima.
-    assert_eq!(core.decide(&m(4 * MIB_U, 10.0)), Decision::Minimum);
+    assert_eq!(core.decide(&busy_interval(4 * MIB_U, 10.0)), Decision::Minimum);
     assert!((core.scores()[&mib(4.5)] - 10.45).abs() < 1e-9);
     assert_eq!(core.scores()[&(4 * MIB_U)], 10.0, "the current size is not deflated");
-    assert_eq!(core.decide(&m(4 * MIB_U, 10.0)), Decision::Minimum);
-    assert_eq!(core.decide(&m(4 * MIB_U, 10.0)), Decision::Descend);
+    assert_eq!(core.decide(&busy_interval(4 * MIB_U, 10.0)), Decision::Minimum);
+    assert_eq!(core.decide(&busy_interval(4 * MIB_U, 10.0)), Decision::Descend);
     let retried = core.target();
     assert!(retried == mib(4.5) || retried == mib(3.5));
     // The retry measures 11 again: straight back.
-    assert_eq!(core.decide(&m(retried, 11.0)), Decision::Descend);
+    assert_eq!(core.decide(&busy_interval(retried, 11.0)), Decision::Descend);
     assert_eq!(core.target(), 4 * MIB_U);
 }
 
