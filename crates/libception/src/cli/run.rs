@@ -9,8 +9,8 @@
 //! line of [`launch::daemon_args`], waits until it accepts connections, and
 //! stops it with SIGTERM after the program exits.
 
-use libception::launch::{self, wait_ready, Readiness};
 use anyhow::{bail, Context, Result};
+use libception::launch::{self, wait_ready, Readiness};
 use libception_proto::{Mode, Prefetch, ShimEnv};
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
