@@ -263,14 +263,14 @@ fn wc_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()> {
         let t: Vec<f64> = runs.iter().map(|r| r.throughput_mbs).collect();
         let d = |f: fn(&crate::data::DiskDelta) -> f64| {
             let v: Vec<f64> = runs.iter().filter_map(|r| r.disk.as_ref().map(f)).collect();
-            (!v.is_empty()).then(|| vidbench_run::stats::mean(&v))
+            (!v.is_empty()).then(|| vidbench_stats::mean(&v))
         };
         writeln!(
             ctx.md,
             "| {} | {} | {:.2} | {} | {} | {} |",
             ctx.results.label(c),
             runs.len(),
-            vidbench_run::stats::mean(&t),
+            vidbench_stats::mean(&t),
             f2(d(|x| x.ms_per_transaction())),
             f2(d(|x| x.request_kib())),
             f2(d(|x| x.busy_pct()))

@@ -5,7 +5,7 @@
 //!
 //! - [`experiment`]: the experiment file and its checks.
 //! - [`search`]: the maximum failure-free rate search (pure, tested against a
-//!   simulated server), [`stats`] for confidence intervals.
+//!   simulated server; confidence intervals come from vidbench-stats).
 //! - [`driver`]: the loop over configurations, rates and repetitions, results
 //!   layout, progress, resume; one run builds its guards in order:
 //!   [`disk`] (outside the cgroup), [`cgroup`], [`daemon`], [`server`] (from a
@@ -26,5 +26,4 @@ pub mod reader;
 pub mod search;
 pub mod server;
 pub mod setup;
-pub mod stats;
 pub mod template;
