@@ -2,7 +2,7 @@
 //! reader mode the driver starts inside a run's cgroup.
 
 use crate::driver::{self, Driver};
-use crate::experiment::{Experiment, RatePlan};
+use crate::experiment::{Experiment, Prefetch, RatePlan};
 use crate::{cgroup, interrupt, reader};
 use anyhow::Context;
 use std::path::PathBuf;
@@ -83,7 +83,11 @@ fn print_plan(exp: &Experiment) {
     println!("experiment {:?}: {} configurations, about {} runs", exp.name, exp.configs.len(), exp.configs.iter().map(|c| driver::estimate_runs(&c.rates)).sum::<usize>());
     for c in &exp.configs {
         let what = match (c.server, c.libception) {
-            (Some(s), Some(m)) => format!("{} under Libception ({}{})", s.name(), m.name(), if c.prefetch_adaptive { ", prefetch adaptive".into() } else { c.prefetch_kb.map(|p| format!(", prefetch {p} KiB")).unwrap_or_default() }),
+            (Some(s), Some(m)) => format!("{} under Libception ({}{})", s.name(), m.name(), match &c.prefetch {
+                Some(Prefetch::Adaptive(_)) => ", prefetch adaptive".into(),
+                Some(Prefetch::Fixed(bytes)) => format!(", prefetch {} KiB", bytes / 1024),
+                None => String::new(),
+            }),
             (Some(s), None) => format!("{} vanilla", s.name()),
             (None, _) => "wc upper bound".into(),
         };

@@ -24,7 +24,7 @@
 use crate::cgroup::{self, Role, RunCgroup};
 use crate::daemon::Daemon;
 use crate::disk::{self, Disk, DiskOptions};
-use crate::experiment::{Config, Experiment, Mode, RatePlan, RunKind, WorkloadSource};
+use crate::experiment::{Config, Experiment, Mode, Prefetch, RatePlan, RunKind, WorkloadSource};
 use crate::interrupt::{self, Interrupted};
 use crate::process::{tail, Child, Spawn};
 use crate::reader::{self, ReadReport};
@@ -33,6 +33,8 @@ use crate::server::{self, ServerSetup};
 use crate::setup;
 use vidbench_stats as stats;
 use anyhow::{bail, Context};
+use libception::launch;
+use libception_proto::ShimEnv;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -409,25 +411,14 @@ impl Driver {
         let disk_opts = self.disk_options(cfg, dir);
         let mut disk = Disk::mount(&self.programs.vidbench, &self.mount_point(), &disk_opts, &dir.join("disk.log"))?;
         let cgroup = self.new_cgroup()?;
-        let mut env: Vec<(String, String)> = Vec::new();
-        let mut daemon: Option<Daemon> = None;
-        if let Some(mode) = cfg.libception {
-            let prefetch = cfg.prefetch_kb.map_or(0, |kb| kb as u64 * 1024);
-            if mode.needs_daemon() {
-                daemon = Some(Daemon::start(&self.programs.libception, &dir.join("daemon.sock"), &daemon_prefetch_arg(cfg), &dir.join("daemon.log"), &cgroup)?);
-                env.push(("LIBCEPTION_SOCKET".into(), dir.join("daemon.sock").display().to_string()));
-            }
-            env.push(("LD_PRELOAD".into(), self.programs.shim.display().to_string()));
-            env.push(("LIBCEPTION_MODE".into(), mode.name().into()));
-            env.push(("LIBCEPTION_PREFETCH".into(), if mode == Mode::Serialize { "0".into() } else { prefetch.to_string() }));
-            if mode == Mode::Track {
-                // Workers run unprivileged: the stats directory must be theirs to write.
-                let shim_dir = dir.join("shim");
-                std::fs::create_dir_all(&shim_dir)?;
-                std::fs::set_permissions(&shim_dir, std::os::unix::fs::PermissionsExt::from_mode(0o777))?;
-                env.push(("LIBCEPTION_STATS".into(), shim_dir.join("stats-%p.json").display().to_string()));
-            }
-        }
+        let daemon = match cfg.daemon_prefetch() {
+            Some(prefetch) => Some(Daemon::start(&self.programs.libception, &dir.join("daemon.sock"), &prefetch, &dir.join("daemon.log"), &cgroup)?),
+            None => None,
+        };
+        let env = match cfg.libception {
+            Some(mode) => shim_env(cfg, mode, &self.programs, daemon.as_ref().map(|d| d.socket.as_path()), dir)?,
+            None => Vec::new(),
+        };
         let binary = server_binary(&self.exp, cfg, kind);
         let template = cfg.template.clone().expect("checked: server configurations have a template");
         let setup = ServerSetup {
@@ -469,7 +460,7 @@ impl Driver {
         }
         let server_alive = srv.child.exited().is_none();
         let server_status = srv.child.stop(Duration::from_secs(15));
-        if let Some(mut d) = daemon.take() {
+        if let Some(mut d) = daemon {
             d.child.stop(Duration::from_secs(10));
         }
         let diff = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| b - a);
@@ -583,21 +574,28 @@ impl Driver {
     }
 }
 
-/// The daemon's `--prefetch`: bytes (0 in serialize mode), or `adaptive`.
-fn daemon_prefetch_arg(cfg: &Config) -> String {
-    match cfg.libception {
-        Some(Mode::Serialize) => "0".into(),
-        _ if cfg.prefetch_adaptive => "adaptive".into(),
-        _ => cfg.prefetch_kb.map_or(0, |kb| kb as u64 * 1024).to_string(),
+/// The server's environment under the shim in `mode`: only what the mode
+/// reads (`ShimEnv`); track mode writes its statistics into `dir/shim/`. The
+/// driver's own `LD_PRELOAD`, if any, is not passed on.
+fn shim_env(cfg: &Config, mode: Mode, programs: &Programs, daemon_socket: Option<&Path>, dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
+    let mut shim = ShimEnv::new(&programs.shim, mode);
+    shim.socket = daemon_socket.map(Path::to_owned);
+    shim.prefetch = cfg.prefetch.as_ref().map(Prefetch::max_bytes);
+    if mode == Mode::Track {
+        // Workers run unprivileged: the stats directory must be theirs to write.
+        let shim_dir = dir.join("shim");
+        std::fs::create_dir_all(&shim_dir)?;
+        std::fs::set_permissions(&shim_dir, std::os::unix::fs::PermissionsExt::from_mode(0o777))?;
+        shim.stats = Some(shim_dir.join("stats-%p.json"));
     }
+    Ok(shim.vars(None).into_iter().map(|(k, v)| (k.to_string(), v.to_string_lossy().into_owned())).collect())
 }
 
+/// The daemon's command line for setup.json (none when the mode has no daemon).
 fn daemon_command(cfg: &Config, p: &Programs, dir: &Path) -> Option<Vec<String>> {
-    if !cfg.libception?.needs_daemon() {
-        return None;
-    }
+    let prefetch = cfg.daemon_prefetch()?;
     let mut command = vec![p.libception.display().to_string()];
-    command.extend(Daemon::args(&dir.join("daemon.sock"), &daemon_prefetch_arg(cfg)));
+    command.extend(launch::daemon_args(&dir.join("daemon.sock"), &prefetch));
     Some(command)
 }
 
@@ -780,6 +778,15 @@ libception = "serialize"
 [[config]]
 name = "vanilla"
 server = "nginx"
+[[config]]
+name = "inproc"
+server = "nginx"
+libception = "prefetch"
+prefetch_kb = 512
+[[config]]
+name = "track"
+server = "nginx"
+libception = "track"
 "#;
         Experiment::from_str(text, &dir.path().join("e.toml")).unwrap().configs
     }
@@ -798,5 +805,24 @@ server = "nginx"
         assert_eq!(tail("lib-padaptive"), "--prefetch adaptive");
         assert_eq!(tail("ser"), "--prefetch 0");
         assert_eq!(command("vanilla"), None);
+        assert_eq!(command("inproc"), None);
+    }
+
+    #[test]
+    fn the_server_gets_only_the_shim_settings_its_mode_reads() {
+        let programs = Programs { vidbench: "vb".into(), libception: "/bin/libception".into(), shim: "/b/libdeception.so".into() };
+        let dir = tempfile::tempdir().unwrap();
+        let env = |name: &str| {
+            let cfg = configs().into_iter().find(|c| c.name == name).unwrap();
+            let socket = dir.path().join("daemon.sock");
+            let socket = cfg.daemon_prefetch().map(|_| socket.as_path());
+            let vars = shim_env(&cfg, cfg.libception.unwrap(), &programs, socket, dir.path()).unwrap();
+            vars.into_iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ").replace(&dir.path().display().to_string(), "RUN")
+        };
+        assert_eq!(env("lib-p2048"), "LD_PRELOAD=/b/libdeception.so LIBCEPTION_MODE=full LIBCEPTION_SOCKET=RUN/daemon.sock");
+        assert_eq!(env("ser"), "LD_PRELOAD=/b/libdeception.so LIBCEPTION_MODE=serialize LIBCEPTION_SOCKET=RUN/daemon.sock");
+        assert_eq!(env("inproc"), "LD_PRELOAD=/b/libdeception.so LIBCEPTION_MODE=prefetch LIBCEPTION_PREFETCH=524288");
+        assert_eq!(env("track"), "LD_PRELOAD=/b/libdeception.so LIBCEPTION_MODE=track LIBCEPTION_STATS=RUN/shim/stats-%p.json");
+        assert!(dir.path().join("shim").is_dir());
     }
 }
