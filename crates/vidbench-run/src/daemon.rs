@@ -26,7 +26,6 @@ pub struct Daemon {
     pub socket: PathBuf,
     binary: PathBuf,
     log: PathBuf,
-    pub command: Vec<String>,
 }
 
 impl Daemon {
@@ -43,9 +42,7 @@ impl Daemon {
             stop_signal: libc::SIGTERM,
             death_signal: libc::SIGKILL,
         })?;
-        let mut command_line = vec![binary.display().to_string()];
-        command_line.extend(args);
-        let mut d = Daemon { child, socket: socket.to_owned(), binary: binary.to_owned(), log: log.to_owned(), command: command_line };
+        let mut d = Daemon { child, socket: socket.to_owned(), binary: binary.to_owned(), log: log.to_owned() };
         let child = &mut d.child;
         let readiness = launch::wait_ready(Duration::from_secs(20), Duration::from_millis(20), || child.exited(), || {
             interrupt::check()?;

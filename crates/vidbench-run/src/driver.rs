@@ -27,6 +27,7 @@ use crate::disk::{self, Disk, DiskOptions};
 use crate::experiment::{Config, Experiment, Mode, Prefetch, RatePlan, RunKind, WorkloadSource};
 use crate::interrupt::{self, Interrupted};
 use crate::process::{tail, Child, Spawn};
+use crate::progress::{fmt_duration, Progress};
 use crate::reader::{self, ReadReport};
 use crate::search::{self, Outcome, Prober, SearchResult};
 use crate::server::{self, ServerSetup};
@@ -86,37 +87,6 @@ impl Programs {
             shim: exp.paths.shim.clone().unwrap_or_else(|| build.join("libdeception.so")),
             vidbench,
         })
-    }
-}
-
-/// Counts runs for the progress line.
-struct Progress {
-    started: Instant,
-    done: usize,
-    run_seconds: Vec<f64>,
-    estimate_total: usize,
-}
-
-impl Progress {
-    fn line(&self, what: &str) -> String {
-        let elapsed = self.started.elapsed().as_secs_f64();
-        let n = self.done + 1;
-        let m = self.estimate_total.max(n);
-        let eta = if self.run_seconds.is_empty() {
-            "?".to_string()
-        } else {
-            fmt_duration(stats::mean(&self.run_seconds) * (m - self.done) as f64)
-        };
-        format!("[run {n} of ~{m}] {what} | elapsed {} | ETA {eta}", fmt_duration(elapsed))
-    }
-}
-
-pub fn fmt_duration(s: f64) -> String {
-    let s = s.max(0.0).round() as u64;
-    if s >= 3600 {
-        format!("{}h{:02}m", s / 3600, s / 60 % 60)
-    } else {
-        format!("{}m{:02}s", s / 60, s % 60)
     }
 }
 
@@ -233,7 +203,7 @@ impl Driver {
             workload,
             sessions,
             machine,
-            progress: Progress { started: Instant::now(), done: 0, run_seconds: vec![], estimate_total },
+            progress: Progress::new(estimate_total),
             cgroup_counter: 0,
         })
     }
@@ -247,16 +217,15 @@ impl Driver {
         let mut summaries = Vec::new();
         let configs = self.exp.configs.clone();
         for (i, cfg) in configs.iter().enumerate() {
-            let before = self.progress.done;
+            let before = self.progress.done();
             let s = self.run_config(cfg)?;
             // Replace the estimate of this configuration with what it took.
-            let estimated = estimate_runs(&cfg.rates);
-            let actual = self.progress.done - before;
-            self.progress.estimate_total = self.progress.estimate_total + actual - estimated.min(self.progress.estimate_total);
-            eprintln!("vidbench run: configuration {} of {} ({}) done: {}", i + 1, configs.len(), cfg.name, s.headline());
+            self.progress.correct_estimate(estimate_runs(&cfg.rates), self.progress.done() - before);
+            self.progress.printer().line(&format!("vidbench run: configuration {} of {} ({}) done: {}", i + 1, configs.len(), cfg.name, s.headline()));
             summaries.push(s);
             write_json(&self.out.join("summary.json"), &summaries)?;
         }
+        self.progress.finish();
         Ok(summaries)
     }
 
@@ -306,7 +275,7 @@ impl Driver {
         if dir.join(DONE).exists() {
             let r: RunResult = serde_json::from_str(&std::fs::read_to_string(dir.join("result.json"))?)
                 .with_context(|| format!("{} is not a run result", dir.join("result.json").display()))?;
-            self.progress.done += 1;
+            self.progress.recalled_run();
             return Ok(r.outcome);
         }
         if dir.exists() {
@@ -317,7 +286,7 @@ impl Driver {
             Some(r) => format!("{} at {r:.2} sessions/s, repetition {}", cfg.name, rep + 1),
             None => format!("{} (wc upper bound), repetition {}", cfg.name, rep + 1),
         };
-        eprintln!("{}", self.progress.line(&what));
+        self.progress.start_run(&what);
         let started = Instant::now();
         let started_unix = now_unix();
         write_json(
@@ -338,14 +307,13 @@ impl Driver {
         let wall_s = started.elapsed().as_secs_f64();
         write_json(&dir.join("result.json"), &RunResult { config: cfg.name.clone(), kind: cfg.kind, rate, repetition: rep, outcome, wall_s })?;
         std::fs::write(dir.join(DONE), format!("{}\n", now_unix()))?;
-        self.progress.done += 1;
-        self.progress.run_seconds.push(wall_s);
-        eprintln!(
+        self.progress.finished_run(wall_s);
+        self.progress.printer().line(&format!(
             "    -> {:.2} MB/s delivered, {:.2} % sessions failed ({})",
             outcome.throughput_mbs,
             outcome.failure_pct,
             fmt_duration(wall_s)
-        );
+        ));
         Ok(outcome)
     }
 
@@ -455,7 +423,7 @@ impl Driver {
         if let Some(d) = &daemon {
             match d.stats() {
                 Ok(v) => write_json(&dir.join("daemon.json"), &v)?,
-                Err(e) => eprintln!("vidbench run: warning: no daemon counters for this run: {e:#}"),
+                Err(e) => self.progress.printer().line(&format!("vidbench run: warning: no daemon counters for this run: {e:#}")),
             }
         }
         let server_alive = srv.child.exited().is_none();
@@ -516,8 +484,9 @@ impl Driver {
             config.verify = Some(vidbench_library::Library::load(&self.workload.library)?);
         }
         let sessions = self.sessions.clone();
+        let printer = self.progress.printer();
         let handle = std::thread::Builder::new().name("load".into()).spawn(move || {
-            vidbench_load::play(config, sessions, &mut |p| eprintln!("    load {p}")).map(|s| serde_json::to_value(&s).expect("summary serializes"))
+            vidbench_load::play(config, sessions, &mut |p| printer.line(&format!("    load {p}"))).map(|s| serde_json::to_value(&s).expect("summary serializes"))
         })?;
         let mut interrupted_at: Option<Instant> = None;
         loop {

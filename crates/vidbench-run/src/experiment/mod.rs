@@ -25,10 +25,7 @@ mod schema;
 
 pub use libception_proto::{Mode, Prefetch};
 use libception_proto::AdaptiveParams;
-pub use schema::{
-    ConfigSection, DiskSection, ExperimentFile, MemorySection, OneOrMany, PathsSection, PrefetchSize, RatesSection, RunKind,
-    RunSection, SearchSection, ServerKind, WorkloadSection,
-};
+pub use schema::{DiskSection, ExperimentFile, PathsSection, RunKind, RunSection, SearchSection, ServerKind};
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
