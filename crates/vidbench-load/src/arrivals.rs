@@ -61,15 +61,8 @@ mod tests {
         let se = (1.0 / rate) / (n as f64).sqrt();
         assert!((mean - 1.0 / rate).abs() < 3.0 * se, "mean gap {mean}");
         gaps.sort_by(f64::total_cmp);
-        let d = gaps
-            .iter()
-            .enumerate()
-            .map(|(i, g)| {
-                let cdf = 1.0 - (-rate * g).exp();
-                (cdf - i as f64 / n as f64).abs().max(((i + 1) as f64 / n as f64 - cdf).abs())
-            })
-            .fold(0.0, f64::max);
-        assert!(d < 1.63 / (n as f64).sqrt(), "KS distance {d}");
+        let d = vidbench_stats::ks_distance(&gaps, vidbench_stats::exponential_cdf(rate));
+        assert!(d < vidbench_stats::ks_critical_1pct(n), "KS distance {d}");
         // Counts in disjoint 1-second windows: Poisson, so variance = mean.
         let span = times[n - 1].floor() as usize;
         let mut counts = vec![0f64; span];

@@ -13,7 +13,6 @@
 use crate::records::{Collector, SessionCounts};
 use hdrhistogram::Histogram;
 use serde::Serialize;
-use statrs::distribution::{ContinuousCDF, StudentsT};
 use std::collections::BTreeMap;
 use vidbench_library::session::Phase;
 
@@ -168,20 +167,8 @@ pub struct ErrorCount {
     pub count: u64,
 }
 
-/// Mean and 95 % confidence half-width (Student's t) of `values`.
-pub fn mean_ci95(values: &[f64]) -> (Option<f64>, Option<f64>) {
-    let n = values.len();
-    if n == 0 {
-        return (None, None);
-    }
-    let mean = values.iter().sum::<f64>() / n as f64;
-    if n == 1 {
-        return (Some(mean), None);
-    }
-    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-    let t = StudentsT::new(0.0, 1.0, (n - 1) as f64).expect("positive degrees of freedom").inverse_cdf(0.975);
-    (Some(mean), Some(t * (var / n as f64).sqrt()))
-}
+/// Mean and 95 % confidence half-width of `values` (Student's t; see vidbench-stats).
+pub use vidbench_stats::mean_ci95;
 
 pub(crate) struct RunFacts {
     pub setup: Setup,
@@ -343,21 +330,5 @@ impl LoadSummary {
             let _ = writeln!(s, "  ... {} more kinds of error in summary.json", self.errors.len() - 5);
         }
         s
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn confidence_interval_matches_a_worked_example() {
-        // n = 4, mean 10, s = 2 (values 8, 9, 11, 12 have s^2 = 10/3), t(0.975, 3) = 3.182.
-        let (m, ci) = mean_ci95(&[8.0, 9.0, 11.0, 12.0]);
-        assert_eq!(m, Some(10.0));
-        let expect = 3.182446 * (10.0f64 / 3.0 / 4.0).sqrt();
-        assert!((ci.unwrap() - expect).abs() < 1e-4, "{ci:?} vs {expect}");
-        assert_eq!(mean_ci95(&[]), (None, None));
-        assert_eq!(mean_ci95(&[3.0]), (Some(3.0), None));
     }
 }

@@ -340,15 +340,8 @@ fn session_starts_follow_a_poisson_process_at_the_offered_rate() {
     let mean = gaps.iter().sum::<f64>() / n as f64;
     assert!((mean * rate - 1.0).abs() < 4.0 / (n as f64).sqrt(), "mean gap {mean}");
     gaps.sort_by(f64::total_cmp);
-    let d = gaps
-        .iter()
-        .enumerate()
-        .map(|(i, g)| {
-            let cdf = 1.0 - (-rate * g).exp();
-            (cdf - i as f64 / n as f64).abs().max(((i + 1) as f64 / n as f64 - cdf).abs())
-        })
-        .fold(0.0, f64::max);
-    assert!(d < 1.63 / (n as f64).sqrt(), "KS distance {d}");
+    let d = vidbench_stats::ks_distance(&gaps, vidbench_stats::exponential_cdf(rate));
+    assert!(d < vidbench_stats::ks_critical_1pct(n as usize), "KS distance {d}");
     let achieved = run.summary.session_rate.achieved.unwrap();
     assert!((achieved / rate - 1.0).abs() < 0.25, "achieved {achieved}/s for {rate}/s");
 }

@@ -7,7 +7,7 @@ use crate::data::{Results, Run};
 use anyhow::Context;
 use serde_json::Value;
 use std::path::Path;
-use vidbench_run::stats::{ci95_half_width, mean};
+use vidbench_stats::{ci95_half_width, mean};
 
 /// All runs of one configuration at one rate.
 #[derive(Debug, Clone)]

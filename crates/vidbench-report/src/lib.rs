@@ -1,16 +1,29 @@
 //! Report (`vidbench report RESULTS_DIR`): a Markdown report with SVG figures
 //! made only from the raw results that `vidbench run` wrote.
 //!
-//! - [`data`]: reading a results directory (complete runs only).
-//! - [`analysis`]: per-rate means and confidence intervals, the maximum
+//! The `vidbench` binary calls [`cli::run`] with [`cli::Args`]; a program can
+//! load [`Results`] and call [`write_report`] or [`rate_table`] itself, and
+//! [`read_trace`], [`sequences`] and [`bytes_cdf`] analyse a disk trace.
+//!
+//! The report reads every results file as JSON values, not as vidbench-run's
+//! types, so that results of an older build still report (it depends on
+//! vidbench-run for nothing; statistics come from vidbench-stats).
+//!
+//! Inside (private modules):
+//! - `data`: reading a results directory (complete runs only).
+//! - `analysis`: per-rate means and confidence intervals, the maximum
 //!   failure-free rate, disk-trace sequences, sendfile latency histograms.
-//! - [`figures`]: SVG line charts (plotters).
-//! - [`render`]: the Markdown sections; a section with no data says so.
+//! - `figures`: SVG line charts (plotters).
+//! - `render`: the Markdown sections; a section with no data says so.
 
-pub mod analysis;
-pub mod data;
-pub mod figures;
-pub mod render;
+mod analysis;
+mod data;
+mod figures;
+mod render;
+
+pub use analysis::{bytes_cdf, read_trace, sequences, TraceRequest};
+pub use data::{DiskDelta, Results, Run};
+pub use render::{rate_table, write_report};
 
 pub mod cli {
     use std::path::PathBuf;
@@ -36,7 +49,11 @@ pub mod cli {
         let figures = crate::render::write_report(&results, &out)?;
         eprintln!("vidbench report: wrote {} ({} runs, {figures} figures)", out.display(), results.runs.len());
         if args.print_table {
-            print!("{}", crate::render::rate_table(&results));
+            // A reader that leaves early (`--print-table | head`) is not an error.
+            match std::io::Write::write_all(&mut std::io::stdout().lock(), crate::render::rate_table(&results).as_bytes()) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(e.into()),
+                _ => {}
+            }
         }
         Ok(())
     }

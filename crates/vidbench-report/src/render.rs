@@ -182,22 +182,33 @@ fn versus_rate(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<String, 
     let fail = series(|p| p.failure_pct);
     ctx.figure("throughput-vs-rate", Chart { title: "Delivered throughput", x_label: "offered rate (sessions/s)", y_label: "MB/s", log_x: false, y_range: None }, tput)?;
     ctx.figure("failures-vs-rate", Chart { title: "Failed sessions", x_label: "offered rate (sessions/s)", y_label: "% of measured sessions", log_x: false, y_range: None }, fail)?;
-    writeln!(ctx.md, "| configuration | rate | runs | MB/s | ± CI | failed % | ± CI | server CPU % |")?;
-    writeln!(ctx.md, "|---|---:|---:|---:|---:|---:|---:|---:|")?;
+    per_rate_table(ctx, configs, points, &["runs", "MB/s", "± CI", "failed %", "± CI", "server CPU %"], |p| {
+        vec![
+            p.runs.to_string(),
+            format!("{:.2}", p.throughput_mbs),
+            format!("{:.2}", p.throughput_ci),
+            format!("{:.2}", p.failure_pct),
+            format!("{:.2}", p.failure_ci),
+            f2(p.server_cpu_pct),
+        ]
+    })?;
+    Ok(())
+}
+
+/// A Markdown table with a row per configuration and rate: the configuration's
+/// label, the rate, then `columns` (right-aligned) filled by `cells`.
+fn per_rate_table<'c>(
+    ctx: &mut Ctx<'_>,
+    configs: impl IntoIterator<Item = &'c String>,
+    points: &BTreeMap<String, Vec<Point>>,
+    columns: &[&str],
+    cells: impl Fn(&Point) -> Vec<String>,
+) -> anyhow::Result<()> {
+    writeln!(ctx.md, "| configuration | rate | {} |", columns.join(" | "))?;
+    writeln!(ctx.md, "|---|---:|{}", "---:|".repeat(columns.len()))?;
     for c in configs {
         for p in &points[c] {
-            writeln!(
-                ctx.md,
-                "| {} | {:.2} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {} |",
-                ctx.results.label(c),
-                p.rate,
-                p.runs,
-                p.throughput_mbs,
-                p.throughput_ci,
-                p.failure_pct,
-                p.failure_ci,
-                f2(p.server_cpu_pct)
-            )?;
+            writeln!(ctx.md, "| {} | {:.2} | {} |", ctx.results.label(c), p.rate, cells(p).join(" | "))?;
         }
     }
     writeln!(ctx.md)?;
@@ -227,24 +238,9 @@ fn disk_section(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<String,
         "Disk figures come from the emulated disk's own counters over the load (iostat's definitions: ms per transaction = busy time / transactions). \
          Delivered above disk means cache hits; disk above delivered means prefetched data evicted before use.\n"
     )?;
-    writeln!(ctx.md, "| configuration | rate | disk MB/s | delivered MB/s | ms/transaction | request KiB | disk busy % |")?;
-    writeln!(ctx.md, "|---|---:|---:|---:|---:|---:|---:|")?;
-    for c in with_disk {
-        for p in &points[c] {
-            writeln!(
-                ctx.md,
-                "| {} | {:.2} | {} | {:.2} | {} | {} | {} |",
-                ctx.results.label(c),
-                p.rate,
-                f2(p.disk_mbs),
-                p.throughput_mbs,
-                f2(p.ms_per_transaction),
-                f2(p.request_kib),
-                f2(p.busy_pct)
-            )?;
-        }
-    }
-    writeln!(ctx.md)?;
+    per_rate_table(ctx, with_disk, points, &["disk MB/s", "delivered MB/s", "ms/transaction", "request KiB", "disk busy %"], |p| {
+        vec![f2(p.disk_mbs), format!("{:.2}", p.throughput_mbs), f2(p.ms_per_transaction), f2(p.request_kib), f2(p.busy_pct)]
+    })?;
     Ok(())
 }
 
@@ -263,14 +259,14 @@ fn wc_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()> {
         let t: Vec<f64> = runs.iter().map(|r| r.throughput_mbs).collect();
         let d = |f: fn(&crate::data::DiskDelta) -> f64| {
             let v: Vec<f64> = runs.iter().filter_map(|r| r.disk.as_ref().map(f)).collect();
-            (!v.is_empty()).then(|| vidbench_run::stats::mean(&v))
+            (!v.is_empty()).then(|| vidbench_stats::mean(&v))
         };
         writeln!(
             ctx.md,
             "| {} | {} | {:.2} | {} | {} | {} |",
             ctx.results.label(c),
             runs.len(),
-            vidbench_run::stats::mean(&t),
+            vidbench_stats::mean(&t),
             f2(d(|x| x.ms_per_transaction())),
             f2(d(|x| x.request_kib())),
             f2(d(|x| x.busy_pct()))

@@ -6,7 +6,7 @@
 //! that every figure with data is a real SVG, and that sections without data say so.
 
 use std::path::{Path, PathBuf};
-use vidbench_report::data::Results;
+use vidbench_report::Results;
 
 fn data() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/quick-mini")
@@ -19,7 +19,7 @@ fn report_from_the_recorded_quick_run() {
     assert_eq!(results.runs.len(), 6);
     let out_dir = tempfile::tempdir().unwrap();
     let out = out_dir.path().join("report.md");
-    let figures = vidbench_report::render::write_report(&results, &out).unwrap();
+    let figures = vidbench_report::write_report(&results, &out).unwrap();
     let md = std::fs::read_to_string(&out).unwrap();
 
     // Table 3 analogue: one row per configuration, values from result.json.
@@ -49,7 +49,7 @@ fn report_from_the_recorded_quick_run() {
     assert_eq!(md.matches("| `runs/").count(), 6);
 
     // The plain table of the quick start has a line per configuration and rate.
-    let table = vidbench_report::render::rate_table(&results);
+    let table = vidbench_report::rate_table(&results);
     assert_eq!(table.lines().filter(|l| l.starts_with("nginx")).count(), 6, "{table}");
 }
 
@@ -62,12 +62,12 @@ fn a_directory_that_is_not_results_is_named() {
 
 #[test]
 fn sequences_from_a_real_trace() {
-    let trace = vidbench_report::analysis::read_trace(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/trace-excerpt.csv")).unwrap();
+    let trace = vidbench_report::read_trace(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/trace-excerpt.csv")).unwrap();
     assert_eq!(trace.len(), 300);
-    let seqs = vidbench_report::analysis::sequences(&trace);
+    let seqs = vidbench_report::sequences(&trace);
     assert_eq!(seqs.iter().sum::<u64>(), trace.iter().map(|t| t.bytes).sum::<u64>(), "every byte is in one sequence");
     assert!(seqs.len() > 1 && seqs.len() < trace.len(), "vanilla nginx reads in interleaved short runs: {} sequences", seqs.len());
-    let cdf = vidbench_report::analysis::bytes_cdf(&seqs);
+    let cdf = vidbench_report::bytes_cdf(&seqs);
     assert!((cdf.last().unwrap().1 - 100.0).abs() < 1e-9);
     assert!(cdf.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1), "the CDF is increasing");
 }

@@ -44,7 +44,6 @@ impl Role {
 /// A run's cgroups; removed on drop.
 #[derive(Debug)]
 pub struct RunCgroup {
-    pub name: String,
     memory: PathBuf,
     cpuacct: Option<PathBuf>,
 }
@@ -98,7 +97,7 @@ impl RunCgroup {
             bail!("memory cgroup {} already exists (another run is using it?)", memory.display());
         }
         fs::create_dir(&memory).with_context(|| format!("cannot create memory cgroup {}", memory.display()))?;
-        let mut cg = RunCgroup { name: name.clone(), memory: memory.clone(), cpuacct: None };
+        let mut cg = RunCgroup { memory: memory.clone(), cpuacct: None };
         fs::write(memory.join("memory.limit_in_bytes"), limit_bytes.to_string())
             .with_context(|| format!("cannot set {}/memory.limit_in_bytes to {limit_bytes}", memory.display()))?;
         let cpu = Path::new(CPUACCT_ROOT).join(&name);
@@ -111,10 +110,6 @@ impl RunCgroup {
             }
         }
         Ok(cg)
-    }
-
-    pub fn memory_path(&self) -> &Path {
-        &self.memory
     }
 
     /// The files a child of `role` must write itself into.
@@ -155,16 +150,6 @@ impl RunCgroup {
             "failcnt": read("memory.failcnt"),
             "stat": stat,
         })
-    }
-
-    /// Pids still inside.
-    pub fn pids(&self) -> Vec<i32> {
-        procs(&self.memory)
-    }
-
-    /// Kills everything inside and waits (up to `timeout`) until it is empty.
-    pub fn kill_all(&self, timeout: Duration) -> bool {
-        kill_all_in(&self.memory, timeout)
     }
 }
 

@@ -2,9 +2,10 @@
 //! reader mode the driver starts inside a run's cgroup.
 
 use crate::driver::{self, Driver};
-use crate::experiment::{Experiment, RatePlan};
+use crate::experiment::{Experiment, Prefetch, RatePlan};
 use crate::{cgroup, interrupt, reader};
 use anyhow::Context;
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -55,8 +56,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         exp.keep_only(&args.only).with_context(|| format!("--only for {}", path.display()))?;
     }
     if args.check {
-        print_plan(&exp);
-        return Ok(());
+        return Ok(unless_reader_left(print_plan(&exp, &mut std::io::stdout().lock()))?);
     }
     let out = args.out.expect("clap requires it");
     cgroup::available().map_err(anyhow::Error::msg)?;
@@ -67,10 +67,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     match result {
         Ok((d, summaries)) => {
             eprintln!("vidbench run: all runs done; results in {}", d.out.display());
-            for s in &summaries {
-                println!("{:<28} {}", s.label, s.headline());
-            }
-            Ok(())
+            let mut stdout = std::io::stdout().lock();
+            Ok(unless_reader_left(summaries.iter().try_for_each(|s| writeln!(stdout, "{:<28} {}", s.label, s.headline())))?)
         }
         Err(e) if e.is::<interrupt::Interrupted>() || interrupt::requested() => {
             anyhow::bail!("interrupted: finished runs are kept in {}; continue with `vidbench run {} --out {} --resume`", out.display(), path.display(), out.display())
@@ -79,11 +77,26 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
 }
 
-fn print_plan(exp: &Experiment) {
-    println!("experiment {:?}: {} configurations, about {} runs", exp.name, exp.configs.len(), exp.configs.iter().map(|c| driver::estimate_runs(&c.rates)).sum::<usize>());
+/// Stdout closed early (`vidbench run X --check | head`) is not an error: the
+/// reader has what it wanted. SIGPIPE stays ignored, as Rust sets it, because
+/// the driver writes to its children's pipes and must see EPIPE there.
+fn unless_reader_left(written: std::io::Result<()>) -> std::io::Result<()> {
+    match written {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}
+
+fn print_plan(exp: &Experiment, out: &mut dyn Write) -> std::io::Result<()> {
+    writeln!(
+        out,"experiment {:?}: {} configurations, about {} runs", exp.name, exp.configs.len(), exp.configs.iter().map(|c| driver::estimate_runs(&c.rates)).sum::<usize>())?;
     for c in &exp.configs {
         let what = match (c.server, c.libception) {
-            (Some(s), Some(m)) => format!("{} under Libception ({}{})", s.name(), m.name(), if c.prefetch_adaptive { ", prefetch adaptive".into() } else { c.prefetch_kb.map(|p| format!(", prefetch {p} KiB")).unwrap_or_default() }),
+            (Some(s), Some(m)) => format!("{} under Libception ({}{})", s.name(), m.name(), match &c.prefetch {
+                Some(Prefetch::Adaptive(_)) => ", prefetch adaptive".into(),
+                Some(Prefetch::Fixed(bytes)) => format!(", prefetch {} KiB", bytes / 1024),
+                None => String::new(),
+            }),
             (Some(s), None) => format!("{} vanilla", s.name()),
             (None, _) => "wc upper bound".into(),
         };
@@ -95,8 +108,9 @@ fn print_plan(exp: &Experiment) {
             ),
             RatePlan::None { repetitions } => format!("{repetitions} run(s)"),
         };
-        println!("  {:<24} {what}; read_ahead {} KiB, max request {} KiB; {plan}", c.name, c.read_ahead_kb, c.max_request_kb);
+        writeln!(out, "  {:<24} {what}; read_ahead {} KiB, max request {} KiB; {plan}", c.name, c.read_ahead_kb, c.max_request_kb)?;
     }
+    Ok(())
 }
 
 /// Servers and the load client hold a socket per session: raise the open-file
@@ -112,5 +126,35 @@ fn raise_fd_limit() {
                 libc::setrlimit(libc::RLIMIT_NOFILE, &soft);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Stdout of `vidbench run X --check | head -1` once head has exited.
+    struct ClosedPipe;
+
+    impl Write for ClosedPipe {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::ErrorKind::BrokenPipe.into())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_closed_stdout_ends_the_plan_quietly() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/experiments/quick.toml");
+        let exp = Experiment::from_file(&path).unwrap();
+        let mut plan = Vec::new();
+        print_plan(&exp, &mut plan).unwrap();
+        assert!(String::from_utf8(plan).unwrap().starts_with("experiment \"quick\""));
+        assert!(print_plan(&exp, &mut ClosedPipe).is_err());
+        assert!(unless_reader_left(print_plan(&exp, &mut ClosedPipe)).is_ok());
+        let full: std::io::Result<()> = Err(std::io::ErrorKind::StorageFull.into());
+        assert!(unless_reader_left(full).is_err(), "other write errors still count");
     }
 }

@@ -1,6 +1,7 @@
 //! Libception's daemon for one run, as a guard.
 //!
-//! `libception daemon --socket RUN/daemon.sock --prefetch BYTES|adaptive` runs inside the
+//! `libception daemon --socket RUN/daemon.sock --prefetch ...` (the command line
+//! of `libception::launch::daemon_args`) runs inside the
 //! run's memory cgroup (role `daemon` for CPU accounting): the pages it
 //! prefetches are charged where the server's are, as on the papers' machines
 //! where both shared the server's RAM. The socket is opened to every user
@@ -10,30 +11,27 @@
 //! which answers pending requests first).
 
 use crate::cgroup::{Role, RunCgroup};
-use crate::interrupt;
+use crate::interrupt::{self, Interrupted};
 use crate::process::{tail, Child, Spawn};
 use anyhow::{bail, Context};
+use libception::launch::{self, Readiness};
+use libception_proto::Prefetch;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub struct Daemon {
     pub child: Child,
     pub socket: PathBuf,
     binary: PathBuf,
     log: PathBuf,
-    pub command: Vec<String>,
 }
 
 impl Daemon {
-    /// The daemon's command-line arguments; `prefetch` is bytes or `adaptive`.
-    pub fn args(socket: &Path, prefetch: &str) -> Vec<String> {
-        vec!["daemon".into(), "--socket".into(), socket.display().to_string(), "--prefetch".into(), prefetch.into()]
-    }
-
-    pub fn start(binary: &Path, socket: &Path, prefetch: &str, log: &Path, cgroup: &RunCgroup) -> anyhow::Result<Daemon> {
-        let args = Daemon::args(socket, prefetch);
+    /// Starts the daemon in `cgroup` and waits until its socket exists.
+    pub fn start(binary: &Path, socket: &Path, prefetch: &Prefetch, log: &Path, cgroup: &RunCgroup) -> anyhow::Result<Daemon> {
+        let args = launch::daemon_args(socket, prefetch);
         let out = std::fs::File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
         let mut command = Command::new(binary);
         command.args(&args).stdin(Stdio::null()).stdout(out.try_clone()?).stderr(out);
@@ -44,24 +42,24 @@ impl Daemon {
             stop_signal: libc::SIGTERM,
             death_signal: libc::SIGKILL,
         })?;
-        let mut command_line = vec![binary.display().to_string()];
-        command_line.extend(args);
-        let mut d = Daemon { child, socket: socket.to_owned(), binary: binary.to_owned(), log: log.to_owned(), command: command_line };
-        let end = Instant::now() + Duration::from_secs(20);
-        loop {
+        let mut d = Daemon { child, socket: socket.to_owned(), binary: binary.to_owned(), log: log.to_owned() };
+        let child = &mut d.child;
+        let readiness = launch::wait_ready(Duration::from_secs(20), Duration::from_millis(20), || child.exited(), || {
             interrupt::check()?;
-            if socket.exists() {
+            Ok::<_, Interrupted>(socket.exists())
+        })?;
+        match readiness {
+            Readiness::Ready => {
                 std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o666))
                     .with_context(|| format!("cannot open the daemon's socket {} to the server's user", socket.display()))?;
-                return Ok(d);
+                Ok(d)
             }
-            if let Some(status) = d.child.exited() {
-                bail!("libception daemon exited ({status}) during start-up; its log {}:\n{}", log.display(), tail(log, 20));
+            Readiness::Exited(status) => {
+                bail!("libception daemon exited ({status}) during start-up; its log {}:\n{}", log.display(), tail(log, 20))
             }
-            if Instant::now() > end {
-                bail!("libception daemon did not create {} within 20 s; its log {}:\n{}", socket.display(), log.display(), tail(log, 20));
+            Readiness::TimedOut => {
+                bail!("libception daemon did not create {} within 20 s; its log {}:\n{}", socket.display(), log.display(), tail(log, 20))
             }
-            std::thread::sleep(Duration::from_millis(20));
         }
     }
 

@@ -8,12 +8,13 @@
 //! `vidbench disk unmount`, then signals the process, and as a last resort
 //! detaches the mount with `fusermount3 -u -z`: a run never leaves a mount behind.
 
-use crate::interrupt;
+use crate::interrupt::{self, Interrupted};
 use crate::process::{tail, Child, Spawn};
 use anyhow::{bail, Context};
+use libception::launch::{self, Readiness};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How to mount.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -90,34 +91,25 @@ impl Disk {
         let mut command_line = vec![vidbench.display().to_string()];
         command_line.extend(args);
         let mut disk = Disk { mount: mount.to_owned(), vidbench: vidbench.to_owned(), child: Some(child), log: log.to_owned(), command: command_line };
-        let end = Instant::now() + Duration::from_secs(60);
-        loop {
+        let child = disk.child.as_mut().expect("just started");
+        let readiness = launch::wait_ready(Duration::from_secs(60), Duration::from_millis(50), || child.exited(), || {
             interrupt::check()?;
-            if is_mounted(mount) && disk.stats().is_ok() {
-                return Ok(disk);
+            Ok::<_, Interrupted>(is_mounted(mount) && read_stats(vidbench, mount).is_ok())
+        })?;
+        match readiness {
+            Readiness::Ready => Ok(disk),
+            Readiness::Exited(status) => {
+                bail!("vidbench disk mount exited ({status}) before the disk was mounted; its log {}:\n{}", log.display(), tail(log, 20))
             }
-            if let Some(status) = disk.child.as_mut().and_then(|c| c.exited()) {
-                bail!("vidbench disk mount exited ({status}) before the disk was mounted; its log {}:\n{}", log.display(), tail(log, 20));
+            Readiness::TimedOut => {
+                bail!("the emulated disk did not appear at {} within 60 s; its log {}:\n{}", mount.display(), log.display(), tail(log, 20))
             }
-            if Instant::now() > end {
-                bail!("the emulated disk did not appear at {} within 60 s; its log {}:\n{}", mount.display(), log.display(), tail(log, 20));
-            }
-            std::thread::sleep(Duration::from_millis(50));
         }
     }
 
     /// The disk's counters as JSON (`vidbench disk stat --json`).
     pub fn stats(&self) -> anyhow::Result<serde_json::Value> {
-        let out = Command::new(&self.vidbench)
-            .args(["disk", "stat", "--json"])
-            .arg(&self.mount)
-            .stdin(Stdio::null())
-            .output()
-            .context("cannot run vidbench disk stat")?;
-        if !out.status.success() {
-            bail!("vidbench disk stat {} failed: {}", self.mount.display(), String::from_utf8_lossy(&out.stderr).trim());
-        }
-        serde_json::from_slice(&out.stdout).context("vidbench disk stat --json did not print JSON")
+        read_stats(&self.vidbench, &self.mount)
     }
 
     /// Unmounts and waits for the disk process to exit.
@@ -154,6 +146,20 @@ impl Disk {
         }
         Ok(())
     }
+}
+
+/// `vidbench disk stat --json MOUNT`, run with the `vidbench` binary at `vidbench`.
+fn read_stats(vidbench: &Path, mount: &Path) -> anyhow::Result<serde_json::Value> {
+    let out = Command::new(vidbench)
+        .args(["disk", "stat", "--json"])
+        .arg(mount)
+        .stdin(Stdio::null())
+        .output()
+        .context("cannot run vidbench disk stat")?;
+    if !out.status.success() {
+        bail!("vidbench disk stat {} failed: {}", mount.display(), String::from_utf8_lossy(&out.stderr).trim());
+    }
+    serde_json::from_slice(&out.stdout).context("vidbench disk stat --json did not print JSON")
 }
 
 impl Drop for Disk {

@@ -24,14 +24,18 @@
 use crate::cgroup::{self, Role, RunCgroup};
 use crate::daemon::Daemon;
 use crate::disk::{self, Disk, DiskOptions};
-use crate::experiment::{Config, Experiment, Mode, RatePlan, RunKind, WorkloadSource};
+use crate::experiment::{Config, Experiment, Mode, Prefetch, RatePlan, RunKind, WorkloadSource};
 use crate::interrupt::{self, Interrupted};
 use crate::process::{tail, Child, Spawn};
+use crate::progress::{fmt_duration, Progress};
 use crate::reader::{self, ReadReport};
 use crate::search::{self, Outcome, Prober, SearchResult};
 use crate::server::{self, ServerSetup};
-use crate::{setup, stats};
+use crate::setup;
+use vidbench_stats as stats;
 use anyhow::{bail, Context};
+use libception::launch;
+use libception_proto::ShimEnv;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -83,37 +87,6 @@ impl Programs {
             shim: exp.paths.shim.clone().unwrap_or_else(|| build.join("libdeception.so")),
             vidbench,
         })
-    }
-}
-
-/// Counts runs for the progress line.
-struct Progress {
-    started: Instant,
-    done: usize,
-    run_seconds: Vec<f64>,
-    estimate_total: usize,
-}
-
-impl Progress {
-    fn line(&self, what: &str) -> String {
-        let elapsed = self.started.elapsed().as_secs_f64();
-        let n = self.done + 1;
-        let m = self.estimate_total.max(n);
-        let eta = if self.run_seconds.is_empty() {
-            "?".to_string()
-        } else {
-            fmt_duration(stats::mean(&self.run_seconds) * (m - self.done) as f64)
-        };
-        format!("[run {n} of ~{m}] {what} | elapsed {} | ETA {eta}", fmt_duration(elapsed))
-    }
-}
-
-pub fn fmt_duration(s: f64) -> String {
-    let s = s.max(0.0).round() as u64;
-    if s >= 3600 {
-        format!("{}h{:02}m", s / 3600, s / 60 % 60)
-    } else {
-        format!("{}m{:02}s", s / 60, s % 60)
     }
 }
 
@@ -230,7 +203,7 @@ impl Driver {
             workload,
             sessions,
             machine,
-            progress: Progress { started: Instant::now(), done: 0, run_seconds: vec![], estimate_total },
+            progress: Progress::new(estimate_total),
             cgroup_counter: 0,
         })
     }
@@ -244,16 +217,15 @@ impl Driver {
         let mut summaries = Vec::new();
         let configs = self.exp.configs.clone();
         for (i, cfg) in configs.iter().enumerate() {
-            let before = self.progress.done;
+            let before = self.progress.done();
             let s = self.run_config(cfg)?;
             // Replace the estimate of this configuration with what it took.
-            let estimated = estimate_runs(&cfg.rates);
-            let actual = self.progress.done - before;
-            self.progress.estimate_total = self.progress.estimate_total + actual - estimated.min(self.progress.estimate_total);
-            eprintln!("vidbench run: configuration {} of {} ({}) done: {}", i + 1, configs.len(), cfg.name, s.headline());
+            self.progress.correct_estimate(estimate_runs(&cfg.rates), self.progress.done() - before);
+            self.progress.printer().line(&format!("vidbench run: configuration {} of {} ({}) done: {}", i + 1, configs.len(), cfg.name, s.headline()));
             summaries.push(s);
             write_json(&self.out.join("summary.json"), &summaries)?;
         }
+        self.progress.finish();
         Ok(summaries)
     }
 
@@ -303,7 +275,7 @@ impl Driver {
         if dir.join(DONE).exists() {
             let r: RunResult = serde_json::from_str(&std::fs::read_to_string(dir.join("result.json"))?)
                 .with_context(|| format!("{} is not a run result", dir.join("result.json").display()))?;
-            self.progress.done += 1;
+            self.progress.recalled_run();
             return Ok(r.outcome);
         }
         if dir.exists() {
@@ -314,7 +286,7 @@ impl Driver {
             Some(r) => format!("{} at {r:.2} sessions/s, repetition {}", cfg.name, rep + 1),
             None => format!("{} (wc upper bound), repetition {}", cfg.name, rep + 1),
         };
-        eprintln!("{}", self.progress.line(&what));
+        self.progress.start_run(&what);
         let started = Instant::now();
         let started_unix = now_unix();
         write_json(
@@ -335,14 +307,13 @@ impl Driver {
         let wall_s = started.elapsed().as_secs_f64();
         write_json(&dir.join("result.json"), &RunResult { config: cfg.name.clone(), kind: cfg.kind, rate, repetition: rep, outcome, wall_s })?;
         std::fs::write(dir.join(DONE), format!("{}\n", now_unix()))?;
-        self.progress.done += 1;
-        self.progress.run_seconds.push(wall_s);
-        eprintln!(
+        self.progress.finished_run(wall_s);
+        self.progress.printer().line(&format!(
             "    -> {:.2} MB/s delivered, {:.2} % sessions failed ({})",
             outcome.throughput_mbs,
             outcome.failure_pct,
             fmt_duration(wall_s)
-        );
+        ));
         Ok(outcome)
     }
 
@@ -408,25 +379,14 @@ impl Driver {
         let disk_opts = self.disk_options(cfg, dir);
         let mut disk = Disk::mount(&self.programs.vidbench, &self.mount_point(), &disk_opts, &dir.join("disk.log"))?;
         let cgroup = self.new_cgroup()?;
-        let mut env: Vec<(String, String)> = Vec::new();
-        let mut daemon: Option<Daemon> = None;
-        if let Some(mode) = cfg.libception {
-            let prefetch = cfg.prefetch_kb.map_or(0, |kb| kb as u64 * 1024);
-            if mode.needs_daemon() {
-                daemon = Some(Daemon::start(&self.programs.libception, &dir.join("daemon.sock"), &daemon_prefetch_arg(cfg), &dir.join("daemon.log"), &cgroup)?);
-                env.push(("LIBCEPTION_SOCKET".into(), dir.join("daemon.sock").display().to_string()));
-            }
-            env.push(("LD_PRELOAD".into(), self.programs.shim.display().to_string()));
-            env.push(("LIBCEPTION_MODE".into(), mode.name().into()));
-            env.push(("LIBCEPTION_PREFETCH".into(), if mode == Mode::Serialize { "0".into() } else { prefetch.to_string() }));
-            if mode == Mode::Track {
-                // Workers run unprivileged: the stats directory must be theirs to write.
-                let shim_dir = dir.join("shim");
-                std::fs::create_dir_all(&shim_dir)?;
-                std::fs::set_permissions(&shim_dir, std::os::unix::fs::PermissionsExt::from_mode(0o777))?;
-                env.push(("LIBCEPTION_STATS".into(), shim_dir.join("stats-%p.json").display().to_string()));
-            }
-        }
+        let daemon = match cfg.daemon_prefetch() {
+            Some(prefetch) => Some(Daemon::start(&self.programs.libception, &dir.join("daemon.sock"), &prefetch, &dir.join("daemon.log"), &cgroup)?),
+            None => None,
+        };
+        let env = match cfg.libception {
+            Some(mode) => shim_env(cfg, mode, &self.programs, daemon.as_ref().map(|d| d.socket.as_path()), dir)?,
+            None => Vec::new(),
+        };
         let binary = server_binary(&self.exp, cfg, kind);
         let template = cfg.template.clone().expect("checked: server configurations have a template");
         let setup = ServerSetup {
@@ -463,12 +423,12 @@ impl Driver {
         if let Some(d) = &daemon {
             match d.stats() {
                 Ok(v) => write_json(&dir.join("daemon.json"), &v)?,
-                Err(e) => eprintln!("vidbench run: warning: no daemon counters for this run: {e:#}"),
+                Err(e) => self.progress.printer().line(&format!("vidbench run: warning: no daemon counters for this run: {e:#}")),
             }
         }
         let server_alive = srv.child.exited().is_none();
         let server_status = srv.child.stop(Duration::from_secs(15));
-        if let Some(mut d) = daemon.take() {
+        if let Some(mut d) = daemon {
             d.child.stop(Duration::from_secs(10));
         }
         let diff = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| b - a);
@@ -524,8 +484,9 @@ impl Driver {
             config.verify = Some(vidbench_library::Library::load(&self.workload.library)?);
         }
         let sessions = self.sessions.clone();
+        let printer = self.progress.printer();
         let handle = std::thread::Builder::new().name("load".into()).spawn(move || {
-            vidbench_load::play(config, sessions, &mut |p| eprintln!("    load {p}")).map(|s| serde_json::to_value(&s).expect("summary serializes"))
+            vidbench_load::play(config, sessions, &mut |p| printer.line(&format!("    load {p}"))).map(|s| serde_json::to_value(&s).expect("summary serializes"))
         })?;
         let mut interrupted_at: Option<Instant> = None;
         loop {
@@ -582,21 +543,28 @@ impl Driver {
     }
 }
 
-/// The daemon's `--prefetch`: bytes (0 in serialize mode), or `adaptive`.
-fn daemon_prefetch_arg(cfg: &Config) -> String {
-    match cfg.libception {
-        Some(Mode::Serialize) => "0".into(),
-        _ if cfg.prefetch_adaptive => "adaptive".into(),
-        _ => cfg.prefetch_kb.map_or(0, |kb| kb as u64 * 1024).to_string(),
+/// The server's environment under the shim in `mode`: only what the mode
+/// reads (`ShimEnv`); track mode writes its statistics into `dir/shim/`. The
+/// driver's own `LD_PRELOAD`, if any, is not passed on.
+fn shim_env(cfg: &Config, mode: Mode, programs: &Programs, daemon_socket: Option<&Path>, dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
+    let mut shim = ShimEnv::new(&programs.shim, mode);
+    shim.socket = daemon_socket.map(Path::to_owned);
+    shim.prefetch = cfg.prefetch.as_ref().map(Prefetch::max_bytes);
+    if mode == Mode::Track {
+        // Workers run unprivileged: the stats directory must be theirs to write.
+        let shim_dir = dir.join("shim");
+        std::fs::create_dir_all(&shim_dir)?;
+        std::fs::set_permissions(&shim_dir, std::os::unix::fs::PermissionsExt::from_mode(0o777))?;
+        shim.stats = Some(shim_dir.join("stats-%p.json"));
     }
+    Ok(shim.vars(None).into_iter().map(|(k, v)| (k.to_string(), v.to_string_lossy().into_owned())).collect())
 }
 
+/// The daemon's command line for setup.json (none when the mode has no daemon).
 fn daemon_command(cfg: &Config, p: &Programs, dir: &Path) -> Option<Vec<String>> {
-    if !cfg.libception?.needs_daemon() {
-        return None;
-    }
+    let prefetch = cfg.daemon_prefetch()?;
     let mut command = vec![p.libception.display().to_string()];
-    command.extend(Daemon::args(&dir.join("daemon.sock"), &daemon_prefetch_arg(cfg)));
+    command.extend(launch::daemon_args(&dir.join("daemon.sock"), &prefetch));
     Some(command)
 }
 
@@ -779,6 +747,15 @@ libception = "serialize"
 [[config]]
 name = "vanilla"
 server = "nginx"
+[[config]]
+name = "inproc"
+server = "nginx"
+libception = "prefetch"
+prefetch_kb = 512
+[[config]]
+name = "track"
+server = "nginx"
+libception = "track"
 "#;
         Experiment::from_str(text, &dir.path().join("e.toml")).unwrap().configs
     }
@@ -797,5 +774,24 @@ server = "nginx"
         assert_eq!(tail("lib-padaptive"), "--prefetch adaptive");
         assert_eq!(tail("ser"), "--prefetch 0");
         assert_eq!(command("vanilla"), None);
+        assert_eq!(command("inproc"), None);
+    }
+
+    #[test]
+    fn the_server_gets_only_the_shim_settings_its_mode_reads() {
+        let programs = Programs { vidbench: "vb".into(), libception: "/bin/libception".into(), shim: "/b/libdeception.so".into() };
+        let dir = tempfile::tempdir().unwrap();
+        let env = |name: &str| {
+            let cfg = configs().into_iter().find(|c| c.name == name).unwrap();
+            let socket = dir.path().join("daemon.sock");
+            let socket = cfg.daemon_prefetch().map(|_| socket.as_path());
+            let vars = shim_env(&cfg, cfg.libception.unwrap(), &programs, socket, dir.path()).unwrap();
+            vars.into_iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ").replace(&dir.path().display().to_string(), "RUN")
+        };
+        assert_eq!(env("lib-p2048"), "LD_PRELOAD=/b/libdeception.so LIBCEPTION_MODE=full LIBCEPTION_SOCKET=RUN/daemon.sock");
+        assert_eq!(env("ser"), "LD_PRELOAD=/b/libdeception.so LIBCEPTION_MODE=serialize LIBCEPTION_SOCKET=RUN/daemon.sock");
+        assert_eq!(env("inproc"), "LD_PRELOAD=/b/libdeception.so LIBCEPTION_MODE=prefetch LIBCEPTION_PREFETCH=524288");
+        assert_eq!(env("track"), "LD_PRELOAD=/b/libdeception.so LIBCEPTION_MODE=track LIBCEPTION_STATS=RUN/shim/stats-%p.json");
+        assert!(dir.path().join("shim").is_dir());
     }
 }

@@ -65,8 +65,3 @@ pub fn sleep(d: Duration) -> Result<(), Interrupted> {
         std::thread::sleep((end - now).min(Duration::from_millis(50)));
     }
 }
-
-/// A flag shared with code that takes a cancel flag (the load client).
-pub fn flag() -> &'static AtomicBool {
-    &FLAG
-}

@@ -3,28 +3,44 @@
 //! configuration's maximum failure-free rate (paper 000 section 4, paper 003
 //! section 7).
 //!
-//! - [`experiment`]: the experiment file and its checks.
-//! - [`search`]: the maximum failure-free rate search (pure, tested against a
-//!   simulated server), [`stats`] for confidence intervals.
-//! - [`driver`]: the loop over configurations, rates and repetitions, results
+//! The `vidbench` binary calls [`cli::run`] with [`cli::Args`]; the rest of
+//! the public API is what a program needs to read or drive an experiment:
+//! [`Experiment`] and its [`Config`]s (also the schema of the results'
+//! `experiment.json`, `run.json` and `setup.json`), the search
+//! ([`find_max_failure_free`] over a [`Prober`]) and the [`Driver`].
+//!
+//! Inside (private modules):
+//! - `experiment`: the experiment file (`schema`), its checks and sweeps
+//!   (`expand`), and the expanded [`Experiment`].
+//! - `search`: the maximum failure-free rate search (pure, tested against a
+//!   simulated server; confidence intervals come from vidbench-stats).
+//! - `driver`: the loop over configurations, rates and repetitions, results
 //!   layout, progress, resume; one run builds its guards in order:
-//!   [`disk`] (outside the cgroup), [`cgroup`], [`daemon`], [`server`] (from a
-//!   [`template`]), all children being [`process`] guards, and stops them in
-//!   reverse whatever happens ([`interrupt`] turns Ctrl-C into an error).
-//! - [`reader`]: cache warming and the `wc` upper bound.
-//! - [`setup`]: the machine description recorded with every run.
+//!   `disk` (outside the cgroup), `cgroup`, `daemon`, `server` (from a
+//!   `template`), all children being `process` guards, and stops them in
+//!   reverse whatever happens (`interrupt` turns Ctrl-C into an error).
+//!   The daemon's command line and every wait for a child to be ready come
+//!   from `libception::launch`, the shim's environment from
+//!   `libception_proto::ShimEnv`.
+//! - `reader`: cache warming and the `wc` upper bound.
+//! - `setup`: the machine description recorded with every run.
+//! - `progress`: the "run N of M" line.
 
-pub mod cgroup;
+mod cgroup;
 pub mod cli;
-pub mod daemon;
-pub mod disk;
-pub mod driver;
-pub mod experiment;
-pub mod interrupt;
-pub mod process;
-pub mod reader;
-pub mod search;
-pub mod server;
-pub mod setup;
-pub mod stats;
-pub mod template;
+mod daemon;
+mod disk;
+mod driver;
+mod experiment;
+mod interrupt;
+mod process;
+mod progress;
+mod reader;
+mod search;
+mod server;
+mod setup;
+mod template;
+
+pub use driver::{ConfigSummary, Driver, RunResult, DONE};
+pub use experiment::{Config, Experiment, ExperimentError, Mode, Prefetch, RatePlan, RunKind, ServerKind, WorkloadSource};
+pub use search::{find_max_failure_free, Outcome, Prober, SearchResult};

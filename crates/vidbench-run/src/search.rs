@@ -16,7 +16,7 @@
 //!    next lower passing rate is taken and repeated the same way.
 
 use crate::experiment::SearchSection;
-use crate::stats;
+use vidbench_stats as stats;
 use serde::{Deserialize, Serialize};
 
 /// What one run at one rate gave.

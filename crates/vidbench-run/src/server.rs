@@ -9,16 +9,17 @@
 
 use crate::cgroup::{Role, RunCgroup};
 use crate::experiment::ServerKind;
-use crate::interrupt;
+use crate::interrupt::{self, Interrupted};
 use crate::process::{tail, Child, Spawn};
 use crate::template::Template;
 use anyhow::{bail, Context};
+use libception::launch::{self, Readiness};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Everything needed to start one server.
 pub struct ServerSetup<'a> {
@@ -149,10 +150,15 @@ pub fn start(s: &ServerSetup<'_>, cgroup: &RunCgroup) -> anyhow::Result<RunningS
 /// Waits until the server answers an HTTP request on 127.0.0.1:`port`.
 pub fn wait_ready(server: &mut RunningServer, port: u16, timeout: Duration) -> anyhow::Result<()> {
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let end = Instant::now() + timeout;
-    loop {
+    let mut last_error = String::new();
+    let child = &mut server.child;
+    let readiness = launch::wait_ready(timeout, Duration::from_millis(100), || child.exited(), || {
         interrupt::check()?;
-        if let Some(status) = server.child.exited() {
+        Ok::<_, Interrupted>(probe(addr).map_err(|e| last_error = e.to_string()).is_ok())
+    })?;
+    match readiness {
+        Readiness::Ready => Ok(()),
+        Readiness::Exited(status) => {
             let out = server.config_path.with_file_name("server.out");
             bail!(
                 "{} exited during start-up ({status}); error log {}:\n{}\n{}",
@@ -160,22 +166,15 @@ pub fn wait_ready(server: &mut RunningServer, port: u16, timeout: Duration) -> a
                 server.error_log.display(),
                 tail(&server.error_log, 15),
                 tail(&out, 15)
-            );
+            )
         }
-        let last_error = match probe(addr) {
-            Ok(()) => return Ok(()),
-            Err(e) => e.to_string(),
-        };
-        if Instant::now() > end {
-            bail!(
-                "{} did not answer on {addr} within {:.0} s (last error: {last_error}); error log {}:\n{}",
-                server.child.name,
-                timeout.as_secs_f64(),
-                server.error_log.display(),
-                tail(&server.error_log, 15)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(100));
+        Readiness::TimedOut => bail!(
+            "{} did not answer on {addr} within {:.0} s (last error: {last_error}); error log {}:\n{}",
+            server.child.name,
+            timeout.as_secs_f64(),
+            server.error_log.display(),
+            tail(&server.error_log, 15)
+        ),
     }
 }
 

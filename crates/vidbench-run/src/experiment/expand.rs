@@ -1,0 +1,351 @@
+//! From an experiment file as written ([`ExperimentFile`]) to a checked
+//! [`Experiment`]: the checks serde's types cannot make (ranges, exclusive
+//! keys, names used twice), each error naming its key path, and the expansion
+//! of list-valued `prefetch_kb` / `read_ahead_kb` into one configuration per
+//! value. One step per table of the file, in the file's order; the first error
+//! found is the one reported.
+
+use super::schema::{
+    ConfigSection, DiskSection, ExperimentFile, MemorySection, PrefetchSize, RatesSection, RunKind, RunSection, ServerKind,
+    WorkloadSection,
+};
+use super::{Config, Experiment, ExperimentError, Mode, RatePlan, WorkloadSource};
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+/// The largest size in KiB any `*_kb` key may give (1 GiB).
+const MAX_KB: u32 = 1 << 20;
+
+/// What a name (of the experiment, of a configuration) may be made of; it
+/// becomes a directory name.
+const NAME_RULE: &str = "must be non-empty and use only letters, digits, '-', '_' and '.'";
+
+fn name_ok(s: &str) -> bool {
+    !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+}
+
+fn resolve(base: &Path, p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_owned()
+    } else {
+        base.join(p)
+    }
+}
+
+/// Checks `file` (read from `path`; relative paths in it are relative to
+/// `base`) and expands its sweeps.
+pub(super) fn expand(file: ExperimentFile, path: &Path, base: &Path) -> Result<Experiment, ExperimentError> {
+    let check = Checker { path, base };
+    if !name_ok(&file.name) {
+        return Err(check.invalid("name", NAME_RULE));
+    }
+    let workload = check.workload(&file.workload)?;
+    check.disk(&file.disk)?;
+    check.memory(&file.memory)?;
+    check.run(&file.run)?;
+    let default_plan = file.rates.as_ref().map(|r| check.rates("rates", r)).transpose()?;
+    if file.configs.is_empty() {
+        return Err(check.invalid("config", "the experiment has no [[config]]"));
+    }
+    let templates = resolve(base, &file.templates);
+    let mut configs = Vec::new();
+    let mut names = HashSet::new();
+    for (i, section) in file.configs.iter().enumerate() {
+        let key = format!("config[{i}] ({:?})", section.name);
+        if !name_ok(&section.name) {
+            return Err(check.invalid(format!("config[{i}].name"), NAME_RULE));
+        }
+        for config in check.config(&key, section, &file.disk, default_plan.as_ref(), &templates)? {
+            if !names.insert(config.name.clone()) {
+                return Err(check.invalid(format!("{key}.name"), format!("configuration name {:?} is used twice", config.name)));
+            }
+            configs.push(config);
+        }
+    }
+    Ok(Experiment {
+        name: file.name,
+        description: file.description,
+        source: resolve(&std::env::current_dir().unwrap_or_default(), path),
+        templates,
+        workload,
+        disk: file.disk,
+        memory_limit_bytes: file.memory.limit_mb * 1024 * 1024,
+        run: file.run,
+        paths: file.paths,
+        configs,
+    })
+}
+
+/// The file being checked, for error messages and relative paths.
+struct Checker<'a> {
+    path: &'a Path,
+    base: &'a Path,
+}
+
+impl Checker<'_> {
+    fn invalid(&self, key: impl Into<String>, message: impl Into<String>) -> ExperimentError {
+        ExperimentError::Invalid { path: self.path.to_owned(), key: key.into(), message: message.into() }
+    }
+
+    fn kb(&self, key: &str, v: u32) -> Result<(), ExperimentError> {
+        if v == 0 || v > MAX_KB {
+            return Err(self.invalid(key, format!("{v} KiB is out of range (1..={MAX_KB})")));
+        }
+        Ok(())
+    }
+
+    fn positive_seconds(&self, key: &str, v: f64) -> Result<(), ExperimentError> {
+        if !(v.is_finite() && v > 0.0) {
+            return Err(self.invalid(key, "must be a positive number of seconds"));
+        }
+        Ok(())
+    }
+
+    /// `[workload]`: exactly one of `spec` and `dir`.
+    fn workload(&self, w: &WorkloadSection) -> Result<WorkloadSource, ExperimentError> {
+        match (&w.spec, &w.dir) {
+            (Some(s), None) => Ok(WorkloadSource::Spec(resolve(self.base, s))),
+            (None, Some(d)) => Ok(WorkloadSource::Dir(resolve(self.base, d))),
+            _ => Err(self.invalid("workload", "give exactly one of `spec` (a spec to generate) or `dir` (a generated workload)")),
+        }
+    }
+
+    /// `[disk]`.
+    fn disk(&self, d: &DiskSection) -> Result<(), ExperimentError> {
+        if d.preset.is_empty() {
+            return Err(self.invalid("disk.preset", "is empty"));
+        }
+        self.kb("disk.read_ahead_kb", d.read_ahead_kb)?;
+        self.kb("disk.max_request_kb", d.max_request_kb)
+    }
+
+    /// `[memory]`.
+    fn memory(&self, m: &MemorySection) -> Result<(), ExperimentError> {
+        if m.limit_mb < 16 {
+            return Err(self.invalid("memory.limit_mb", format!("{} MiB is too small to run a server (at least 16)", m.limit_mb)));
+        }
+        Ok(())
+    }
+
+    /// `[run]`.
+    fn run(&self, run: &RunSection) -> Result<(), ExperimentError> {
+        match (run.duration_s, run.sessions) {
+            (Some(d), None) => self.positive_seconds("run.duration_s", d)?,
+            (None, Some(n)) if n > 0 => {}
+            (None, Some(_)) => return Err(self.invalid("run.sessions", "must be at least 1")),
+            _ => return Err(self.invalid("run", "give exactly one of `duration_s` or `sessions`")),
+        }
+        if !matches!(run.drop_caches, 0..=3) {
+            return Err(self.invalid("run.drop_caches", "must be 0 (do not drop), 1, 2 or 3"));
+        }
+        if run.port == 0 {
+            return Err(self.invalid("run.port", "must be a TCP port above 0"));
+        }
+        if run.workers == 0 || run.workers > 1024 {
+            return Err(self.invalid("run.workers", "must be between 1 and 1024"));
+        }
+        if run.threads_per_worker == 0 || run.threads_per_worker > 4096 {
+            return Err(self.invalid("run.threads_per_worker", "must be between 1 and 4096"));
+        }
+        self.positive_seconds("run.ready_timeout_s", run.ready_timeout_s)?;
+        if !(run.settle_s.is_finite() && run.settle_s >= 0.0) {
+            return Err(self.invalid("run.settle_s", "must be zero or more seconds"));
+        }
+        if let Some(m) = run.max_session_s {
+            self.positive_seconds("run.max_session_s", m)?;
+        }
+        if run.user.is_empty() {
+            return Err(self.invalid("run.user", "is empty"));
+        }
+        Ok(())
+    }
+
+    /// A `[rates]` table (top-level or a configuration's) as a rate plan.
+    fn rates(&self, key: &str, rates: &RatesSection) -> Result<RatePlan, ExperimentError> {
+        if !(rates.threshold_pct.is_finite() && rates.threshold_pct > 0.0 && rates.threshold_pct < 100.0) {
+            return Err(self.invalid(format!("{key}.threshold_pct"), "must be a percentage above 0 and below 100"));
+        }
+        if rates.repetitions == 0 {
+            return Err(self.invalid(format!("{key}.repetitions"), "must be at least 1"));
+        }
+        match (&rates.fixed, &rates.search) {
+            (Some(_), Some(_)) => Err(self.invalid(key, "give either `fixed` or `search`, not both")),
+            (None, None) => Err(self.invalid(key, "give `fixed = [rates...]` or a `search` table")),
+            (Some(fixed), None) => {
+                if fixed.is_empty() {
+                    return Err(self.invalid(format!("{key}.fixed"), "is empty"));
+                }
+                for (i, r) in fixed.iter().enumerate() {
+                    if !(r.is_finite() && *r > 0.0) {
+                        return Err(self.invalid(format!("{key}.fixed[{i}]"), format!("rate {r} must be a positive number of sessions per second")));
+                    }
+                }
+                Ok(RatePlan::Fixed { rates: fixed.clone(), repetitions: rates.repetitions, threshold_pct: rates.threshold_pct })
+            }
+            (None, Some(s)) => {
+                let k = format!("{key}.search");
+                if !(s.low.is_finite() && s.low > 0.0) {
+                    return Err(self.invalid(format!("{k}.low"), "must be a positive rate"));
+                }
+                if !(s.high.is_finite() && s.high > s.low) {
+                    return Err(self.invalid(format!("{k}.high"), format!("must be above low ({})", s.low)));
+                }
+                if s.coarse_points < 2 {
+                    return Err(self.invalid(format!("{k}.coarse_points"), "must be at least 2"));
+                }
+                if !(s.resolution.is_finite() && s.resolution > 0.0) {
+                    return Err(self.invalid(format!("{k}.resolution"), "must be a positive rate"));
+                }
+                if s.repetitions == 0 {
+                    return Err(self.invalid(format!("{k}.repetitions"), "must be at least 1"));
+                }
+                Ok(RatePlan::Search { search: *s, threshold_pct: rates.threshold_pct })
+            }
+        }
+    }
+
+    /// One `[[config]]` (called `key` in errors), expanded into its sweep.
+    fn config(
+        &self,
+        key: &str,
+        c: &ConfigSection,
+        disk: &DiskSection,
+        default_plan: Option<&RatePlan>,
+        templates: &Path,
+    ) -> Result<Vec<Config>, ExperimentError> {
+        let plan = self.config_plan(key, c, default_plan)?;
+        let (server, template) = self.server_and_template(key, c, templates)?;
+        let prefetches = self.prefetch_sizes(key, c)?;
+        let read_aheads = c.read_ahead_kb.as_ref().map(|r| r.values()).unwrap_or_else(|| vec![disk.read_ahead_kb]);
+        if prefetches.is_empty() || read_aheads.is_empty() {
+            return Err(self.invalid(key, "an empty list in prefetch_kb or read_ahead_kb"));
+        }
+        for kb in prefetches.iter().flatten().filter_map(|p| match p {
+            PrefetchSize::Kb(kb) => Some(*kb),
+            PrefetchSize::Adaptive => None,
+        }) {
+            self.kb(&format!("{key}.prefetch_kb"), kb)?;
+        }
+        for r in &read_aheads {
+            self.kb(&format!("{key}.read_ahead_kb"), *r)?;
+        }
+        let max_request_kb = c.max_request_kb.unwrap_or(disk.max_request_kb);
+        self.kb(&format!("{key}.max_request_kb"), max_request_kb)?;
+        for k in c.knobs.keys() {
+            if k.is_empty() || !k.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_') {
+                return Err(self.invalid(format!("{key}.knobs.{k}"), "knob names use letters, digits and '_'"));
+            }
+        }
+        let sweep_prefetch = prefetches.len() > 1;
+        let sweep_read_ahead = read_aheads.len() > 1;
+        let mut configs = Vec::new();
+        for p in &prefetches {
+            for r in &read_aheads {
+                let mut name = c.name.clone();
+                if let Some(p) = p.filter(|_| sweep_prefetch) {
+                    name.push_str(&p.name_suffix());
+                }
+                if sweep_read_ahead {
+                    name.push_str(&format!("-ra{r}"));
+                }
+                configs.push(Config {
+                    label: c.label.clone().unwrap_or_else(|| name.clone()),
+                    name,
+                    base: c.name.clone(),
+                    kind: c.kind,
+                    server,
+                    template: template.clone(),
+                    binary: c.binary.as_ref().map(|b| resolve(self.base, b)),
+                    libception: c.libception,
+                    prefetch: p.map(PrefetchSize::to_prefetch),
+                    read_ahead_kb: *r,
+                    max_request_kb,
+                    knobs: c.knobs.clone(),
+                    rates: plan.clone(),
+                    trace: c.trace.unwrap_or(disk.trace),
+                });
+            }
+        }
+        Ok(configs)
+    }
+
+    /// A configuration's rates: its own, or the top-level ones; a `wc`
+    /// configuration only repeats.
+    fn config_plan(&self, key: &str, c: &ConfigSection, default_plan: Option<&RatePlan>) -> Result<RatePlan, ExperimentError> {
+        match (&c.rates, default_plan, c.kind) {
+            (_, _, RunKind::Wc) => {
+                let reps = c.rates.as_ref().map(|r| r.repetitions).unwrap_or(1);
+                if c.rates.as_ref().is_some_and(|r| r.fixed.is_some() || r.search.is_some()) {
+                    return Err(self.invalid(format!("{key}.rates"), "a wc configuration has no rates (only `repetitions`)"));
+                }
+                if reps == 0 {
+                    return Err(self.invalid(format!("{key}.rates.repetitions"), "must be at least 1"));
+                }
+                Ok(RatePlan::None { repetitions: reps })
+            }
+            (Some(r), _, _) => self.rates(&format!("{key}.rates"), r),
+            (None, Some(p), _) => Ok(p.clone()),
+            (None, None, _) => Err(self.invalid(format!("{key}.rates"), "no rates here and no top-level [rates]")),
+        }
+    }
+
+    /// The server and its template file; a `wc` configuration has neither, nor
+    /// any key about a server.
+    fn server_and_template(
+        &self,
+        key: &str,
+        c: &ConfigSection,
+        templates: &Path,
+    ) -> Result<(Option<ServerKind>, Option<PathBuf>), ExperimentError> {
+        match c.kind {
+            RunKind::Server => {
+                let Some(server) = c.server else {
+                    return Err(self.invalid(format!("{key}.server"), "is missing (nginx, apache or lighttpd)"));
+                };
+                let t = templates.join(c.template.as_deref().unwrap_or(server.default_template()));
+                if !t.is_file() {
+                    return Err(self.invalid(format!("{key}.template"), format!("template {} does not exist", t.display())));
+                }
+                Ok((Some(server), Some(t)))
+            }
+            RunKind::Wc => {
+                for (k, set) in [
+                    ("server", c.server.is_some()),
+                    ("template", c.template.is_some()),
+                    ("binary", c.binary.is_some()),
+                    ("libception", c.libception.is_some()),
+                    ("prefetch_kb", c.prefetch_kb.is_some()),
+                    ("knobs", !c.knobs.is_empty()),
+                ] {
+                    if set {
+                        return Err(self.invalid(format!("{key}.{k}"), "does not apply to a wc configuration"));
+                    }
+                }
+                Ok((None, None))
+            }
+        }
+    }
+
+    /// The prefetch sizes to sweep (`[None]` for modes without one): modes
+    /// full and prefetch need a size, the others take none, and only the
+    /// daemon (mode full) can size adaptively.
+    fn prefetch_sizes(&self, key: &str, c: &ConfigSection) -> Result<Vec<Option<PrefetchSize>>, ExperimentError> {
+        match (c.libception, &c.prefetch_kb) {
+            (Some(Mode::Full | Mode::Prefetch), None) => {
+                return Err(self.invalid(format!("{key}.prefetch_kb"), "is needed by libception modes full and prefetch"))
+            }
+            (None | Some(Mode::Track | Mode::Off | Mode::Serialize), Some(_)) => {
+                return Err(self.invalid(format!("{key}.prefetch_kb"), "only applies to libception modes full and prefetch"))
+            }
+            _ => {}
+        }
+        let sizes: Vec<Option<PrefetchSize>> = match &c.prefetch_kb {
+            None => vec![None],
+            Some(p) => p.values().into_iter().map(Some).collect(),
+        };
+        if c.libception != Some(Mode::Full) && sizes.contains(&Some(PrefetchSize::Adaptive)) {
+            return Err(self.invalid(format!("{key}.prefetch_kb"), "\"adaptive\" needs the daemon: libception mode full"));
+        }
+        Ok(sizes)
+    }
+}

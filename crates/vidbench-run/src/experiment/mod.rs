@@ -1,0 +1,380 @@
+//! Experiment files: what `vidbench run EXPERIMENT.toml` reads, checked and
+//! expanded into the configurations the driver runs.
+//!
+//! An experiment names a workload (a spec to generate, or a generated
+//! directory), the emulated disk, the memory limit of the server's cgroup, how
+//! each run is played, which rates to offer (a fixed list, or a search for the
+//! maximum failure-free rate) and a list of configurations (`[[config]]`): a
+//! server kind with a template from `bench/servers/`, Libception or not, disk
+//! overrides and template knobs, or the `wc` disk upper bound.
+//!
+//! Parsing is two steps. [`schema`]: serde with `deny_unknown_fields` catches
+//! syntax, types and unknown keys; the toml crate's error names the line and
+//! column. [`expand`]: checks what types cannot (ranges, exclusive keys,
+//! duplicate names) and names the key path, e.g. `config[2] ("nginx-lib").prefetch_kb`;
+//! list-valued `prefetch_kb` / `read_ahead_kb` expand one `[[config]]` into a
+//! sweep of configurations named `<name>-p<kb>` / `<name>-ra<kb>`.
+//!
+//! This module holds the result, [`Experiment`] and its [`Config`]s, which the
+//! driver records in every results directory (`experiment.json`, each run's
+//! `run.json` and `setup.json`); their JSON keys are the ones every recorded
+//! result has, so old results still resume and report.
+
+mod expand;
+mod schema;
+
+pub use libception_proto::{Mode, Prefetch};
+use libception_proto::AdaptiveParams;
+pub use schema::{DiskSection, ExperimentFile, PathsSection, RunKind, RunSection, SearchSection, ServerKind};
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// A checked experiment with every path resolved and sweeps expanded.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Experiment {
+    pub name: String,
+    pub description: String,
+    /// The file it was read from.
+    pub source: PathBuf,
+    pub templates: PathBuf,
+    pub workload: WorkloadSource,
+    pub disk: DiskSection,
+    pub memory_limit_bytes: u64,
+    pub run: RunSection,
+    pub paths: PathsSection,
+    pub configs: Vec<Config>,
+}
+
+/// Where the workload comes from, with an absolute path.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkloadSource {
+    Spec(PathBuf),
+    Dir(PathBuf),
+}
+
+/// The rate plan of one configuration.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "plan", rename_all = "lowercase")]
+pub enum RatePlan {
+    Fixed { rates: Vec<f64>, repetitions: u32, threshold_pct: f64 },
+    Search { search: SearchSection, threshold_pct: f64 },
+    /// The `wc` bound has no rate: one run per repetition.
+    None { repetitions: u32 },
+}
+
+/// One configuration after expansion.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Config {
+    pub name: String,
+    /// The `[[config]]` name it was expanded from.
+    pub base: String,
+    /// Human label for reports.
+    pub label: String,
+    pub kind: RunKind,
+    pub server: Option<ServerKind>,
+    pub template: Option<PathBuf>,
+    pub binary: Option<PathBuf>,
+    pub libception: Option<Mode>,
+    /// How far Libception reads ahead (modes full and prefetch; `None` in the
+    /// others). Recorded as the keys `prefetch_kb` and `prefetch_adaptive`.
+    #[serde(flatten, with = "recorded_prefetch")]
+    pub prefetch: Option<Prefetch>,
+    pub read_ahead_kb: u32,
+    pub max_request_kb: u32,
+    pub knobs: BTreeMap<String, String>,
+    pub rates: RatePlan,
+    pub trace: bool,
+}
+
+impl Config {
+    /// What the daemon is told, when the mode has one: the configured prefetch
+    /// (full), or none beyond the requested range (serialize).
+    pub fn daemon_prefetch(&self) -> Option<Prefetch> {
+        match self.libception? {
+            Mode::Serialize => Some(Prefetch::Fixed(0)),
+            Mode::Full => Some(self.prefetch.clone().expect("checked: mode full has a prefetch size")),
+            Mode::Prefetch | Mode::Track | Mode::Off => None,
+        }
+    }
+}
+
+/// [`Config::prefetch`] as results have always recorded it: `prefetch_kb`
+/// (the fixed size in KiB, `null` otherwise) and `prefetch_adaptive` (written
+/// only when true, as results from before adaptive prefetching lack it). An
+/// experiment file gives sizes in KiB and the adaptive controller with its
+/// default parameters only, so the two keys hold the whole value.
+mod recorded_prefetch {
+    use super::{AdaptiveParams, Prefetch};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    struct Keys {
+        #[serde(default)]
+        prefetch_kb: Option<u32>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        prefetch_adaptive: bool,
+    }
+
+    pub fn serialize<S: Serializer>(prefetch: &Option<Prefetch>, s: S) -> Result<S::Ok, S::Error> {
+        let keys = match prefetch {
+            None => Keys { prefetch_kb: None, prefetch_adaptive: false },
+            Some(Prefetch::Fixed(bytes)) => Keys { prefetch_kb: Some((bytes / 1024) as u32), prefetch_adaptive: false },
+            Some(Prefetch::Adaptive(_)) => Keys { prefetch_kb: None, prefetch_adaptive: true },
+        };
+        keys.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Prefetch>, D::Error> {
+        let keys = Keys::deserialize(d)?;
+        Ok(match (keys.prefetch_adaptive, keys.prefetch_kb) {
+            (true, _) => Some(Prefetch::Adaptive(AdaptiveParams::default())),
+            (false, Some(kb)) => Some(Prefetch::Fixed(u64::from(kb) * 1024)),
+            (false, None) => None,
+        })
+    }
+}
+
+/// An experiment file that cannot be used; the message names the file and the key or line.
+#[derive(Debug, thiserror::Error)]
+pub enum ExperimentError {
+    #[error("cannot read experiment file {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("experiment file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("experiment file {path}: {key}: {message}")]
+    Invalid { path: PathBuf, key: String, message: String },
+}
+
+impl Experiment {
+    /// Reads, parses and checks an experiment file.
+    pub fn from_file(path: &Path) -> Result<Experiment, ExperimentError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ExperimentError::Io { path: path.to_owned(), source })?;
+        Self::from_str(&text, path)
+    }
+
+    /// Parses and checks experiment text; `path` names it in errors and anchors relative paths.
+    pub fn from_str(text: &str, path: &Path) -> Result<Experiment, ExperimentError> {
+        let file: ExperimentFile = toml::from_str(text).map_err(|e| ExperimentError::Parse {
+            path: path.to_owned(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        let base = path
+            .parent()
+            .map(|p| if p.as_os_str().is_empty() { Path::new(".") } else { p })
+            .unwrap_or(Path::new("."));
+        let base = std::fs::canonicalize(base).unwrap_or_else(|_| base.to_owned());
+        expand::expand(file, path, &base)
+    }
+
+    /// The configuration named `name`.
+    pub fn config(&self, name: &str) -> Option<&Config> {
+        self.configs.iter().find(|c| c.name == name)
+    }
+
+    /// Keeps the configurations named in `names` (a configuration's name, or the
+    /// `[[config]]` name it was expanded from), in file order. Every name must
+    /// match something.
+    pub fn keep_only(&mut self, names: &[String]) -> anyhow::Result<()> {
+        for n in names {
+            if !self.configs.iter().any(|c| &c.name == n || &c.base == n) {
+                let known: Vec<&str> = self.configs.iter().map(|c| c.name.as_str()).collect();
+                anyhow::bail!("no configuration {n:?} in experiment {:?} (it has: {})", self.name, known.join(", "));
+            }
+        }
+        self.configs.retain(|c| names.iter().any(|n| n == &c.name || n == &c.base));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_dir() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("servers")).unwrap();
+        std::fs::write(dir.path().join("servers/nginx.conf"), "listen {{port}};\n").unwrap();
+        dir
+    }
+
+    const GOOD: &str = r#"
+name = "t"
+templates = "servers"
+[workload]
+spec = "small.toml"
+[disk]
+preset = "wd-red-1tb"
+[memory]
+limit_mb = 256
+[run]
+duration_s = 60
+[rates]
+fixed = [10, 20]
+[[config]]
+name = "vanilla"
+server = "nginx"
+[[config]]
+name = "lib"
+server = "nginx"
+libception = "full"
+prefetch_kb = [1024, 2048]
+[[config]]
+name = "wc"
+kind = "wc"
+"#;
+
+    fn parse(text: &str) -> Result<Experiment, ExperimentError> {
+        let dir = write_dir();
+        let path = dir.path().join("e.toml");
+        std::fs::write(&path, text).unwrap();
+        Experiment::from_file(&path)
+    }
+
+    #[test]
+    fn a_good_file_expands_sweeps_and_resolves_paths() {
+        let e = parse(GOOD).unwrap();
+        let names: Vec<_> = e.configs.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["vanilla", "lib-p1024", "lib-p2048", "wc"]);
+        assert_eq!(e.config("lib-p2048").unwrap().prefetch, Some(Prefetch::Fixed(2048 << 10)));
+        assert_eq!(e.config("lib-p2048").unwrap().base, "lib");
+        assert!(matches!(&e.workload, WorkloadSource::Spec(p) if p.ends_with("small.toml") && p.is_absolute()));
+        assert_eq!(e.memory_limit_bytes, 256 << 20);
+        assert!(matches!(e.config("wc").unwrap().rates, RatePlan::None { repetitions: 1 }));
+        assert!(matches!(&e.config("vanilla").unwrap().rates, RatePlan::Fixed { rates, .. } if rates == &[10.0, 20.0]));
+    }
+
+    #[test]
+    fn adaptive_prefetch_joins_a_sweep_and_needs_the_daemon() {
+        let e = parse(&GOOD.replace("prefetch_kb = [1024, 2048]", "prefetch_kb = [2048, \"adaptive\"]")).unwrap();
+        let adaptive = e.config("lib-padaptive").unwrap();
+        assert_eq!(adaptive.prefetch, Some(Prefetch::Adaptive(AdaptiveParams::default())));
+        assert_eq!(e.config("lib-p2048").unwrap().prefetch, Some(Prefetch::Fixed(2048 << 10)));
+        let err = parse(&GOOD.replace("libception = \"full\"\nprefetch_kb = [1024, 2048]", "libception = \"prefetch\"\nprefetch_kb = \"adaptive\"")).unwrap_err().to_string();
+        assert!(err.contains("config[1] (\"lib\").prefetch_kb") && err.contains("mode full"), "{err}");
+        let err = parse(&GOOD.replace("prefetch_kb = [1024, 2048]", "prefetch_kb = \"big\"")).unwrap_err().to_string();
+        assert!(err.contains("big") && err.contains("line 21"), "{err}");
+    }
+
+    #[test]
+    fn only_keeps_named_configurations_and_sweeps() {
+        let mut e = parse(GOOD).unwrap();
+        e.keep_only(&["lib".into(), "wc".into()]).unwrap();
+        let names: Vec<_> = e.configs.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["lib-p1024", "lib-p2048", "wc"]);
+        let mut e = parse(GOOD).unwrap();
+        e.keep_only(&["lib-p2048".into()]).unwrap();
+        assert_eq!(e.configs.len(), 1);
+        let err = parse(GOOD).unwrap().keep_only(&["vanila".into()]).unwrap_err().to_string();
+        assert!(err.contains("\"vanila\"") && err.contains("vanilla, lib-p1024"), "{err}");
+    }
+
+    #[test]
+    fn unknown_keys_name_the_key_and_line() {
+        let text = GOOD.replace("[memory]\nlimit_mb = 256", "[memory]\nlimit_mb = 256\nlimit_gb = 1");
+        let err = parse(&text).unwrap_err().to_string();
+        assert!(err.contains("limit_gb"), "{err}");
+        assert!(err.contains("line 10"), "{err}");
+        assert!(err.contains("e.toml"), "{err}");
+    }
+
+    #[test]
+    fn bad_values_name_the_key() {
+        let cases = [
+            (GOOD.replace("fixed = [10, 20]", "fixed = [10, -2]"), "rates.fixed[1]"),
+            (GOOD.replace("fixed = [10, 20]", "fixed = []"), "rates.fixed"),
+            (GOOD.replace("duration_s = 60", "duration_s = 60\nsessions = 5"), "run"),
+            (GOOD.replace("prefetch_kb = [1024, 2048]\n", ""), "config[1] (\"lib\").prefetch_kb"),
+            (GOOD.replace("server = \"nginx\"\nlibception", "libception"), "config[1] (\"lib\").server"),
+            (GOOD.replace("name = \"lib\"", "name = \"vanilla\"").replace("prefetch_kb = [1024, 2048]", "prefetch_kb = 2048"), "used twice"),
+            (GOOD.replace("kind = \"wc\"", "kind = \"wc\"\nserver = \"nginx\""), "config[2] (\"wc\").server"),
+            (GOOD.replace("server = \"nginx\"\n[[config]]\nname = \"lib\"", "server = \"nginx\"\ntemplate = \"nope.conf\"\n[[config]]\nname = \"lib\""), "nope.conf"),
+            (GOOD.replace("spec = \"small.toml\"", "spec = \"a\"\ndir = \"b\""), "workload"),
+            (GOOD.replace("limit_mb = 256", "limit_mb = 1"), "memory.limit_mb"),
+            (GOOD.replace("fixed = [10, 20]", "search = { low = 10, high = 5, resolution = 1 }"), "rates.search.high"),
+            (GOOD.replace("fixed = [10, 20]", "fixed = [1]\nthreshold_pct = 0"), "rates.threshold_pct"),
+        ];
+        for (text, want) in cases {
+            let err = parse(&text).unwrap_err().to_string();
+            assert!(err.contains(want), "{err:?} should mention {want:?}");
+        }
+    }
+
+    #[test]
+    fn wrong_types_and_enums_name_the_line() {
+        let err = parse(&GOOD.replace("server = \"nginx\"\n[[config]]\nname = \"lib\"", "server = \"iis\"\n[[config]]\nname = \"lib\"")).unwrap_err().to_string();
+        assert!(err.contains("iis") && err.contains("line 16"), "{err}");
+        let err = parse(&GOOD.replace("duration_s = 60", "duration_s = \"long\"")).unwrap_err().to_string();
+        assert!(err.contains("line 11"), "{err}");
+    }
+
+    /// Every `run.json` / `setup.json` under `dir`, two levels below `runs/`.
+    fn recorded_runs(dir: &Path) -> Vec<PathBuf> {
+        let mut files = Vec::new();
+        for config in std::fs::read_dir(dir.join("runs")).into_iter().flatten().flatten() {
+            for run in std::fs::read_dir(config.path()).into_iter().flatten().flatten() {
+                files.extend(["run.json", "setup.json"].map(|f| run.path().join(f)).into_iter().filter(|f| f.is_file()));
+            }
+        }
+        files
+    }
+
+    fn results_dirs() -> Vec<PathBuf> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut dirs: Vec<PathBuf> = std::fs::read_dir(root.join("docs/results")).unwrap().flatten().map(|e| e.path()).collect();
+        dirs.push(root.join("crates/vidbench-report/tests/data/quick-mini"));
+        dirs.retain(|d| d.join("experiment.json").is_file());
+        dirs
+    }
+
+    #[test]
+    fn recorded_results_load_and_record_the_same_keys_again() {
+        let mut runs = 0;
+        for dir in results_dirs() {
+            // experiment.json: what --resume compares against the experiment file.
+            let text = std::fs::read_to_string(dir.join("experiment.json")).unwrap();
+            let recorded: serde_json::Value = serde_json::from_str(&text).unwrap();
+            let exp: Experiment = serde_json::from_value(recorded.clone()).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+            assert_eq!(serde_json::to_value(&exp).unwrap()["configs"], recorded["configs"], "{}", dir.display());
+            for file in recorded_runs(&dir) {
+                let recorded: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+                let config: Config = serde_json::from_value(recorded["config"].clone()).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+                let kb = recorded["config"]["prefetch_kb"].as_u64();
+                assert_eq!(config.prefetch, kb.map(|kb| Prefetch::Fixed(kb << 10)), "{}", file.display());
+                assert_eq!(serde_json::to_value(&config).unwrap(), recorded["config"], "{}", file.display());
+                runs += 1;
+            }
+        }
+        assert!(runs >= 20, "expected the recorded runs of docs/results, found {runs}");
+    }
+
+    #[test]
+    fn adaptive_prefetch_is_recorded_as_a_flag() {
+        let e = parse(&GOOD.replace("prefetch_kb = [1024, 2048]", "prefetch_kb = [2048, \"adaptive\"]")).unwrap();
+        let recorded = serde_json::to_value(e.config("lib-padaptive").unwrap()).unwrap();
+        assert_eq!(recorded["prefetch_kb"], serde_json::Value::Null);
+        assert_eq!(recorded["prefetch_adaptive"], true);
+        let fixed = serde_json::to_value(e.config("lib-p2048").unwrap()).unwrap();
+        assert_eq!(fixed["prefetch_kb"], 2048);
+        assert!(fixed.get("prefetch_adaptive").is_none(), "left out when false, as results before it lack it");
+        let back: Config = serde_json::from_value(recorded).unwrap();
+        assert_eq!(back.prefetch, Some(Prefetch::Adaptive(AdaptiveParams::default())));
+    }
+
+    #[test]
+    fn the_bundled_experiments_are_valid() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/experiments");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                Experiment::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
+                seen += 1;
+            }
+        }
+        assert!(seen >= 4, "expected the four bundled experiments in {}", dir.display());
+    }
+}

@@ -1,0 +1,348 @@
+//! The experiment file as written: the TOML tables of `vidbench run
+//! EXPERIMENT.toml` as serde types, with their defaults.
+//!
+//! `deny_unknown_fields` everywhere, so a misspelt key is an error that names
+//! its line (the toml crate's message). What types cannot say (ranges,
+//! exclusive keys, names used twice) is checked in [`super::expand`].
+
+use libception_proto::{AdaptiveParams, Mode, Prefetch};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// A whole experiment file, as written.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExperimentFile {
+    /// Short name, used in reports.
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// Directory of server templates, relative to the experiment file.
+    #[serde(default = "default_templates")]
+    pub templates: PathBuf,
+    pub workload: WorkloadSection,
+    pub disk: DiskSection,
+    pub memory: MemorySection,
+    pub run: RunSection,
+    #[serde(default)]
+    pub rates: Option<RatesSection>,
+    #[serde(default)]
+    pub paths: PathsSection,
+    #[serde(rename = "config")]
+    pub configs: Vec<ConfigSection>,
+}
+
+fn default_templates() -> PathBuf {
+    PathBuf::from("../servers")
+}
+
+/// Where the sessions and the library come from.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadSection {
+    /// A workload spec to generate into `RESULTS/workload` (relative paths are
+    /// relative to the experiment file).
+    pub spec: Option<PathBuf>,
+    /// A directory already written by `vidbench workload gen`.
+    pub dir: Option<PathBuf>,
+}
+
+/// The emulated disk every run mounts.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiskSection {
+    /// Drive preset of `vidbench disk mount --preset`.
+    pub preset: String,
+    /// The mount's readahead (the analogue of `read_ahead_kb`).
+    #[serde(default = "default_kb")]
+    pub read_ahead_kb: u32,
+    /// The largest read the kernel may send (the analogue of `max_sectors_kb`).
+    #[serde(default = "default_kb")]
+    pub max_request_kb: u32,
+    /// Record the disk trace in every run (configurations may override).
+    #[serde(default)]
+    pub trace: bool,
+    /// Extra arguments for `vidbench disk mount`, passed as they are.
+    #[serde(default)]
+    pub args: Vec<String>,
+}
+
+fn default_kb() -> u32 {
+    128
+}
+
+/// The memory cgroup the server and the daemon share.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemorySection {
+    /// `memory.limit_in_bytes` in MiB.
+    pub limit_mb: u64,
+}
+
+/// How each run is played.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSection {
+    /// How long the load offers sessions, in seconds.
+    pub duration_s: Option<f64>,
+    /// Or how many sessions it starts.
+    pub sessions: Option<u64>,
+    /// Warm the cache with the workload's warming set before the load.
+    #[serde(default = "yes")]
+    pub warm: bool,
+    /// Value written to /proc/sys/vm/drop_caches before each run (1 or 3; 0 = do not drop).
+    #[serde(default = "default_drop")]
+    pub drop_caches: u8,
+    /// Seed of the load's arrival process; repetition k uses seed + k.
+    #[serde(default = "one")]
+    pub seed: u64,
+    /// TCP port the servers listen on (127.0.0.1).
+    #[serde(default = "default_port")]
+    pub port: u16,
+    /// Worker processes of every server (nginx workers, lighttpd workers,
+    /// Apache child processes): the same for all, for fairness.
+    #[serde(default = "default_workers")]
+    pub workers: u32,
+    /// Threads per Apache child process.
+    #[serde(default = "default_threads")]
+    pub threads_per_worker: u32,
+    /// User the servers' workers run as.
+    #[serde(default = "default_user")]
+    pub user: String,
+    /// Seconds to wait for a server to answer before giving up.
+    #[serde(default = "default_ready")]
+    pub ready_timeout_s: f64,
+    /// Seconds to let the system settle after warming, before the load.
+    #[serde(default)]
+    pub settle_s: f64,
+    /// Verify every received byte against the generated content.
+    #[serde(default)]
+    pub verify: bool,
+    /// Cut every session after the request that starts at or after this many
+    /// seconds of paced time (a shorter tail for short experiments; the same
+    /// cut for every configuration). Absent: sessions as generated.
+    pub max_session_s: Option<f64>,
+}
+
+fn yes() -> bool {
+    true
+}
+fn one() -> u64 {
+    1
+}
+fn default_drop() -> u8 {
+    3
+}
+fn default_port() -> u16 {
+    8089
+}
+fn default_workers() -> u32 {
+    4
+}
+fn default_threads() -> u32 {
+    64
+}
+fn default_user() -> String {
+    "www-data".into()
+}
+fn default_ready() -> f64 {
+    20.0
+}
+
+/// Which session rates to offer.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RatesSection {
+    /// Offer exactly these rates (sessions per second), in this order.
+    pub fixed: Option<Vec<f64>>,
+    /// Or search for the maximum failure-free rate.
+    pub search: Option<SearchSection>,
+    /// Runs per fixed rate.
+    #[serde(default = "one_u32")]
+    pub repetitions: u32,
+    /// A rate fails when at least this percentage of sessions fail.
+    #[serde(default = "default_threshold")]
+    pub threshold_pct: f64,
+}
+
+fn one_u32() -> u32 {
+    1
+}
+fn default_threshold() -> f64 {
+    0.3
+}
+
+/// The maximum failure-free rate search: a coarse sweep from `low` to `high`,
+/// then bisection down to `resolution`, then `repetitions` runs at the result.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SearchSection {
+    pub low: f64,
+    pub high: f64,
+    #[serde(default = "default_coarse")]
+    pub coarse_points: u32,
+    pub resolution: f64,
+    #[serde(default = "default_reps")]
+    pub repetitions: u32,
+}
+
+fn default_coarse() -> u32 {
+    5
+}
+fn default_reps() -> u32 {
+    3
+}
+
+/// Overrides of where the programs live (defaults: Debian paths and the build
+/// directory next to the running `vidbench`).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PathsSection {
+    pub nginx: Option<PathBuf>,
+    pub apache: Option<PathBuf>,
+    pub lighttpd: Option<PathBuf>,
+    pub libception: Option<PathBuf>,
+    pub shim: Option<PathBuf>,
+}
+
+/// What a configuration runs.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum RunKind {
+    /// A web server under the load.
+    #[default]
+    Server,
+    /// The `wc` upper bound: the workload's chunks read sequentially, videos in random order.
+    Wc,
+}
+
+/// The web servers the driver knows how to start.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum ServerKind {
+    Nginx,
+    Apache,
+    Lighttpd,
+}
+
+impl ServerKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ServerKind::Nginx => "nginx",
+            ServerKind::Apache => "apache",
+            ServerKind::Lighttpd => "lighttpd",
+        }
+    }
+    pub fn default_template(self) -> &'static str {
+        match self {
+            ServerKind::Nginx => "nginx.conf",
+            ServerKind::Apache => "apache.conf",
+            ServerKind::Lighttpd => "lighttpd.conf",
+        }
+    }
+    pub fn default_binary(self) -> &'static str {
+        match self {
+            ServerKind::Nginx => "/usr/sbin/nginx",
+            ServerKind::Apache => "/usr/sbin/apache2",
+            ServerKind::Lighttpd => "/usr/sbin/lighttpd",
+        }
+    }
+}
+
+
+/// One value or a list (a sweep).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum OneOrMany<T> {
+    One(T),
+    Many(Vec<T>),
+}
+
+/// A prefetch size as written: KiB, or the word `adaptive` (paper 001's
+/// controller in the daemon, `libception daemon --prefetch adaptive`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrefetchSize {
+    Kb(u32),
+    Adaptive,
+}
+
+impl<'de> Deserialize<'de> for PrefetchSize {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Kb(u32),
+            Word(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Kb(kb) => Ok(PrefetchSize::Kb(kb)),
+            Raw::Word(w) if w == "adaptive" => Ok(PrefetchSize::Adaptive),
+            Raw::Word(w) => Err(serde::de::Error::custom(format!("prefetch size {w:?}: give KiB or \"adaptive\""))),
+        }
+    }
+}
+
+impl PrefetchSize {
+    /// The daemon's setting: KiB as bytes, or the adaptive controller with
+    /// paper 001's parameters (an experiment file cannot change them).
+    pub fn to_prefetch(self) -> Prefetch {
+        match self {
+            PrefetchSize::Kb(kb) => Prefetch::Fixed(u64::from(kb) * 1024),
+            PrefetchSize::Adaptive => Prefetch::Adaptive(AdaptiveParams::default()),
+        }
+    }
+
+    /// The suffix of a sweep's configuration names: `-p2048`, `-padaptive`.
+    pub fn name_suffix(self) -> String {
+        match self {
+            PrefetchSize::Kb(kb) => format!("-p{kb}"),
+            PrefetchSize::Adaptive => "-padaptive".into(),
+        }
+    }
+}
+
+impl Serialize for PrefetchSize {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            PrefetchSize::Kb(kb) => s.serialize_u32(*kb),
+            PrefetchSize::Adaptive => s.serialize_str("adaptive"),
+        }
+    }
+}
+
+impl<T: Clone> OneOrMany<T> {
+    /// The values in order; one value is a list of one.
+    pub fn values(&self) -> Vec<T> {
+        match self {
+            OneOrMany::One(v) => vec![v.clone()],
+            OneOrMany::Many(v) => v.clone(),
+        }
+    }
+}
+
+/// One `[[config]]` as written.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigSection {
+    pub name: String,
+    #[serde(default)]
+    pub kind: RunKind,
+    pub server: Option<ServerKind>,
+    /// Template file name in the templates directory.
+    pub template: Option<String>,
+    /// Server binary (defaults to the Debian path, or `[paths]`).
+    pub binary: Option<PathBuf>,
+    pub libception: Option<Mode>,
+    pub prefetch_kb: Option<OneOrMany<PrefetchSize>>,
+    pub read_ahead_kb: Option<OneOrMany<u32>>,
+    pub max_request_kb: Option<u32>,
+    /// Template variables (e.g. `aio = "threads"`), checked against the template.
+    #[serde(default)]
+    pub knobs: BTreeMap<String, String>,
+    pub rates: Option<RatesSection>,
+    pub trace: Option<bool>,
+    /// Name shown in reports (defaults to `name`).
+    #[serde(default)]
+    pub label: Option<String>,
+}
