@@ -1,4 +1,4 @@
-//! `vidbench disk`: mount, unmount, stat, presets, model, bench.
+//! `vidbench disk`: mount, unmount, stat, presets, model, bench, library.
 //!
 //! The subcommands that are more than a few lines live in their own modules:
 //! `mount` (the mount server and `--daemonize`), `bench`, `drive_args` (which
@@ -14,6 +14,7 @@ use clap::Subcommand;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use vidbench_library::UniformLibrary;
 
 /// Arguments of `vidbench disk`.
 #[derive(Debug, clap::Args)]
@@ -47,6 +48,9 @@ pub enum Command {
     /// The papers' phenomenon through the kernel: N threads each reading its own
     /// file in small reads vs one thread reading the same files in large reads.
     Bench(bench::BenchArgs),
+    /// Write a library manifest of N equal files, to test or benchmark the
+    /// disk without generating a workload.
+    Library(LibraryArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -61,6 +65,26 @@ pub struct StatArgs {
     /// Stop after this many intervals.
     #[arg(long)]
     pub count: Option<u64>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct LibraryArgs {
+    /// The manifest to write (library.json).
+    pub out: PathBuf,
+    #[arg(long, default_value_t = 8)]
+    pub files: u32,
+    /// Size of each file, MiB.
+    #[arg(long, default_value_t = 4.0)]
+    pub size_mib: f64,
+    /// Sizes that are no multiple of 512 or 4096 (for end-of-file tests), and
+    /// the files spread over two directories.
+    #[arg(long)]
+    pub odd: bool,
+    #[arg(long, default_value = "disk-test")]
+    pub name: String,
+    /// The manifest's placement seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
 }
 
 #[derive(Debug, clap::Args)]
@@ -81,7 +105,25 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Command::Presets { toml } => list_presets(toml.as_deref()),
         Command::Model(m) => model_figures(m),
         Command::Bench(b) => bench::run(b),
+        Command::Library(l) => write_library(&l),
     }
+}
+
+fn write_library(args: &LibraryArgs) -> anyhow::Result<()> {
+    if !(args.size_mib.is_finite() && args.size_mib > 0.0) {
+        bail!("--size-mib must be a positive number of MiB");
+    }
+    let library = UniformLibrary {
+        name: args.name.clone(),
+        files: args.files,
+        file_bytes: (args.size_mib * 1024.0 * 1024.0) as u64,
+        odd_sizes: args.odd,
+        placement_seed: args.seed,
+    }
+    .build();
+    library.validate().map_err(|m| anyhow::anyhow!("{m}"))?;
+    library.save(&args.out)?;
+    Ok(())
 }
 
 fn list_presets(toml_of: Option<&str>) -> anyhow::Result<()> {

@@ -17,7 +17,7 @@
 //!   `sys`: mount table, bdi, unmount;
 //! - `mount`: the mount server (`vidbench disk mount`, `--daemonize`);
 //!   `bench`: `vidbench disk bench`;
-//! - [`cli`]: `vidbench disk mount|unmount|stat|presets|model|bench`.
+//! - [`cli`]: `vidbench disk mount|unmount|stat|presets|model|bench|library`.
 //!
 //! docs/disk.md describes the testbed, its model and its limits.
 
