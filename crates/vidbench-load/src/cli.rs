@@ -4,8 +4,7 @@
 use crate::config::{LoadConfig, ReceiveBuffer, Stop};
 use anyhow::Context;
 use std::path::PathBuf;
-use vidbench_library::session_io::read_sessions;
-use vidbench_library::Library;
+use vidbench_library::{read_sessions, Library};
 
 /// Arguments of `vidbench load`.
 #[derive(Debug, clap::Args)]

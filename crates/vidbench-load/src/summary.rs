@@ -15,7 +15,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 use statrs::distribution::{ContinuousCDF, StudentsT};
 use std::collections::BTreeMap;
-use vidbench_library::session::Phase;
+use vidbench_library::Phase;
 
 /// Version of the `summary.json` layout.
 pub const SUMMARY_VERSION: u32 = 1;
