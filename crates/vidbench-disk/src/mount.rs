@@ -97,7 +97,7 @@ impl Ready {
             Some(mut pipe) => {
                 let _ = pipe.write_all(message.as_bytes());
             }
-            None => eprint!("vidbench disk: {message}"),
+            None => tracing::info!("{}", message.trim_end()),
         }
     }
     /// Tells a daemonizing parent why the mount failed (in the foreground the
@@ -190,7 +190,7 @@ pub(crate) fn serve(args: &MountArgs, ready: &mut dyn FnMut(&str)) -> anyhow::Re
         bail!("--max-request-kb {} must be a multiple of 4 (pages)", args.max_request_kb);
     }
     if let Some(notice) = sys::ensure_max_pages(args.max_request_kb / 4)? {
-        eprintln!("vidbench disk: {notice}");
+        tracing::info!("{notice}");
     }
     let drive = Drive::new(&params);
     let seed = args.seed.unwrap_or(library.placement_seed);
@@ -273,9 +273,9 @@ pub(crate) fn serve(args: &MountArgs, ready: &mut dyn FnMut(&str)) -> anyhow::Re
         let entry = entry.clone();
         std::thread::Builder::new().name("vidbench-signals".into()).spawn(move || {
             if let Some(signal) = signals.forever().next() {
-                eprintln!("vidbench disk: signal {signal}, unmounting {}", canonical.display());
+                tracing::info!("signal {signal}, unmounting {}", canonical.display());
                 if let Err(e) = sys::unmount(&canonical, Some(&entry)) {
-                    eprintln!("vidbench disk: {e:#}");
+                    tracing::error!("{e:#}");
                 }
             }
         })?;
@@ -302,10 +302,10 @@ pub(crate) fn serve(args: &MountArgs, ready: &mut dyn FnMut(&str)) -> anyhow::Re
     let snapshot = stats.snapshot();
     if let Some(t) = tracer {
         let rows = t.finish()?;
-        eprintln!("vidbench disk: trace: {rows} requests written");
+        tracing::info!("trace: {rows} requests written");
     }
-    eprintln!(
-        "vidbench disk: unmounted {}: {} reads, {:.1} MB, {:.1} MB/s over {:.1} s",
+    tracing::info!(
+        "unmounted {}: {} reads, {:.1} MB, {:.1} MB/s over {:.1} s",
         canonical.display(),
         snapshot.total.counters.reads,
         snapshot.total.counters.bytes as f64 / 1e6,
