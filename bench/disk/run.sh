@@ -46,7 +46,7 @@ bdi() { local dev; dev=$(stat -c %d "$mnt"); echo "/sys/class/bdi/0:$((dev & 0xf
 fio_field() { python3 -c "import json,sys; j=json.load(open(sys.argv[1]))['jobs'][0]['read']; print(j[sys.argv[2]])" "$@"; }
 row() { echo "$1,$2,$3,$4,$5" >> "$out/results.csv"; printf '%-12s %-28s %10s %s\n' "$1" "$2" "$3" "$4"; }
 
-python3 bench/disk/make_library.py "$out/library-seq.json" --files 40 --size-mib 256 --name disk-bench
+run "$VB" disk library "$out/library-seq.json" --files 40 --size-mib 256 --name disk-bench
 for preset in $presets; do
   d=$out/$preset; mkdir -p "$d"
   run "$VB" disk model --preset "$preset" --out "$d/model.json" | tee "$d/model.txt"

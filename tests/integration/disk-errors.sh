@@ -12,7 +12,7 @@ VB=${VIDBENCH:-${LIBCEPTION_BUILD:-$PWD/build}/bin/vidbench}
 tmp=$(mktemp -d /tmp/disk-errors.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 mkdir "$tmp/mnt"
-python3 bench/disk/make_library.py "$tmp/lib.json" --files 3 --size-mib 1
+"$VB" disk library "$tmp/lib.json" --files 3 --size-mib 1
 
 # expect_error DESCRIPTION PATTERN... -- COMMAND...
 expect_error() {
@@ -62,7 +62,7 @@ expect_error "missing mount point" "$tmp/nodir" -- \
 touch "$tmp/afile"
 expect_error "mount point not a directory" "not a directory" -- \
   "$VB" disk mount "$tmp/afile" --library "$tmp/lib.json" --preset ssd
-python3 bench/disk/make_library.py "$tmp/big.json" --files 3 --size-mib 1000
+"$VB" disk library "$tmp/big.json" --files 3 --size-mib 1000
 expect_error "library larger than the drive" "does not fit" "big.json" -- \
   "$VB" disk mount "$tmp/mnt" --library "$tmp/big.json" --preset ssd --capacity-gb 1
 expect_error "unmount a non-vidbench mount" "not a vidbench disk" -- \

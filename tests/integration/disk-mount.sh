@@ -26,7 +26,7 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
-python3 bench/disk/make_library.py "$tmp/lib.json" --files 6 --size-mib 3 --odd
+"$VB" disk library "$tmp/lib.json" --files 6 --size-mib 3 --odd
 out=$("$VB" disk mount "$mnt" --library "$tmp/lib.json" --preset wd-red-1tb --daemonize \
       --uid 4242 --gid 4343 --max-request-kb 1024 --read-ahead-kb 128 --trace "$tmp/trace.csv" --log "$tmp/log")
 echo "$out"

@@ -1,28 +1,20 @@
-//! `vidbench disk`: mount, unmount, stat, presets, model, bench.
+//! `vidbench disk`: mount, unmount, stat, presets, model, bench, library.
 //!
-//! The mount runs in the foreground by default; `--daemonize` re-executes the
-//! same command in a new session with a pipe on which the child reports
-//! "ready" (after the mount answers and its readahead is set) or the error
-//! that stopped it, so the parent returns only when the mount is usable.
+//! The subcommands that are more than a few lines live in their own modules:
+//! `mount` (the mount server and `--daemonize`), `bench`, `drive_args` (which
+//! drive a command means); this file dispatches and holds the small ones.
 
-use crate::fs::{DiskFs, KernelSettings, CONTROL_DIR, STATS_FILE};
-use crate::layout::{Layout, Placement};
-use crate::model::Drive;
-use crate::params::{self, DriveFile, DriveKind, DriveParams};
-use crate::scheduler::{self, Clock};
-use crate::stats::{Snapshot, Stats};
-use crate::{bench, sys, trace};
+use crate::{bench, sys};
+use crate::drive_args::DriveArgs;
+use crate::fs::read_snapshot;
+use crate::mount::{self, MountArgs};
+use crate::params;
 use anyhow::{bail, Context};
 use clap::Subcommand;
-use std::io::{Read, Write};
-use std::os::fd::FromRawFd;
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-use vidbench_library::Library;
-
-/// Environment variable through which a daemonized child gets its ready pipe.
-const READY_FD_ENV: &str = "VIDBENCH_DISK_READY_FD";
+use vidbench_library::UniformLibrary;
 
 /// Arguments of `vidbench disk`.
 #[derive(Debug, clap::Args)]
@@ -56,145 +48,9 @@ pub enum Command {
     /// The papers' phenomenon through the kernel: N threads each reading its own
     /// file in small reads vs one thread reading the same files in large reads.
     Bench(bench::BenchArgs),
-}
-
-/// Drive parameter overrides; each replaces the preset's / TOML file's value.
-#[derive(Debug, Clone, Default, clap::Args)]
-pub struct DriveOverrides {
-    #[arg(long, value_parser = ["hdd", "ssd"], help_heading = "Drive parameters")]
-    pub kind: Option<String>,
-    #[arg(long, help_heading = "Drive parameters")]
-    pub capacity_gb: Option<f64>,
-    #[arg(long, help_heading = "Drive parameters")]
-    pub rpm: Option<f64>,
-    #[arg(long, help_heading = "Drive parameters")]
-    pub heads: Option<u32>,
-    #[arg(long, help_heading = "Drive parameters")]
-    pub zones: Option<u32>,
-    #[arg(long, help_heading = "Drive parameters")]
-    pub outer_mb_s: Option<f64>,
-    #[arg(long, help_heading = "Drive parameters")]
-    pub middle_mb_s: Option<f64>,
-    #[arg(long, help_heading = "Drive parameters")]
-    pub inner_mb_s: Option<f64>,
-    #[arg(long, help_heading = "Drive parameters")]
-    pub seek_track_ms: Option<f64>,
-    #[arg(long, help_heading = "Drive parameters")]
-    pub seek_full_ms: Option<f64>,
-    #[arg(long, help_heading = "Drive parameters")]
-    pub seek_sqrt_weight: Option<f64>,
-    #[arg(long, help_heading = "Drive parameters")]
-    pub command_overhead_ms: Option<f64>,
-    #[arg(long, help_heading = "Drive parameters")]
-    pub interface_mb_s: Option<f64>,
-    #[arg(long, help_heading = "Drive parameters")]
-    pub cache_segments: Option<u32>,
-    #[arg(long, help_heading = "Drive parameters")]
-    pub segment_kib: Option<u32>,
-    /// NCQ depth (1 = FIFO); default 32.
-    #[arg(long = "ncq", help_heading = "Drive parameters")]
-    pub ncq_depth: Option<u32>,
-    #[arg(long, help_heading = "Drive parameters")]
-    pub ncq_aging_ms_per_s: Option<f64>,
-    #[arg(long, help_heading = "Drive parameters")]
-    pub ncq_max_age_ms: Option<f64>,
-    #[arg(long, help_heading = "Drive parameters")]
-    pub ssd_read_latency_us: Option<f64>,
-    #[arg(long, help_heading = "Drive parameters")]
-    pub ssd_parallelism: Option<u32>,
-}
-
-/// Which drive: preset, TOML file, overrides.
-#[derive(Debug, Clone, clap::Args)]
-pub struct DriveArgs {
-    /// Drive preset (see `vidbench disk presets`); may come from the TOML file.
-    #[arg(long)]
-    pub preset: Option<String>,
-    /// TOML drive file: `preset = "..."` and any drive parameter.
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    #[command(flatten)]
-    pub overrides: DriveOverrides,
-}
-
-impl DriveArgs {
-    /// Preset, then TOML, then command line; validated.
-    pub fn resolve(&self) -> anyhow::Result<(String, DriveParams)> {
-        let file = match &self.config {
-            Some(path) => Some((DriveFile::load(path)?, path.clone())),
-            None => None,
-        };
-        let name = self
-            .preset
-            .clone()
-            .or_else(|| file.as_ref().and_then(|(f, _)| f.preset.clone()))
-            .context("no drive given: use --preset NAME (see `vidbench disk presets`) or a --config file with preset = \"NAME\"")?;
-        let mut p = params::preset(&name)?.params;
-        if let Some((file, path)) = &file {
-            p = file.apply(&p, path)?;
-        }
-        let o = &self.overrides;
-        macro_rules! set {
-            ($($field:ident),*) => { $( if let Some(v) = o.$field { p.$field = v; } )* };
-        }
-        set!(capacity_gb, rpm, heads, zones, outer_mb_s, middle_mb_s, inner_mb_s, seek_track_ms, seek_full_ms, seek_sqrt_weight, command_overhead_ms, interface_mb_s, cache_segments, segment_kib, ncq_depth, ncq_aging_ms_per_s, ncq_max_age_ms, ssd_read_latency_us, ssd_parallelism);
-        if let Some(kind) = &o.kind {
-            p.kind = if kind == "ssd" { DriveKind::Ssd } else { DriveKind::Hdd };
-        }
-        p.validate().with_context(|| match &self.config {
-            Some(path) => format!("drive {name} with {} and the command line", path.display()),
-            None => format!("drive {name} with the command line"),
-        })?;
-        Ok((name, p))
-    }
-}
-
-#[derive(Debug, clap::Args)]
-pub struct MountArgs {
-    /// Existing empty directory to mount on.
-    pub mountpoint: PathBuf,
-    /// Library manifest (library.json, written by `vidbench workload gen`).
-    #[arg(long)]
-    pub library: PathBuf,
-    #[command(flatten)]
-    pub drive: DriveArgs,
-    /// Stay attached to the terminal (the default).
-    #[arg(long, conflicts_with = "daemonize")]
-    pub foreground: bool,
-    /// Run in the background; return once the mount is ready.
-    #[arg(long)]
-    pub daemonize: bool,
-    /// Where a daemonized server writes its messages.
-    #[arg(long, value_name = "FILE")]
-    pub log: Option<PathBuf>,
-    /// Write every disk request to this CSV file (flushed at unmount).
-    #[arg(long, value_name = "FILE")]
-    pub trace: Option<PathBuf>,
-    /// Owner of the files (default: the caller).
-    #[arg(long)]
-    pub uid: Option<u32>,
-    /// Group of the files (default: the caller's).
-    #[arg(long)]
-    pub gid: Option<u32>,
-    /// The mount's readahead window, KiB (/sys/class/bdi/MAJ:MIN/read_ahead_kb).
-    #[arg(long, default_value_t = 128)]
-    pub read_ahead_kb: u32,
-    /// Largest read the kernel may send, KiB (FUSE max_pages); above 1024 the
-    /// sysctl fs.fuse.max_pages_limit is raised.
-    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(4..=16384))]
-    pub max_request_kb: u32,
-    /// Asynchronous (readahead) requests the kernel keeps outstanding.
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..))]
-    pub max_background: u16,
-    /// Order of the files on the platter.
-    #[arg(long, value_enum, default_value_t = Placement::Random)]
-    pub placement: Placement,
-    /// Seed of the random placement (default: the manifest's placement_seed).
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Threads reading FUSE requests.
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
-    pub fuse_threads: u32,
+    /// Write a library manifest of N equal files, to test or benchmark the
+    /// disk without generating a workload.
+    Library(LibraryArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -212,6 +68,26 @@ pub struct StatArgs {
 }
 
 #[derive(Debug, clap::Args)]
+pub struct LibraryArgs {
+    /// The manifest to write (library.json).
+    pub out: PathBuf,
+    #[arg(long, default_value_t = 8)]
+    pub files: u32,
+    /// Size of each file, MiB.
+    #[arg(long, default_value_t = 4.0)]
+    pub size_mib: f64,
+    /// Sizes that are no multiple of 512 or 4096 (for end-of-file tests), and
+    /// the files spread over two directories.
+    #[arg(long)]
+    pub odd: bool,
+    #[arg(long, default_value = "disk-test")]
+    pub name: String,
+    /// The manifest's placement seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+#[derive(Debug, clap::Args)]
 pub struct ModelArgs {
     #[command(flatten)]
     pub drive: DriveArgs,
@@ -223,13 +99,31 @@ pub struct ModelArgs {
 /// Runs `vidbench disk`.
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.command {
-        Command::Mount(m) => mount(m),
+        Command::Mount(m) => mount::run(m),
         Command::Unmount { mountpoint, wait_s } => unmount(&mountpoint, wait_s),
         Command::Stat(s) => stat(s),
         Command::Presets { toml } => list_presets(toml.as_deref()),
         Command::Model(m) => model_figures(m),
         Command::Bench(b) => bench::run(b),
+        Command::Library(l) => write_library(&l),
     }
+}
+
+fn write_library(args: &LibraryArgs) -> anyhow::Result<()> {
+    if !(args.size_mib.is_finite() && args.size_mib > 0.0) {
+        bail!("--size-mib must be a positive number of MiB");
+    }
+    let library = UniformLibrary {
+        name: args.name.clone(),
+        files: args.files,
+        file_bytes: (args.size_mib * 1024.0 * 1024.0) as u64,
+        odd_sizes: args.odd,
+        placement_seed: args.seed,
+    }
+    .build();
+    library.validate().map_err(|m| anyhow::anyhow!("{m}"))?;
+    library.save(&args.out)?;
+    Ok(())
 }
 
 fn list_presets(toml_of: Option<&str>) -> anyhow::Result<()> {
@@ -275,246 +169,6 @@ fn model_figures(args: ModelArgs) -> anyhow::Result<()> {
         std::fs::write(&out, serde_json::to_string_pretty(&figures)? + "\n").with_context(|| format!("writing {}", out.display()))?;
     }
     Ok(())
-}
-
-/// Reports readiness (or failure) to a daemonizing parent, or to the terminal.
-struct Ready {
-    pipe: Option<std::fs::File>,
-}
-
-impl Ready {
-    fn from_env() -> Ready {
-        let pipe = std::env::var(READY_FD_ENV).ok().and_then(|v| v.parse::<i32>().ok()).map(|fd| {
-            // SAFETY: the parent passed this descriptor for us alone.
-            unsafe { std::fs::File::from_raw_fd(fd) }
-        });
-        std::env::remove_var(READY_FD_ENV);
-        Ready { pipe }
-    }
-    /// Tells the parent (or the terminal) that the mount is ready.
-    fn ready(&mut self, message: &str) {
-        match self.pipe.take() {
-            Some(mut pipe) => {
-                let _ = pipe.write_all(message.as_bytes());
-            }
-            None => eprint!("vidbench disk: {message}"),
-        }
-    }
-    /// Tells a daemonizing parent why the mount failed (in the foreground the
-    /// error is printed by `vidbench` itself).
-    fn failed(&mut self, error: &anyhow::Error) {
-        if let Some(mut pipe) = self.pipe.take() {
-            let _ = pipe.write_all(format!("error: {error:#}\n").as_bytes());
-        }
-    }
-}
-
-fn mount(args: MountArgs) -> anyhow::Result<()> {
-    if args.daemonize {
-        return daemonize(&args);
-    }
-    let mut ready = Ready::from_env();
-    match serve(&args, &mut ready) {
-        Ok(()) => Ok(()),
-        Err(e) => {
-            ready.failed(&e);
-            Err(e)
-        }
-    }
-}
-
-fn daemonize(args: &MountArgs) -> anyhow::Result<()> {
-    use std::os::unix::process::CommandExt;
-    let exe = std::env::current_exe().context("finding the vidbench executable")?;
-    let child_args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).filter(|a| a != "--daemonize").collect();
-    let mut fds = [0i32; 2];
-    // SAFETY: pipe2 fills two descriptors.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        bail!("creating the ready pipe: {}", std::io::Error::last_os_error());
-    }
-    let (read_fd, write_fd) = (fds[0], fds[1]);
-    let log = match &args.log {
-        Some(path) => std::fs::OpenOptions::new().create(true).append(true).open(path).with_context(|| format!("opening log file {}", path.display()))?,
-        None => std::fs::OpenOptions::new().write(true).open("/dev/null")?,
-    };
-    let mut command = std::process::Command::new(exe);
-    command.args(child_args).env(READY_FD_ENV, write_fd.to_string()).stdin(std::process::Stdio::null()).stdout(log.try_clone()?).stderr(log);
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        command.pre_exec(move || {
-            libc::setsid();
-            // Keep the write end across exec.
-            let flags = libc::fcntl(write_fd, libc::F_GETFD);
-            libc::fcntl(write_fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
-            Ok(())
-        });
-    }
-    let mut child = command.spawn().context("starting the mount server")?;
-    // SAFETY: we own both ends; the write end is closed here so EOF comes when the child closes it.
-    unsafe { libc::close(write_fd) };
-    let mut pipe = unsafe { std::fs::File::from_raw_fd(read_fd) };
-    let mut message = String::new();
-    pipe.read_to_string(&mut message).context("waiting for the mount server")?;
-    let message = message.trim();
-    if let Some(rest) = message.strip_prefix("ready") {
-        println!("mounted {} (server pid {}){}", args.mountpoint.display(), child.id(), rest);
-        return Ok(());
-    }
-    let status = child.wait()?;
-    if let Some(err) = message.strip_prefix("error: ") {
-        bail!("{err}");
-    }
-    bail!("the mount server exited ({status}) before the mount was ready; run with --foreground or --log FILE to see why")
-}
-
-fn serve(args: &MountArgs, ready: &mut Ready) -> anyhow::Result<()> {
-    let (preset_name, params) = args.drive.resolve()?;
-    let library = Library::load(&args.library).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mountpoint = &args.mountpoint;
-    let meta = std::fs::metadata(mountpoint).with_context(|| format!("mount point {} does not exist or cannot be reached", mountpoint.display()))?;
-    if !meta.is_dir() {
-        bail!("mount point {} is not a directory", mountpoint.display());
-    }
-    if let Some(m) = sys::mount_at(mountpoint)? {
-        bail!("{} is already a mount point ({}, device {}:{}); unmount it first (`vidbench disk unmount {}`)", mountpoint.display(), m.fstype, m.major, m.minor, mountpoint.display());
-    }
-    if !Path::new("/dev/fuse").exists() {
-        bail!("/dev/fuse is missing: load the fuse module (modprobe fuse) or run where FUSE is available");
-    }
-    if args.max_request_kb % 4 != 0 {
-        bail!("--max-request-kb {} must be a multiple of 4 (pages)", args.max_request_kb);
-    }
-    if let Some(notice) = sys::ensure_max_pages(args.max_request_kb / 4)? {
-        eprintln!("vidbench disk: {notice}");
-    }
-    let drive = Drive::new(&params);
-    let seed = args.seed.unwrap_or(library.placement_seed);
-    let layout = Layout::new(&library, drive.total_sectors(), args.placement, seed).map_err(|m| anyhow::anyhow!("library {}: {m}", args.library.display()))?;
-    let full_stroke = drive.geometry().map_or(0, |g| g.cylinders() - 1);
-    // SAFETY: getuid/getgid cannot fail.
-    let (uid, gid) = (args.uid.unwrap_or(unsafe { libc::getuid() }), args.gid.unwrap_or(unsafe { libc::getgid() }));
-    let canonical = mountpoint.canonicalize()?;
-    let config = serde_json::json!({
-        "preset": preset_name,
-        "drive": params,
-        "library": args.library.canonicalize().unwrap_or(args.library.clone()),
-        "files": library.files.len(),
-        "library_bytes": library.total_bytes(),
-        "placement": args.placement,
-        "seed": seed,
-        "read_ahead_kb": args.read_ahead_kb,
-        "max_request_kb": args.max_request_kb,
-        "max_background": args.max_background,
-        "uid": uid,
-        "gid": gid,
-        "trace": args.trace,
-    });
-
-    let tracer = match &args.trace {
-        Some(path) => Some(trace::Tracer::start(path)?),
-        None => None,
-    };
-    let clock = Clock { epoch: Instant::now() };
-    let stats = Arc::new(Stats::new(clock.epoch, canonical.display().to_string(), preset_name.clone(), full_stroke, config));
-    let (job_tx, job_rx) = std::sync::mpsc::channel();
-    let scheduler = {
-        let stats = stats.clone();
-        let trace_tx = tracer.as_ref().map(|t| t.sender.clone());
-        std::thread::Builder::new().name("vidbench-drive".into()).spawn(move || scheduler::run(drive, clock, job_rx, stats, trace_tx))?
-    };
-    // Signals are caught from here on; they are acted upon once the session exists.
-    let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM]).context("installing signal handlers")?;
-
-    let fs = DiskFs::new(
-        &library,
-        &layout.start_lba,
-        job_tx,
-        clock,
-        stats.clone(),
-        KernelSettings { uid, gid, max_request_kib: args.max_request_kb, max_background: args.max_background },
-        params.capacity_bytes(),
-    );
-    let mut options = fuser::Config::default();
-    options.mount_options = vec![
-        fuser::MountOption::FSName("vidbench".into()),
-        fuser::MountOption::Subtype("vidbench".into()),
-        fuser::MountOption::RO,
-        fuser::MountOption::NoAtime,
-        fuser::MountOption::NoSuid,
-        fuser::MountOption::NoDev,
-        fuser::MountOption::DefaultPermissions,
-    ];
-    options.acl = fuser::SessionACL::All;
-    options.n_threads = Some(args.fuse_threads as usize);
-    options.clone_fd = true;
-    let session = fuser::Session::new(fs, &canonical, &options).with_context(|| format!("mounting FUSE on {}", canonical.display()))?;
-    let session_thread = std::thread::Builder::new().name("vidbench-fuse".into()).spawn(move || session.run())?;
-
-    let entry = sys::mount_at(&canonical)?.with_context(|| format!("the mount on {} is not in the mount table", canonical.display()))?;
-    let setup = sys::set_read_ahead_kb(&entry, args.read_ahead_kb).and_then(|()| {
-        let now = sys::read_ahead_kb(&entry)?;
-        if now != args.read_ahead_kb {
-            bail!("the kernel set the mount's read_ahead_kb to {now}, not {}", args.read_ahead_kb);
-        }
-        Ok(())
-    });
-    if let Err(e) = setup {
-        let _ = sys::unmount(&canonical, Some(&entry));
-        let _ = session_thread.join();
-        return Err(e);
-    }
-    {
-        let canonical = canonical.clone();
-        let entry = entry.clone();
-        std::thread::Builder::new().name("vidbench-signals".into()).spawn(move || {
-            if let Some(signal) = signals.forever().next() {
-                eprintln!("vidbench disk: signal {signal}, unmounting {}", canonical.display());
-                if let Err(e) = sys::unmount(&canonical, Some(&entry)) {
-                    eprintln!("vidbench disk: {e:#}");
-                }
-            }
-        })?;
-    }
-    ready.ready(&format!(
-        "ready: {} on {} ({} files, {:.1} GB, {} placement, device {}:{}, read_ahead_kb {})\n",
-        preset_name,
-        canonical.display(),
-        library.files.len(),
-        library.total_bytes() as f64 / 1e9,
-        match args.placement {
-            Placement::Random => "random",
-            Placement::Sequential => "sequential",
-        },
-        entry.major,
-        entry.minor,
-        args.read_ahead_kb
-    ));
-
-    let result = session_thread.join().map_err(|_| anyhow::anyhow!("the FUSE session panicked"))?;
-    // The filesystem (and its job sender) is gone: the scheduler answers what
-    // is pending and stops; then the trace is flushed.
-    scheduler.join().map_err(|_| anyhow::anyhow!("the drive scheduler panicked"))?;
-    let snapshot = stats.snapshot();
-    if let Some(t) = tracer {
-        let rows = t.finish()?;
-        eprintln!("vidbench disk: trace: {rows} requests written");
-    }
-    eprintln!(
-        "vidbench disk: unmounted {}: {} reads, {:.1} MB, {:.1} MB/s over {:.1} s",
-        canonical.display(),
-        snapshot.total.counters.reads,
-        snapshot.total.counters.bytes as f64 / 1e6,
-        snapshot.total.rates.mb_per_s,
-        snapshot.uptime_s
-    );
-    result.with_context(|| format!("FUSE session on {}", canonical.display()))
-}
-
-/// Reads `MOUNT/.vidbench/stats.json`.
-pub fn read_snapshot(mountpoint: &Path) -> anyhow::Result<Snapshot> {
-    let path = mountpoint.join(CONTROL_DIR).join(STATS_FILE);
-    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {} (is {} a vidbench disk mount?)", path.display(), mountpoint.display()))?;
-    serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
 }
 
 fn unmount(mountpoint: &Path, wait_s: f64) -> anyhow::Result<()> {

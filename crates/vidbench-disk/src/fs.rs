@@ -18,13 +18,14 @@
 //! cached and its size does not matter).
 
 use crate::scheduler::{Clock, Job};
-use crate::stats::Stats;
+use crate::stats::{Snapshot, Stats};
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, KernelConfig, LockOwner, OpenAccMode, OpenFlags, ReplyAttr,
     ReplyData, ReplyDirectory, ReplyEntry, ReplyOpen, ReplyStatfs, Request,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -34,6 +35,15 @@ use vidbench_library::{content, Library};
 pub const CONTROL_DIR: &str = ".vidbench";
 /// The counters, as JSON, inside [`CONTROL_DIR`].
 pub const STATS_FILE: &str = "stats.json";
+
+/// Reads `MOUNT/.vidbench/stats.json`: the counters of a mounted disk, from
+/// outside (`vidbench disk stat`, `bench`, the experiment driver's figures).
+pub fn read_snapshot(mountpoint: &Path) -> anyhow::Result<Snapshot> {
+    let path = mountpoint.join(CONTROL_DIR).join(STATS_FILE);
+    use anyhow::Context;
+    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {} (is {} a vidbench disk mount?)", path.display(), mountpoint.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+}
 
 const TTL: Duration = Duration::from_secs(365 * 24 * 3600);
 

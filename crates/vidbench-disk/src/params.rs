@@ -89,6 +89,32 @@ pub struct Preset {
     pub reference: Reference,
 }
 
+/// What the hard-disk presets share: 32 zones, the same NCQ queue and aging,
+/// no SSD figures. The drive-specific fields are zero here and every hard-disk
+/// preset sets each of them.
+const HDD_BASE: DriveParams = DriveParams {
+    kind: DriveKind::Hdd,
+    capacity_gb: 0.0,
+    rpm: 0.0,
+    heads: 0,
+    zones: 32,
+    outer_mb_s: 0.0,
+    middle_mb_s: 0.0,
+    inner_mb_s: 0.0,
+    seek_track_ms: 0.0,
+    seek_full_ms: 0.0,
+    seek_sqrt_weight: 0.0,
+    command_overhead_ms: 0.0,
+    interface_mb_s: 0.0,
+    cache_segments: 0,
+    segment_kib: 0,
+    ncq_depth: 32,
+    ncq_aging_ms_per_s: 10.0,
+    ncq_max_age_ms: 2000.0,
+    ssd_read_latency_us: 0.0,
+    ssd_parallelism: 1,
+};
+
 /// The built-in presets. How the published figures map to the parameters is
 /// explained in docs/disk.md ("Presets").
 pub fn presets() -> Vec<Preset> {
@@ -97,11 +123,9 @@ pub fn presets() -> Vec<Preset> {
             name: "wd-red-1tb",
             description: "Western Digital Red WD10EFRX, 1 TB, 5400 rpm, SATA 6 Gb/s, 64 MB cache (paper 000 Linux server, paper 001)",
             params: DriveParams {
-                kind: DriveKind::Hdd,
                 capacity_gb: 1000.2,
                 rpm: 5400.0,
                 heads: 4,
-                zones: 32,
                 outer_mb_s: 133.0,
                 middle_mb_s: 115.0,
                 inner_mb_s: 67.0,
@@ -112,11 +136,7 @@ pub fn presets() -> Vec<Preset> {
                 interface_mb_s: 600.0,
                 cache_segments: 16,
                 segment_kib: 4096,
-                ncq_depth: 32,
-                ncq_aging_ms_per_s: 10.0,
-                ncq_max_age_ms: 2000.0,
-                ssd_read_latency_us: 0.0,
-                ssd_parallelism: 1,
+                ..HDD_BASE
             },
             reference: Reference {
                 source: "paper 000 Table 1 (diskinfo); WD publishes no seek time, average seek derived from the Table 1 curve (HD Tune-style access time ~20 ms)",
@@ -128,11 +148,9 @@ pub fn presets() -> Vec<Preset> {
             name: "hp-146g-10k",
             description: "HP 146 GB 10,000 rpm 2.5-inch SAS, 16 MB cache (paper 000 FreeBSD server)",
             params: DriveParams {
-                kind: DriveKind::Hdd,
                 capacity_gb: 146.8,
                 rpm: 10000.0,
                 heads: 6,
-                zones: 32,
                 outer_mb_s: 122.0,
                 middle_mb_s: 107.0,
                 inner_mb_s: 73.0,
@@ -143,11 +161,7 @@ pub fn presets() -> Vec<Preset> {
                 interface_mb_s: 300.0,
                 cache_segments: 8,
                 segment_kib: 2048,
-                ncq_depth: 32,
-                ncq_aging_ms_per_s: 10.0,
-                ncq_max_age_ms: 2000.0,
-                ssd_read_latency_us: 0.0,
-                ssd_parallelism: 1,
+                ..HDD_BASE
             },
             reference: Reference {
                 source: "paper 000 Table 1 (diskinfo); average seek 3.9 ms as on 10k 2.5-inch SAS datasheets of the period",
@@ -159,11 +173,9 @@ pub fn presets() -> Vec<Preset> {
             name: "st1000dm003",
             description: "Seagate Barracuda ST1000DM003, 1 TB, 7200 rpm, SATA 6 Gb/s, 64 MB cache (paper 001 comparison drive)",
             params: DriveParams {
-                kind: DriveKind::Hdd,
                 capacity_gb: 1000.2,
                 rpm: 7200.0,
                 heads: 2,
-                zones: 32,
                 outer_mb_s: 210.0,
                 middle_mb_s: 175.0,
                 inner_mb_s: 105.0,
@@ -174,11 +186,7 @@ pub fn presets() -> Vec<Preset> {
                 interface_mb_s: 600.0,
                 cache_segments: 16,
                 segment_kib: 4096,
-                ncq_depth: 32,
-                ncq_aging_ms_per_s: 10.0,
-                ncq_max_age_ms: 2000.0,
-                ssd_read_latency_us: 0.0,
-                ssd_parallelism: 1,
+                ..HDD_BASE
             },
             reference: Reference {
                 source: "Seagate Barracuda 7200.14 datasheet: 210 MB/s max sustained, average read seek < 8.5 ms; inner rate ~half as measured on this family",

@@ -102,7 +102,7 @@ fn read_text(path: &Path) -> Result<String, SessionIoError> {
 // ---------------------------------------------------------------- JSON lines
 
 /// Writes one JSON object per session, one per line.
-pub fn write_jsonl(out: &mut impl Write, sessions: &[Session]) -> std::io::Result<()> {
+pub(crate) fn write_jsonl(out: &mut impl Write, sessions: &[Session]) -> std::io::Result<()> {
     for s in sessions {
         serde_json::to_writer(&mut *out, s).map_err(std::io::Error::other)?;
         out.write_all(b"\n")?;
@@ -111,7 +111,7 @@ pub fn write_jsonl(out: &mut impl Write, sessions: &[Session]) -> std::io::Resul
 }
 
 /// Parses JSON lines; `origin` names the file in errors.
-pub fn parse_jsonl(text: &str, origin: &Path) -> Result<Vec<Session>, SessionIoError> {
+pub(crate) fn parse_jsonl(text: &str, origin: &Path) -> Result<Vec<Session>, SessionIoError> {
     let mut sessions = Vec::new();
     for (index, line) in text.lines().enumerate() {
         let line_no = index + 1;
@@ -130,7 +130,7 @@ pub fn parse_jsonl(text: &str, origin: &Path) -> Result<Vec<Session>, SessionIoE
 // ---------------------------------------------------------------- wsesslog
 
 /// Writes the wsesslog form: a `# session` comment, the request lines, a blank line.
-pub fn write_wsesslog(out: &mut impl Write, sessions: &[Session]) -> std::io::Result<()> {
+pub(crate) fn write_wsesslog(out: &mut impl Write, sessions: &[Session]) -> std::io::Result<()> {
     writeln!(out, "# vidbench sessions: httperf wsesslog with videoperf extensions (pace_time, timeout, headers)")?;
     writeln!(out, "# '# session' comments carry what httperf has no attribute for; other tools ignore them")?;
     writeln!(out)?;
@@ -202,7 +202,7 @@ enum FileIds {
 }
 
 /// Parses a wsesslog; `origin` names the file in errors.
-pub fn parse_wsesslog(text: &str, origin: &Path) -> Result<Vec<Session>, SessionIoError> {
+pub(crate) fn parse_wsesslog(text: &str, origin: &Path) -> Result<Vec<Session>, SessionIoError> {
     let malformed =
         |line: usize, message: String| SessionIoError::Malformed { path: origin.to_owned(), line, message };
     let mut sessions: Vec<Session> = Vec::new();

@@ -1,11 +1,11 @@
-//! `vidbench load`: the command line over [`crate::play`]. Prints a progress
-//! line every sample interval on stderr and the summary at the end.
+//! `vidbench load`: the command line over [`crate::play`]. Logs a progress
+//! line every sample interval (a `tracing` info event, on stderr) and prints
+//! the summary on stdout at the end.
 
 use crate::config::{LoadConfig, ReceiveBuffer, Stop};
 use anyhow::Context;
 use std::path::PathBuf;
-use vidbench_library::session_io::read_sessions;
-use vidbench_library::Library;
+use vidbench_library::{read_sessions, Library};
 
 /// Arguments of `vidbench load`.
 #[derive(Debug, clap::Args)]
@@ -74,7 +74,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(Tool::Materialize { library, dir }) = args.tool {
         let library = Library::load(&library).map_err(display_only)?;
         let bytes = crate::materialize(&library, &dir)?;
-        eprintln!("wrote {} files, {bytes} bytes, under {}", library.files.len(), dir.display());
+        tracing::info!("wrote {} files, {bytes} bytes, under {}", library.files.len(), dir.display());
         return Ok(());
     }
     let (Some(session_file), Some(server), Some(rate), Some(out)) = (args.session_file, args.server, args.rate, args.out) else {
@@ -101,7 +101,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let quiet = args.quiet;
     let mut show = |p: &crate::Progress| {
         if !quiet {
-            eprintln!("{p}");
+            tracing::info!("{p}");
         }
     };
     let summary = crate::play(config, sessions, &mut show)

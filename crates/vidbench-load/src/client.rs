@@ -30,8 +30,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::Notify;
 use tokio::time::{sleep, sleep_until, timeout_at, Instant};
-use vidbench_library::content::first_mismatch;
-use vidbench_library::session::{Request, Session};
+use vidbench_library::{content::first_mismatch, Request, Session};
 
 /// Size of the scratch buffer every read goes into.
 pub(crate) const SCRATCH_BYTES: usize = 256 * 1024;

@@ -190,7 +190,7 @@ pub enum LoadError {
     Unreachable { url: String, addr: SocketAddr, error: std::io::Error },
     /// A session file that cannot be read; the message names the file and line.
     #[error(transparent)]
-    Sessions(#[from] vidbench_library::session_io::SessionIoError),
+    Sessions(#[from] vidbench_library::SessionIoError),
     #[error("session {session}, request {request}: {message}")]
     BadSession { session: u64, request: usize, message: String },
     #[error("there are no sessions to play")]

@@ -15,7 +15,7 @@
 //!
 //! ```no_run
 //! use vidbench_load::{play, LoadConfig, Stop};
-//! use vidbench_library::session_io::read_sessions;
+//! use vidbench_library::read_sessions;
 //!
 //! let sessions = read_sessions("sessions.jsonl".as_ref())?;
 //! let mut config = LoadConfig::new("http://127.0.0.1:8080", 2.5, "results/rate-2.5");

@@ -20,8 +20,7 @@ use std::rc::Rc;
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::{sleep_until, Instant};
-use vidbench_library::session::Session;
-use vidbench_library::Library;
+use vidbench_library::{Library, Session};
 
 /// What the progress callback is told every sample interval.
 #[derive(Debug, Clone)]

@@ -7,14 +7,13 @@
 //! sessions hand it finished records synchronously, so there is no locking and
 //! no channel. Write errors are remembered and reported when the run ends.
 
-use crate::summary::Percentiles;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
-use vidbench_library::session::Phase;
+use vidbench_library::Phase;
 
 /// How a request, and so its session, ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -128,6 +127,24 @@ pub struct IntervalRecord {
     pub sessions_active: u64,
 }
 
+impl IntervalRecord {
+    /// An interval starting at `start_s` in which nothing has happened yet.
+    fn starting_at(start_s: f64) -> IntervalRecord {
+        IntervalRecord {
+            start_s,
+            end_s: 0.0,
+            received_bytes: 0,
+            received_mb_s: 0.0,
+            completed_bytes: 0,
+            completed_mb_s: 0.0,
+            requests_completed: 0,
+            requests_failed: 0,
+            sessions_started: 0,
+            sessions_active: 0,
+        }
+    }
+}
+
 /// Counts of sessions of one phase (or all).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct SessionCounts {
@@ -239,18 +256,7 @@ impl Collector {
             last_start: 0.0,
             errors: HashMap::new(),
             intervals: Vec::new(),
-            interval: IntervalRecord {
-                start_s: 0.0,
-                end_s: 0.0,
-                received_bytes: 0,
-                received_mb_s: 0.0,
-                completed_bytes: 0,
-                completed_mb_s: 0.0,
-                requests_completed: 0,
-                requests_failed: 0,
-                sessions_started: 0,
-                sessions_active: 0,
-            },
+            interval: IntervalRecord::starting_at(0.0),
         })
     }
 
@@ -338,18 +344,7 @@ impl Collector {
             self.first_write_error.get_or_insert((self.intervals_out.path.clone(), e));
         }
         self.intervals.push(row.clone());
-        self.interval = IntervalRecord {
-            start_s: row.end_s,
-            end_s: 0.0,
-            received_bytes: 0,
-            received_mb_s: 0.0,
-            completed_bytes: 0,
-            completed_mb_s: 0.0,
-            requests_completed: 0,
-            requests_failed: 0,
-            sessions_started: 0,
-            sessions_active: 0,
-        };
+        self.interval = IntervalRecord::starting_at(row.end_s);
         row
     }
 
@@ -364,9 +359,5 @@ impl Collector {
             Some((path, source)) => Err(crate::LoadError::Output { path, error: source }),
             None => Ok(()),
         }
-    }
-
-    pub fn percentiles(h: &Histogram<u64>) -> Option<Percentiles> {
-        Percentiles::from_histogram_us(h)
     }
 }

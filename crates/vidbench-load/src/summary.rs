@@ -14,7 +14,7 @@ use crate::records::{Collector, SessionCounts};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::collections::BTreeMap;
-use vidbench_library::session::Phase;
+use vidbench_library::Phase;
 
 /// Version of the `summary.json` layout.
 pub const SUMMARY_VERSION: u32 = 1;
@@ -251,12 +251,12 @@ pub(crate) fn summarize(c: &Collector, facts: RunFacts) -> LoadSummary {
         requests_per_s: request_rate,
         throughput_whole_run_mb_s: c.completed_bytes as f64 / 1e6 / facts.wall_s.max(1e-9),
         samples,
-        response_ms: Collector::percentiles(&c.response_us),
-        first_byte_ms: Collector::percentiles(&c.first_byte_us),
+        response_ms: Percentiles::from_histogram_us(&c.response_us),
+        first_byte_ms: Percentiles::from_histogram_us(&c.first_byte_us),
         session_rate: SessionRate {
             offered: facts.offered_rate,
             achieved: (c.started > 0 && c.last_start > 0.0).then(|| c.started as f64 / c.last_start),
-            start_lag_ms: Collector::percentiles(&c.dispatch_lag_us),
+            start_lag_ms: Percentiles::from_histogram_us(&c.dispatch_lag_us),
         },
         verify: VerifyCounts { enabled: facts.verify, bytes_checked: c.verified_bytes, mismatches: c.verify_mismatches },
         cpu: facts.cpu,

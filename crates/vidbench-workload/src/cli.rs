@@ -5,8 +5,7 @@ use crate::output::{self, JSONL_FILE, LIBRARY_FILE, SPEC_FILE, WARM_FILE, WSESSL
 use crate::spec::Spec;
 use anyhow::{Context, Result};
 use std::path::PathBuf;
-use vidbench_library::session_io::{read_sessions, read_warm_list};
-use vidbench_library::Library;
+use vidbench_library::{read_sessions, read_warm_list, Library};
 
 /// Arguments of `vidbench workload`.
 #[derive(Debug, clap::Args)]

@@ -29,9 +29,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
-use vidbench_library::session::{Phase, Request, Session};
-use vidbench_library::session_io::WarmRange;
-use vidbench_library::{Library, Video, MANIFEST_VERSION};
+use vidbench_library::{Library, Phase, Request, Session, Video, WarmRange, MANIFEST_VERSION};
 
 /// Stream numbers of the ChaCha generators (fixed forever: changing one changes every workload).
 const STREAM_DURATIONS: u64 = 1;

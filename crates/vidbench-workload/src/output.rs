@@ -11,7 +11,7 @@ use crate::spec::Validated;
 use crate::summary::{summarize, Context, Summary};
 use anyhow::{bail, Context as _, Result};
 use std::path::{Path, PathBuf};
-use vidbench_library::session_io::{write_sessions, write_warm_list, SessionFormat};
+use vidbench_library::{write_sessions, write_warm_list, SessionFormat};
 
 /// File names inside an output directory.
 pub const LIBRARY_FILE: &str = "library.json";

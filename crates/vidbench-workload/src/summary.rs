@@ -16,9 +16,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
-use vidbench_library::session::{Phase, Session};
-use vidbench_library::session_io::WarmRange;
-use vidbench_library::Library;
+use vidbench_library::{Library, Phase, Session, WarmRange};
 
 const MIB: f64 = 1024.0 * 1024.0;
 

@@ -2,10 +2,11 @@
 //! deterministic given the seeds, and never half-written.
 
 use std::path::Path;
-use vidbench_library::session_io::{read_sessions, read_warm_list};
-use vidbench_library::Library;
-use vidbench_workload::output::{self, write_workload};
-use vidbench_workload::{generate, summarize, Spec, Summary};
+use vidbench_library::{read_sessions, read_warm_list, Library};
+use vidbench_workload::{
+    context_of, generate, summarize, write_workload, Spec, Summary, JSONL_FILE, LIBRARY_FILE, RESOLVED_SPEC_FILE, SPEC_FILE,
+    SUMMARY_JSON_FILE, WARM_FILE, WSESSLOG_FILE,
+};
 
 const SPEC: &str = "name = \"t\"\nseed = 7\n[scaling]\nmemory_limit_mib = 64\nnote = \"test\"\n\
     [library]\nvideos = 300\n[sessions]\ncount = 400\nramp_up = 100\nramp_down = 50\nnominal_rate_per_s = 2\n[warming]\nchunks = 50\n";
@@ -37,19 +38,19 @@ fn writes_every_file_and_they_read_back() {
         names,
         ["library.json", "sessions.jsonl", "sessions.wsesslog", "spec.resolved.toml", "spec.toml", "summary.json", "summary.md", "warm.txt"]
     );
-    let library = Library::load(&out.join(output::LIBRARY_FILE)).unwrap();
+    let library = Library::load(&out.join(LIBRARY_FILE)).unwrap();
     assert_eq!(library.files.len(), 300);
     assert_eq!(library.name, "t");
-    let jsonl = read_sessions(&out.join(output::JSONL_FILE)).unwrap();
-    let wsesslog = read_sessions(&out.join(output::WSESSLOG_FILE)).unwrap();
+    let jsonl = read_sessions(&out.join(JSONL_FILE)).unwrap();
+    let wsesslog = read_sessions(&out.join(WSESSLOG_FILE)).unwrap();
     assert_eq!(jsonl.len(), 400);
     assert_eq!(jsonl, wsesslog, "both formats hold the same sessions");
-    let warm = read_warm_list(&out.join(output::WARM_FILE)).unwrap();
+    let warm = read_warm_list(&out.join(WARM_FILE)).unwrap();
     assert_eq!(warm.len(), 50);
     // The summary file is what the files say.
-    let again = summarize(&library, &jsonl, Some(&warm), &output::context_of(&Spec::parse(SPEC, Path::new("t")).unwrap().spec)).unwrap();
+    let again = summarize(&library, &jsonl, Some(&warm), &context_of(&Spec::parse(SPEC, Path::new("t")).unwrap().spec)).unwrap();
     assert_eq!(again, summary);
-    let on_disk: Summary = serde_json::from_slice(&std::fs::read(out.join(output::SUMMARY_JSON_FILE)).unwrap()).unwrap();
+    let on_disk: Summary = serde_json::from_slice(&std::fs::read(out.join(SUMMARY_JSON_FILE)).unwrap()).unwrap();
     assert_eq!(on_disk, summary);
     assert_eq!(summary.sessions.count, 400);
     assert_eq!((summary.sessions.ramp_up, summary.sessions.measure, summary.sessions.ramp_down), (100, 250, 50));
@@ -59,8 +60,8 @@ fn writes_every_file_and_they_read_back() {
     assert_eq!(summary.warming.as_ref().unwrap().chunks, 50);
     assert_eq!(summary.scaling.as_ref().unwrap().memory_limit_mib, 64);
     // The copies of the spec: verbatim, and resolved (which generates the same workload).
-    assert_eq!(std::fs::read_to_string(out.join(output::SPEC_FILE)).unwrap(), SPEC);
-    let resolved = std::fs::read_to_string(out.join(output::RESOLVED_SPEC_FILE)).unwrap();
+    assert_eq!(std::fs::read_to_string(out.join(SPEC_FILE)).unwrap(), SPEC);
+    let resolved = std::fs::read_to_string(out.join(RESOLVED_SPEC_FILE)).unwrap();
     let out2 = tmp.path().join("w2");
     gen(&resolved, &out2, false).unwrap();
     assert_eq!(std::fs::read(out.join("sessions.jsonl")).unwrap(), std::fs::read(out2.join("sessions.jsonl")).unwrap());

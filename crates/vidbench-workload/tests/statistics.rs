@@ -5,10 +5,8 @@
 
 use statrs::distribution::{ChiSquared, ContinuousCDF};
 use std::path::Path;
-use vidbench_library::session::Phase;
-use vidbench_workload::cdf::Cdf;
-use vidbench_workload::generate::zipf_weights;
-use vidbench_workload::{generate, Spec, Validated};
+use vidbench_library::Phase;
+use vidbench_workload::{generate, zipf_weights, Cdf, Spec, Validated};
 
 fn spec(text: &str) -> Validated {
     Spec::parse(text, Path::new("test.toml")).unwrap_or_else(|e| panic!("{e}"))

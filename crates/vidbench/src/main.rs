@@ -1,12 +1,26 @@
 //! `vidbench`: one binary for the whole benchmark toolkit. Each subcommand lives
-//! in its own crate; this file only dispatches.
+//! in its own crate; this file dispatches and sets up logging once.
+//!
+//! Diagnostics (warnings, progress notes, what a long-running mount or load is
+//! doing) go through `tracing` to stderr, as in `libception`; the level comes
+//! from `--log-level`, else `-v`/`-vv`, else `RUST_LOG`, else info (fuser's
+//! own messages only at error). What a
+//! command is for (tables, `--check` output, summaries, the final error line)
+//! is printed directly, so scripts that read it see no log format.
 
-use clap::{Parser, Subcommand};
+use clap::{ArgAction, Parser, Subcommand};
 
 /// Benchmark toolkit for HTTP streaming video servers on (emulated) hard disks.
 #[derive(Parser)]
 #[command(name = "vidbench", version, about, propagate_version = true)]
 struct Cli {
+    /// More log output: -v debug, -vv trace (default: info)
+    #[arg(short, long, action = ArgAction::Count, global = true)]
+    verbose: u8,
+    /// Log level or filter (error, warn, info, debug, trace, or a tracing
+    /// filter); overrides -v and RUST_LOG
+    #[arg(long, value_name = "LEVEL", global = true)]
+    log_level: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -25,8 +39,33 @@ enum Command {
     Report(vidbench_report::cli::Args),
 }
 
+/// Info for vidbench; fuser's own notes (unimplemented FUSE calls, its
+/// mount and unmount steps) only when they are errors, unless asked for.
+const DEFAULT_LOG_FILTER: &str = "info,fuser=error";
+
+fn init_logging(cli: &Cli) {
+    let filter = match (&cli.log_level, cli.verbose) {
+        (Some(level), _) => level.clone(),
+        (None, 1) => "debug".to_owned(),
+        (None, 2..) => "trace".to_owned(),
+        (None, 0) => std::env::var("RUST_LOG").ok().filter(|f| !f.is_empty()).unwrap_or_else(|| DEFAULT_LOG_FILTER.to_owned()),
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(&filter).unwrap_or_else(|e| {
+        eprintln!("vidbench: bad log level {filter:?} ({e}); using info");
+        tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER)
+    });
+    use std::io::IsTerminal;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(false)
+        .init();
+}
+
 fn main() {
     let cli = Cli::parse();
+    init_logging(&cli);
     let result = match cli.command {
         Command::Disk(a) => vidbench_disk::cli::run(a),
         Command::Workload(a) => vidbench_workload::cli::run(a),
