@@ -53,6 +53,7 @@
 #include <sys/un.h>
 
 #include "deception.h"
+#include "fdpass.h"
 
 #define BACKOFF_INITIAL_MS 100u
 #define BACKOFF_MAX_MS 30000u
@@ -252,26 +253,12 @@ static int close_passed_fds(struct msghdr *msg)
 
 static int send_request(struct conn *c, const struct lcp_request *req, int fd)
 {
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} control;
-	struct iovec iov = { .iov_base = (void *)req, .iov_len = sizeof(*req) };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	union lcp__fd_control control;
+	struct iovec iov;
+	struct msghdr msg;
 	long sent;
 
-	if (fd >= 0) {
-		struct cmsghdr *cmsg;
-
-		memset(&control, 0, sizeof(control));
-		msg.msg_control = control.buf;
-		msg.msg_controllen = sizeof(control.buf);
-		cmsg = CMSG_FIRSTHDR(&msg);
-		cmsg->cmsg_level = SOL_SOCKET;
-		cmsg->cmsg_type = SCM_RIGHTS;
-		cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
-	}
+	lcp__fdpass_message(&msg, &iov, &control, req, sizeof(*req), fd);
 	sent = syscall(SYS_sendmsg, c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 	if (sent < 0)
 		return -errno;

@@ -16,6 +16,7 @@
  *   usermem.c   reading the caller's memory without trusting its pointers
  *   config.c    settings from the environment (names: <libception/shim.h>)
  *   libc.c      the real libc functions (dlsym), the interposed names
+ *   fdpass.h    a datagram carrying one fd (client.c; the tests' fake daemon)
  *
  * Who uses whom, calls and shared data alike (a DAG: a file uses only files
  * below it in the list above, never one that uses it back):
