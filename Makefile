@@ -11,6 +11,12 @@ PREFIX  ?= /usr/local
 CARGO   ?= cargo
 BUILD   := $(CURDIR)/build
 export LIBCEPTION_BUILD := $(BUILD)
+RUST_BINS := libception vidbench
+
+# Replace a built program by rename, never in place: a mount or daemon still
+# running from build/bin keeps its old file, where cp would fail with "Text
+# file busy". The temporary name is in the same directory, so mv is a rename.
+replace = install -m 0755 $(1) $(2).tmp.$$$$ && mv -f $(2).tmp.$$$$ $(2)
 
 .PHONY: all native rust test test-native test-rust test-integration demo install clean bootstrap
 
@@ -25,7 +31,7 @@ native:
 rust:
 	$(CARGO) build --release --workspace
 	@mkdir -p $(BUILD)/bin
-	@cp target/release/libception target/release/vidbench $(BUILD)/bin/
+	@$(foreach b,$(RUST_BINS),$(call replace,target/release/$(b),$(BUILD)/bin/$(b)) &&) true
 
 test: bootstrap all test-native test-rust test-integration
 

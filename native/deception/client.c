@@ -16,7 +16,8 @@
  * first good reply clears the back-off. No connect storm, no repeated waits.
  *
  * Ownership and locks: a thread's conn is touched only by that thread, except
- * in the fork child handler (single-threaded by then). registry_lock protects
+ * in the fork child handler (single-threaded by then). thread.c calls in here
+ * when a thread exits and around fork(); this file calls nothing above it. registry_lock protects
  * the list of open connections, which exists so that a fork child can close
  * every connection it inherited (each thread's, not only the forking one's);
  * it is held only to link or unlink, and across fork by the atfork handlers.
@@ -52,6 +53,7 @@
 #include <sys/un.h>
 
 #include "deception.h"
+#include "fdpass.h"
 
 #define BACKOFF_INITIAL_MS 100u
 #define BACKOFF_MAX_MS 30000u
@@ -60,7 +62,6 @@ struct conn {
 	int fd;              /* -1: not connected */
 	int dead;            /* thread is exiting: never connect again */
 	int registered;      /* linked in the registry */
-	int key_set;         /* pthread_setspecific done */
 	uint64_t ino, dev;   /* socket identity, to notice the fd being replaced */
 	uint64_t seq;        /* last sequence number sent */
 	pid_t tid;
@@ -72,8 +73,6 @@ static LCP__TLS struct conn tls_conn = { .fd = -1 };
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct conn *registry; /* guarded by registry_lock */
 
-static pthread_key_t thread_key;
-static int thread_key_ok;
 /* This process's id as the constructor or the fork child handler saw it. */
 static pid_t cached_pid;
 
@@ -159,15 +158,6 @@ static void conn_fail(struct conn *c, enum lcp__counter why)
 	backoff_failure();
 }
 
-static void thread_exit(void *arg)
-{
-	struct conn *c = arg;
-
-	c->dead = 1;
-	conn_drop(c, 1);
-	lcp__prefetch_thread_exit();
-}
-
 static int conn_open(struct conn *c)
 {
 	struct sockaddr_un addr;
@@ -199,10 +189,6 @@ static int conn_open(struct conn *c)
 	c->tid = gettid();
 	lcp__fdtab_set(fd, LCP_FD_SHIM, LCP_METHOD_UNLEARNED);
 	registry_link(c);
-	if (!c->key_set && thread_key_ok) {
-		pthread_setspecific(thread_key, c);
-		c->key_set = 1;
-	}
 	lcp__stats_count(LCP_CTR_CONNECTS, 1);
 	return 0;
 }
@@ -267,26 +253,12 @@ static int close_passed_fds(struct msghdr *msg)
 
 static int send_request(struct conn *c, const struct lcp_request *req, int fd)
 {
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} control;
-	struct iovec iov = { .iov_base = (void *)req, .iov_len = sizeof(*req) };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	union lcp__fd_control control;
+	struct iovec iov;
+	struct msghdr msg;
 	long sent;
 
-	if (fd >= 0) {
-		struct cmsghdr *cmsg;
-
-		memset(&control, 0, sizeof(control));
-		msg.msg_control = control.buf;
-		msg.msg_controllen = sizeof(control.buf);
-		cmsg = CMSG_FIRSTHDR(&msg);
-		cmsg->cmsg_level = SOL_SOCKET;
-		cmsg->cmsg_type = SCM_RIGHTS;
-		cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
-	}
+	lcp__fdpass_message(&msg, &iov, &control, req, sizeof(*req), fd);
 	sent = syscall(SYS_sendmsg, c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 	if (sent < 0)
 		return -errno;
@@ -388,21 +360,28 @@ int lcp__daemon_request(uint16_t op, int fd, uint64_t off, uint64_t len, uint32_
 	return 0;
 }
 
-static void fork_prepare(void)
+/* The thread is exiting: close its connection and never open another. */
+void lcp__client_thread_exit(void)
 {
-	lcp__guard++;
+	struct conn *c = &tls_conn;
+
+	c->dead = 1;
+	conn_drop(c, 1);
+}
+
+void lcp__client_fork_prepare(void)
+{
 	pthread_mutex_lock(&registry_lock);
 }
 
-static void fork_parent(void)
+void lcp__client_fork_parent(void)
 {
 	pthread_mutex_unlock(&registry_lock);
-	lcp__guard--;
 }
 
 /* The child is single-threaded: close every inherited connection (they are
  * the parent's sockets) so each thread of the child connects afresh. */
-static void fork_child(void)
+void lcp__client_fork_child(void)
 {
 	for (struct conn *c = registry; c != NULL;) {
 		struct conn *next = c->next;
@@ -421,25 +400,9 @@ static void fork_child(void)
 	__atomic_store_n(&cached_pid, getpid(), __ATOMIC_RELAXED);
 	__atomic_store_n(&backoff_delay_ms, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&backoff_until_ns, 0, __ATOMIC_RELAXED);
-	lcp__stats_after_fork_child();
-	lcp__guard--;
 }
 
 void lcp__client_init(void)
 {
 	__atomic_store_n(&cached_pid, getpid(), __ATOMIC_RELAXED);
-	if (pthread_key_create(&thread_key, thread_exit) == 0)
-		thread_key_ok = 1;
-	pthread_atfork(fork_prepare, fork_parent, fork_child);
-}
-
-/* Lets prefetch.c arm the thread-exit destructor for its scratch buffer. */
-void lcp__client_arm_thread_exit(void)
-{
-	struct conn *c = &tls_conn;
-
-	if (!c->key_set && thread_key_ok) {
-		pthread_setspecific(thread_key, c);
-		c->key_set = 1;
-	}
 }

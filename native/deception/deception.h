@@ -1,23 +1,44 @@
 /*
  * deception.h - internal interfaces of libdeception.so (the Deception shim).
  *
- * The shim is split by concern:
- *   init.c      configuration from the environment, lazy and constructor-time
- *               initialisation, resolution of the real libc functions
- *   fdtab.c     per-fd cache of "is this a regular file" and of which
- *               residency check works for it
- *   resident.c  residency checks: cachestat(2), mmap+mincore, or the daemon
- *   client.c    the per-thread connection to the daemon, request/reply with
- *               bounded waits, back-off, fork handling
- *   prefetch.c  in-process prefetch (LIBCEPTION_MODE=prefetch)
- *   stats.c     counters and latency histograms, JSON at exit
+ * The shim is split by concern, listed from the top of the call graph down:
  *   intercept.c the exported libc entry points and the shared hit/miss logic
+ *   init.c      lazy and constructor-time start-up, statistics at exit
+ *   thread.c    thread-exit hook (a pthread key) and fork handlers: tells
+ *               client.c, prefetch.c and stats.c when to let go of state
+ *   client.c    the per-thread connection to the daemon, request/reply with
+ *               bounded waits, back-off, the connection side of fork
+ *   prefetch.c  in-process prefetch (LIBCEPTION_MODE=prefetch)
+ *   resident.c  residency checks: cachestat(2), mmap+mincore, or the daemon
+ *   fdtab.c     per-fd cache of "is this a regular file" and of which
+ *               residency check works for it, and the residency window
+ *   stats.c     counters and latency histograms, JSON at exit
+ *   usermem.c   reading the caller's memory without trusting its pointers
+ *   config.c    settings from the environment (names: <libception/shim.h>)
+ *   libc.c      the real libc functions (dlsym), the interposed names
+ *   fdpass.h    a datagram carrying one fd (client.c; the tests' fake daemon)
+ *
+ * Who uses whom, calls and shared data alike (a DAG: a file uses only files
+ * below it in the list above, never one that uses it back):
+ *   intercept -> init thread client prefetch resident fdtab stats usermem
+ *                config libc
+ *   init      -> thread client stats config libc
+ *   thread    -> client prefetch stats libc
+ *   client    -> fdtab stats config libc
+ *   prefetch  -> stats config libc
+ *   resident  -> fdtab config libc
+ *   stats     -> config libc
+ *   fdtab, usermem, config, libc -> nothing
+ * Shared data lives low enough for all its users: lcp__cfg (config.c,
+ * written once at start-up), lcp__guard (libc.c), lcp__initialised (init.c,
+ * read only by intercept.c).
  *
  * Naming: exported symbols are exactly the libc names we interpose (see
  * libdeception.map); everything else is hidden and carries the lcp__ prefix
- * (static helpers carry none). Internal functions return 0 / a value, or
- * -errno; only the interposed boundary sets errno and returns -1, and it
- * restores the caller's errno around everything the shim does itself.
+ * (static helpers carry none; lcp_ is the prefix of the public headers in
+ * include/libception/). Internal functions return 0 / a value, or -errno;
+ * only the interposed boundary sets errno and returns -1, and it restores the
+ * caller's errno around everything the shim does itself.
  */
 #ifndef LCP_DECEPTION_H
 #define LCP_DECEPTION_H
@@ -33,7 +54,7 @@
 #define LCP__UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define LCP__TLS __thread __attribute__((tls_model("initial-exec")))
 
-/* ---- configuration (init.c) ------------------------------------------- */
+/* ---- configuration (config.c) ----------------------------------------- */
 
 struct lcp__config {
 	enum lcp_mode mode;
@@ -55,28 +76,63 @@ struct lcp__config {
 
 extern struct lcp__config lcp__cfg;
 
-/* 0 until lcp__init() has completed; read with acquire. */
-extern int lcp__initialised;
-void lcp__init(void);
+/* Fills lcp__cfg from the environment; warns about invalid values. */
+void lcp__config_read(void);
 const char *lcp__mode_name(enum lcp_mode mode);
 /* Parses "2M", "512K", "1G", "4096", "2MiB". 0 or -EINVAL. */
 int lcp__parse_size(const char *text, uint64_t *out);
+
+/* ---- start-up (init.c) ------------------------------------------------ */
+
+/* 0 until lcp__init() has completed; read with acquire. */
+extern int lcp__initialised;
+void lcp__init(void);
+
+/* ---- the real libc functions (libc.c) --------------------------------- */
 
 /* Re-entrancy guard: non-zero while the shim itself is working on this
  * thread; interposed calls made meanwhile go straight to libc. */
 extern LCP__TLS int lcp__guard;
 
-/* Resolve a libc symbol with dlsym(RTLD_NEXT), caching it in *slot. */
-void *lcp__resolve(void **slot, const char *name);
+/* The interposed functions, in the order of libdeception.map. */
+enum lcp__fn {
+	LCP_FN_OPEN, LCP_FN_OPEN64, LCP_FN_OPENAT, LCP_FN_OPENAT64,
+	LCP_FN_OPEN_2, LCP_FN_OPEN64_2, LCP_FN_OPENAT_2, LCP_FN_OPENAT64_2,
+	LCP_FN_CLOSE,
+	LCP_FN_READ, LCP_FN_READ_CHK, LCP_FN_PREAD, LCP_FN_PREAD64, LCP_FN_PREAD_CHK, LCP_FN_PREAD64_CHK,
+	LCP_FN_READV, LCP_FN_PREADV, LCP_FN_PREADV64, LCP_FN_PREADV2, LCP_FN_PREADV64V2,
+	LCP_FN_SENDFILE, LCP_FN_SENDFILE64,
+	LCP_FN_MMAP, LCP_FN_MMAP64,
+	LCP_FN_FORK,
+	LCP_FN_COUNT
+};
 
-/* Resolves every interposed function's libc counterpart (intercept.c). */
-void lcp__resolve_interposed(void);
+/* The libc name of fn ("pread64"), for dlsym and the statistics. */
+const char *lcp__fn_name(enum lcp__fn fn);
 
-/* Real functions the shim itself uses (resolved in init, lazily otherwise). */
+/* libc's function for fn, found with dlsym(RTLD_NEXT) and cached; NULL if
+ * libc lacks it. lcp__real is the hit path's inline look at the cache. */
+extern void *lcp__real_fns[LCP_FN_COUNT];
+void *lcp__resolve(enum lcp__fn fn);
+void lcp__resolve_all(void);
+static inline void *lcp__real(enum lcp__fn fn)
+{
+	void *real = __atomic_load_n(&lcp__real_fns[fn], __ATOMIC_ACQUIRE);
+
+	return LCP__LIKELY(real != NULL) ? real : lcp__resolve(fn);
+}
+
+/* Real functions the shim itself uses (a raw syscall if libc lacks one). */
 ssize_t lcp__real_pread(int fd, void *buf, size_t count, off_t offset);
 void *lcp__real_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
 int lcp__real_open(const char *path, int flags, mode_t mode);
 int lcp__sys_close(int fd);
+
+/* ---- the caller's memory (usermem.c) ---------------------------------- */
+
+/* Reads n bytes of the caller's memory at src without trusting the pointer:
+ * 0, or -EFAULT (or another -errno) where the kernel would refuse it. */
+int lcp__read_user(void *dst, const void *src, size_t n);
 
 /* ---- fd table (fdtab.c) ----------------------------------------------- */
 
@@ -152,9 +208,22 @@ int lcp__check_local(struct lcp__file *file, uint64_t off, uint64_t len, enum lc
  */
 int lcp__daemon_request(uint16_t op, int fd, uint64_t off, uint64_t len, uint32_t flags,
 			uint32_t call, struct lcp_reply *reply);
+/* Records this process's id (start-up). */
 void lcp__client_init(void);
-/* Make sure this thread's exit runs the shim's per-thread cleanup. */
-void lcp__client_arm_thread_exit(void);
+/* This thread is exiting: close its connection, never open another. */
+void lcp__client_thread_exit(void);
+/* Around fork(): hold the connection registry; in the child, close every
+ * inherited connection and forget the back-off. */
+void lcp__client_fork_prepare(void);
+void lcp__client_fork_parent(void);
+void lcp__client_fork_child(void);
+
+/* ---- thread exit and fork (thread.c) ---------------------------------- */
+
+/* Creates the thread-exit key and installs the atfork handlers (start-up). */
+void lcp__thread_init(void);
+/* Make sure this thread's exit frees the shim's per-thread state. */
+void lcp__thread_arm(void);
 
 /* ---- prefetch mode (prefetch.c) --------------------------------------- */
 
@@ -164,18 +233,6 @@ int64_t lcp__prefetch_range(const struct lcp__file *file, uint64_t off, uint64_t
 void lcp__prefetch_thread_exit(void);
 
 /* ---- statistics (stats.c) --------------------------------------------- */
-
-enum lcp__fn {
-	LCP_FN_OPEN, LCP_FN_OPEN64, LCP_FN_OPENAT, LCP_FN_OPENAT64,
-	LCP_FN_OPEN_2, LCP_FN_OPEN64_2, LCP_FN_OPENAT_2, LCP_FN_OPENAT64_2,
-	LCP_FN_CLOSE,
-	LCP_FN_READ, LCP_FN_READ_CHK, LCP_FN_PREAD, LCP_FN_PREAD64, LCP_FN_PREAD_CHK, LCP_FN_PREAD64_CHK,
-	LCP_FN_READV, LCP_FN_PREADV, LCP_FN_PREADV64, LCP_FN_PREADV2, LCP_FN_PREADV64V2,
-	LCP_FN_SENDFILE, LCP_FN_SENDFILE64,
-	LCP_FN_MMAP, LCP_FN_MMAP64,
-	LCP_FN_FORK,
-	LCP_FN_COUNT
-};
 
 enum lcp__counter {
 	LCP_CTR_CONNECTS,          /* connections established */
@@ -208,6 +265,5 @@ void lcp__stats_count(enum lcp__counter counter, uint64_t n);
 uint64_t lcp__now_ns(void);
 void lcp__stats_after_fork_child(void);
 void lcp__stats_write(void);
-const char *lcp__fn_name(enum lcp__fn fn);
 
 #endif /* LCP_DECEPTION_H */

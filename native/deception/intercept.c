@@ -21,21 +21,21 @@
  * handler that reads during the shim's own work goes straight to libc.
  *
  * User memory the kernel would validate (iovec arrays, sendfile's offset
- * pointer) is never dereferenced blindly: a bad pointer must give the
- * application EFAULT from libc, not a crash in the shim. Memory in the live
- * part of the calling thread's stack is known to be mapped and is read
- * directly; anything else is read with process_vm_readv.
+ * pointer) is never dereferenced blindly but read with lcp__read_user
+ * (usermem.c): a bad pointer must give the application EFAULT from libc, not
+ * a crash in the shim.
  *
- * Real functions are found with dlsym(RTLD_NEXT) in the constructor and, for
- * calls that come earlier, on first use. A symbol libc lacks makes the
- * wrapper fail with ENOSYS, as a missing syscall would.
+ * Real functions come from lcp__real(fn) (libc.c): found with dlsym(RTLD_NEXT)
+ * at start-up and, for calls that come earlier, on first use. A symbol libc
+ * lacks makes the wrapper fail with ENOSYS, as a missing syscall would.
+ *
+ * A call that leaves per-thread state behind (a kept daemon connection, a
+ * prefetch buffer) arms the thread-exit hook (thread.c) that frees it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <pthread.h>
-#include <string.h>
 #include <stdarg.h>
 #include <unistd.h>
 #include <sys/mman.h>
@@ -58,25 +58,6 @@ int __openat64_2(int dirfd, const char *path, int flags);
 ssize_t __read_chk(int fd, void *buf, size_t nbytes, size_t buflen);
 ssize_t __pread_chk(int fd, void *buf, size_t nbytes, off_t offset, size_t buflen);
 ssize_t __pread64_chk(int fd, void *buf, size_t nbytes, off64_t offset, size_t buflen);
-
-#define INTERPOSED(X) \
-	X(open) X(open64) X(openat) X(openat64) X(__open_2) X(__open64_2) X(__openat_2) \
-	X(__openat64_2) X(close) X(read) X(__read_chk) X(pread) X(pread64) X(__pread_chk) \
-	X(__pread64_chk) X(readv) X(preadv) X(preadv64) X(preadv2) X(preadv64v2) X(sendfile) \
-	X(sendfile64) X(mmap) X(mmap64) X(fork)
-
-#define DECLARE_SLOT(name) static void *real_##name;
-INTERPOSED(DECLARE_SLOT)
-#undef DECLARE_SLOT
-
-#define REAL(name) ((__typeof__(&name))lcp__resolve(&real_##name, #name))
-
-void lcp__resolve_interposed(void)
-{
-#define RESOLVE(name) (void)lcp__resolve(&real_##name, #name);
-	INTERPOSED(RESOLVE)
-#undef RESOLVE
-}
 
 static long enosys(void)
 {
@@ -123,7 +104,8 @@ static inline void settle(struct call *c)
 	errno = c->saved_errno;
 }
 
-static inline void leave(struct call *c, int64_t ret)
+/* After the real call: statistics. Returns ret, errno untouched. */
+static inline int64_t leave(struct call *c, int64_t ret)
 {
 	if (c->stats) {
 		int saved = errno;
@@ -131,56 +113,7 @@ static inline void leave(struct call *c, int64_t ret)
 		lcp__stats_call(c->fn, &c->timer, ret, c->residency);
 		errno = saved;
 	}
-}
-
-/* Bounds of this thread's stack: 1 known, -1 unknown, 0 not looked yet. */
-static LCP__TLS int stack_state;
-static LCP__TLS uintptr_t stack_low, stack_high;
-
-/*
- * Is [p, p+n) in the live part of this thread's stack (between our own frame
- * and the stack's top)? Such memory is mapped, so it can be read directly.
- * Servers pass sendfile offsets and iovec arrays that live in their own stack
- * frames, so this spares the hit path a process_vm_readv (several
- * microseconds). Off the thread's stack (sigaltstack), the answer is no.
- */
-static int on_live_stack(const void *p, size_t n)
-{
-	uintptr_t here = (uintptr_t)__builtin_frame_address(0), a = (uintptr_t)p;
-
-	if (LCP__UNLIKELY(stack_state == 0)) {
-		pthread_attr_t attr;
-		void *addr;
-		size_t size;
-
-		stack_state = -1;
-		if (pthread_getattr_np(pthread_self(), &attr) == 0) {
-			if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
-				stack_low = (uintptr_t)addr;
-				stack_high = (uintptr_t)addr + size;
-				stack_state = 1;
-			}
-			pthread_attr_destroy(&attr);
-		}
-	}
-	return stack_state == 1 && here >= stack_low && here < stack_high && a >= here && a + n >= a &&
-	       a + n <= stack_high;
-}
-
-/* Read n bytes of the caller's memory at src without trusting the pointer. */
-static int read_user(void *dst, const void *src, size_t n)
-{
-	if (on_live_stack(src, n)) {
-		memcpy(dst, src, n);
-		return 0;
-	}
-	struct iovec local = { .iov_base = dst, .iov_len = n };
-	struct iovec remote = { .iov_base = (void *)src, .iov_len = n };
-	ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
-
-	if (got < 0)
-		return -errno;
-	return (size_t)got == n ? 0 : -EFAULT;
+	return ret;
 }
 
 /* Total length of an iovec array, or -errno if libc will refuse it anyway. */
@@ -193,7 +126,7 @@ static int64_t iov_total(const struct iovec *iov, int iovcnt)
 		return -EINVAL;
 	for (int done = 0; done < iovcnt;) {
 		int n = iovcnt - done < 32 ? iovcnt - done : 32;
-		int err = read_user(chunk, iov + done, (size_t)n * sizeof(struct iovec));
+		int err = lcp__read_user(chunk, iov + done, (size_t)n * sizeof(struct iovec));
 
 		if (err < 0)
 			return err;
@@ -229,6 +162,7 @@ static int ask_daemon(struct lcp__file *file, uint16_t op, uint64_t off, uint64_
 
 	if (lcp__daemon_request(op, file->fd, off, len, flags, call_kind, &reply) < 0)
 		return local_verdict;
+	lcp__thread_arm(); /* a connection is kept: close it at thread exit */
 	if (reply.status < 0) {
 		/* The daemon refused the fd: if it is no longer a regular file,
 		 * fstat records that so we stop asking. */
@@ -263,6 +197,7 @@ static int prefetch_in_process(struct lcp__file *file, uint64_t off, uint64_t le
 
 	if (lcp__file_stat(file) < 0)
 		return -1;
+	lcp__thread_arm(); /* the scratch buffer goes at thread exit */
 	got = lcp__prefetch_range(file, off, len);
 	if (got < 0)
 		return -1;
@@ -375,15 +310,6 @@ static void before_range(struct call *c, int fd, int have_offset, int64_t off, u
 
 /* ---- open family: only keep the fd table honest ------------------------ */
 
-static inline int open_result(struct call *c, int active, int ret)
-{
-	if (ret >= 0)
-		lcp__fdtab_forget(ret);
-	if (active)
-		leave(c, ret < 0 ? -1 : 0);
-	return ret;
-}
-
 #define OPEN_MODE(flags, mode)                                 \
 	do {                                                   \
 		if (__OPEN_NEEDS_MODE(flags)) {                \
@@ -394,137 +320,101 @@ static inline int open_result(struct call *c, int active, int ret)
 		}                                              \
 	} while (0)
 
-LCP_EXPORT int open(const char *path, int flags, ...)
+/*
+ * Every open: the real function of fn, called with the arguments its
+ * signature takes (dirfd for the *at forms, mode for the non-fortified ones).
+ */
+static int open_common(enum lcp__fn fn, int dirfd, const char *path, int flags, mode_t mode)
 {
-	int (*real)(const char *, int, ...) = REAL(open);
-	mode_t mode = 0;
+	void *real = lcp__real(fn);
 	struct call c;
 	int active, ret;
 
-	OPEN_MODE(flags, mode);
 	if (real == NULL)
 		return (int)enosys();
-	active = enter(&c, LCP_FN_OPEN);
+	active = enter(&c, fn);
 	if (active)
 		settle(&c);
-	ret = real(path, flags, mode);
-	return open_result(&c, active, ret);
+	switch (fn) {
+	case LCP_FN_OPENAT:
+	case LCP_FN_OPENAT64:
+		ret = ((int (*)(int, const char *, int, ...))real)(dirfd, path, flags, mode);
+		break;
+	case LCP_FN_OPEN_2:
+	case LCP_FN_OPEN64_2:
+		ret = ((int (*)(const char *, int))real)(path, flags);
+		break;
+	case LCP_FN_OPENAT_2:
+	case LCP_FN_OPENAT64_2:
+		ret = ((int (*)(int, const char *, int))real)(dirfd, path, flags);
+		break;
+	default: /* open, open64 */
+		ret = ((int (*)(const char *, int, ...))real)(path, flags, mode);
+		break;
+	}
+	/* A new file behind that number: whatever the table said is stale. */
+	if (ret >= 0)
+		lcp__fdtab_forget(ret);
+	if (active)
+		leave(&c, ret < 0 ? -1 : 0);
+	return ret;
+}
+
+LCP_EXPORT int open(const char *path, int flags, ...)
+{
+	mode_t mode = 0;
+
+	OPEN_MODE(flags, mode);
+	return open_common(LCP_FN_OPEN, AT_FDCWD, path, flags, mode);
 }
 
 LCP_EXPORT int open64(const char *path, int flags, ...)
 {
-	int (*real)(const char *, int, ...) = REAL(open64);
 	mode_t mode = 0;
-	struct call c;
-	int active, ret;
 
 	OPEN_MODE(flags, mode);
-	if (real == NULL)
-		return (int)enosys();
-	active = enter(&c, LCP_FN_OPEN64);
-	if (active)
-		settle(&c);
-	ret = real(path, flags, mode);
-	return open_result(&c, active, ret);
+	return open_common(LCP_FN_OPEN64, AT_FDCWD, path, flags, mode);
 }
 
 LCP_EXPORT int openat(int dirfd, const char *path, int flags, ...)
 {
-	int (*real)(int, const char *, int, ...) = REAL(openat);
 	mode_t mode = 0;
-	struct call c;
-	int active, ret;
 
 	OPEN_MODE(flags, mode);
-	if (real == NULL)
-		return (int)enosys();
-	active = enter(&c, LCP_FN_OPENAT);
-	if (active)
-		settle(&c);
-	ret = real(dirfd, path, flags, mode);
-	return open_result(&c, active, ret);
+	return open_common(LCP_FN_OPENAT, dirfd, path, flags, mode);
 }
 
 LCP_EXPORT int openat64(int dirfd, const char *path, int flags, ...)
 {
-	int (*real)(int, const char *, int, ...) = REAL(openat64);
 	mode_t mode = 0;
-	struct call c;
-	int active, ret;
 
 	OPEN_MODE(flags, mode);
-	if (real == NULL)
-		return (int)enosys();
-	active = enter(&c, LCP_FN_OPENAT64);
-	if (active)
-		settle(&c);
-	ret = real(dirfd, path, flags, mode);
-	return open_result(&c, active, ret);
+	return open_common(LCP_FN_OPENAT64, dirfd, path, flags, mode);
 }
 
 LCP_EXPORT int __open_2(const char *path, int flags)
 {
-	int (*real)(const char *, int) = REAL(__open_2);
-	struct call c;
-	int active, ret;
-
-	if (real == NULL)
-		return (int)enosys();
-	active = enter(&c, LCP_FN_OPEN_2);
-	if (active)
-		settle(&c);
-	ret = real(path, flags);
-	return open_result(&c, active, ret);
+	return open_common(LCP_FN_OPEN_2, AT_FDCWD, path, flags, 0);
 }
 
 LCP_EXPORT int __open64_2(const char *path, int flags)
 {
-	int (*real)(const char *, int) = REAL(__open64_2);
-	struct call c;
-	int active, ret;
-
-	if (real == NULL)
-		return (int)enosys();
-	active = enter(&c, LCP_FN_OPEN64_2);
-	if (active)
-		settle(&c);
-	ret = real(path, flags);
-	return open_result(&c, active, ret);
+	return open_common(LCP_FN_OPEN64_2, AT_FDCWD, path, flags, 0);
 }
 
 LCP_EXPORT int __openat_2(int dirfd, const char *path, int flags)
 {
-	int (*real)(int, const char *, int) = REAL(__openat_2);
-	struct call c;
-	int active, ret;
-
-	if (real == NULL)
-		return (int)enosys();
-	active = enter(&c, LCP_FN_OPENAT_2);
-	if (active)
-		settle(&c);
-	ret = real(dirfd, path, flags);
-	return open_result(&c, active, ret);
+	return open_common(LCP_FN_OPENAT_2, dirfd, path, flags, 0);
 }
 
 LCP_EXPORT int __openat64_2(int dirfd, const char *path, int flags)
 {
-	int (*real)(int, const char *, int) = REAL(__openat64_2);
-	struct call c;
-	int active, ret;
-
-	if (real == NULL)
-		return (int)enosys();
-	active = enter(&c, LCP_FN_OPENAT64_2);
-	if (active)
-		settle(&c);
-	ret = real(dirfd, path, flags);
-	return open_result(&c, active, ret);
+	return open_common(LCP_FN_OPENAT64_2, dirfd, path, flags, 0);
 }
 
 LCP_EXPORT int close(int fd)
 {
-	int (*real)(int) = REAL(close);
+	int (*real)(int) = lcp__real(LCP_FN_CLOSE);
 	struct call c;
 	int active, ret;
 
@@ -543,11 +433,16 @@ LCP_EXPORT int close(int fd)
 
 /* ---- reads ------------------------------------------------------------ */
 
+/*
+ * One function per signature that several wrappers share; the wrappers only
+ * name their enum lcp__fn. Shape: no real function -> ENOSYS; shim not taking
+ * part -> the real call alone; else before_*(), settle(), real call, leave().
+ */
+
 LCP_EXPORT ssize_t read(int fd, void *buf, size_t count)
 {
-	ssize_t (*real)(int, void *, size_t) = REAL(read);
+	ssize_t (*real)(int, void *, size_t) = lcp__real(LCP_FN_READ);
 	struct call c;
-	ssize_t ret;
 
 	if (real == NULL)
 		return enosys();
@@ -555,16 +450,13 @@ LCP_EXPORT ssize_t read(int fd, void *buf, size_t count)
 		return real(fd, buf, count);
 	before_range(&c, fd, 0, 0, count, LCP_CALL_READ);
 	settle(&c);
-	ret = real(fd, buf, count);
-	leave(&c, ret);
-	return ret;
+	return leave(&c, real(fd, buf, count));
 }
 
 LCP_EXPORT ssize_t __read_chk(int fd, void *buf, size_t nbytes, size_t buflen)
 {
-	ssize_t (*real)(int, void *, size_t, size_t) = REAL(__read_chk);
+	ssize_t (*real)(int, void *, size_t, size_t) = lcp__real(LCP_FN_READ_CHK);
 	struct call c;
-	ssize_t ret;
 
 	if (real == NULL)
 		return enosys();
@@ -572,16 +464,13 @@ LCP_EXPORT ssize_t __read_chk(int fd, void *buf, size_t nbytes, size_t buflen)
 		return real(fd, buf, nbytes, buflen); /* overflow: libc aborts */
 	before_range(&c, fd, 0, 0, nbytes, LCP_CALL_READ);
 	settle(&c);
-	ret = real(fd, buf, nbytes, buflen);
-	leave(&c, ret);
-	return ret;
+	return leave(&c, real(fd, buf, nbytes, buflen));
 }
 
-static ssize_t pread_common(ssize_t (*real)(int, void *, size_t, off_t), enum lcp__fn fn, int fd, void *buf,
-			    size_t count, off_t offset)
+static ssize_t pread_common(enum lcp__fn fn, int fd, void *buf, size_t count, off_t offset)
 {
+	ssize_t (*real)(int, void *, size_t, off_t) = lcp__real(fn);
 	struct call c;
-	ssize_t ret;
 
 	if (real == NULL)
 		return enosys();
@@ -589,46 +478,41 @@ static ssize_t pread_common(ssize_t (*real)(int, void *, size_t, off_t), enum lc
 		return real(fd, buf, count, offset);
 	before_range(&c, fd, 1, offset, count, LCP_CALL_READ);
 	settle(&c);
-	ret = real(fd, buf, count, offset);
-	leave(&c, ret);
-	return ret;
+	return leave(&c, real(fd, buf, count, offset));
 }
 
 LCP_EXPORT ssize_t pread(int fd, void *buf, size_t count, off_t offset)
 {
-	return pread_common(REAL(pread), LCP_FN_PREAD, fd, buf, count, offset);
+	return pread_common(LCP_FN_PREAD, fd, buf, count, offset);
 }
 
 LCP_EXPORT ssize_t pread64(int fd, void *buf, size_t count, off64_t offset)
 {
-	return pread_common(REAL(pread64), LCP_FN_PREAD64, fd, buf, count, offset);
+	return pread_common(LCP_FN_PREAD64, fd, buf, count, offset);
 }
 
-static ssize_t pread_chk_common(ssize_t (*real)(int, void *, size_t, off_t, size_t), enum lcp__fn fn, int fd,
-				void *buf, size_t nbytes, off_t offset, size_t buflen)
+static ssize_t pread_chk_common(enum lcp__fn fn, int fd, void *buf, size_t nbytes, off_t offset, size_t buflen)
 {
+	ssize_t (*real)(int, void *, size_t, off_t, size_t) = lcp__real(fn);
 	struct call c;
-	ssize_t ret;
 
 	if (real == NULL)
 		return enosys();
 	if (nbytes > buflen || !enter(&c, fn))
-		return real(fd, buf, nbytes, offset, buflen);
+		return real(fd, buf, nbytes, offset, buflen); /* overflow: libc aborts */
 	before_range(&c, fd, 1, offset, nbytes, LCP_CALL_READ);
 	settle(&c);
-	ret = real(fd, buf, nbytes, offset, buflen);
-	leave(&c, ret);
-	return ret;
+	return leave(&c, real(fd, buf, nbytes, offset, buflen));
 }
 
 LCP_EXPORT ssize_t __pread_chk(int fd, void *buf, size_t nbytes, off_t offset, size_t buflen)
 {
-	return pread_chk_common(REAL(__pread_chk), LCP_FN_PREAD_CHK, fd, buf, nbytes, offset, buflen);
+	return pread_chk_common(LCP_FN_PREAD_CHK, fd, buf, nbytes, offset, buflen);
 }
 
 LCP_EXPORT ssize_t __pread64_chk(int fd, void *buf, size_t nbytes, off64_t offset, size_t buflen)
 {
-	return pread_chk_common(REAL(__pread64_chk), LCP_FN_PREAD64_CHK, fd, buf, nbytes, offset, buflen);
+	return pread_chk_common(LCP_FN_PREAD64_CHK, fd, buf, nbytes, offset, buflen);
 }
 
 /* The iovec array is only read once the fd is known to be a regular file. */
@@ -649,9 +533,8 @@ static void before_vector(struct call *c, int fd, int have_offset, int64_t offse
 
 LCP_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 {
-	ssize_t (*real)(int, const struct iovec *, int) = REAL(readv);
+	ssize_t (*real)(int, const struct iovec *, int) = lcp__real(LCP_FN_READV);
 	struct call c;
-	ssize_t ret;
 
 	if (real == NULL)
 		return enosys();
@@ -659,16 +542,13 @@ LCP_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 		return real(fd, iov, iovcnt);
 	before_vector(&c, fd, 0, 0, iov, iovcnt);
 	settle(&c);
-	ret = real(fd, iov, iovcnt);
-	leave(&c, ret);
-	return ret;
+	return leave(&c, real(fd, iov, iovcnt));
 }
 
-static ssize_t preadv_common(ssize_t (*real)(int, const struct iovec *, int, off_t), enum lcp__fn fn, int fd,
-			     const struct iovec *iov, int iovcnt, off_t offset)
+static ssize_t preadv_common(enum lcp__fn fn, int fd, const struct iovec *iov, int iovcnt, off_t offset)
 {
+	ssize_t (*real)(int, const struct iovec *, int, off_t) = lcp__real(fn);
 	struct call c;
-	ssize_t ret;
 
 	if (real == NULL)
 		return enosys();
@@ -676,26 +556,24 @@ static ssize_t preadv_common(ssize_t (*real)(int, const struct iovec *, int, off
 		return real(fd, iov, iovcnt, offset);
 	before_vector(&c, fd, 1, offset, iov, iovcnt);
 	settle(&c);
-	ret = real(fd, iov, iovcnt, offset);
-	leave(&c, ret);
-	return ret;
+	return leave(&c, real(fd, iov, iovcnt, offset));
 }
 
 LCP_EXPORT ssize_t preadv(int fd, const struct iovec *iov, int iovcnt, off_t offset)
 {
-	return preadv_common(REAL(preadv), LCP_FN_PREADV, fd, iov, iovcnt, offset);
+	return preadv_common(LCP_FN_PREADV, fd, iov, iovcnt, offset);
 }
 
 LCP_EXPORT ssize_t preadv64(int fd, const struct iovec *iov, int iovcnt, off64_t offset)
 {
-	return preadv_common(REAL(preadv64), LCP_FN_PREADV64, fd, iov, iovcnt, offset);
+	return preadv_common(LCP_FN_PREADV64, fd, iov, iovcnt, offset);
 }
 
-static ssize_t preadv2_common(ssize_t (*real)(int, const struct iovec *, int, off_t, int), enum lcp__fn fn,
-			      int fd, const struct iovec *iov, int iovcnt, off_t offset, int flags)
+static ssize_t preadv2_common(enum lcp__fn fn, int fd, const struct iovec *iov, int iovcnt, off_t offset,
+			      int flags)
 {
+	ssize_t (*real)(int, const struct iovec *, int, off_t, int) = lcp__real(fn);
 	struct call c;
-	ssize_t ret;
 
 	if (real == NULL)
 		return enosys();
@@ -706,28 +584,25 @@ static ssize_t preadv2_common(ssize_t (*real)(int, const struct iovec *, int, of
 	if ((flags & ~RWF_HIPRI) == 0)
 		before_vector(&c, fd, offset != -1, offset, iov, iovcnt);
 	settle(&c);
-	ret = real(fd, iov, iovcnt, offset, flags);
-	leave(&c, ret);
-	return ret;
+	return leave(&c, real(fd, iov, iovcnt, offset, flags));
 }
 
 LCP_EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int iovcnt, off_t offset, int flags)
 {
-	return preadv2_common(REAL(preadv2), LCP_FN_PREADV2, fd, iov, iovcnt, offset, flags);
+	return preadv2_common(LCP_FN_PREADV2, fd, iov, iovcnt, offset, flags);
 }
 
 LCP_EXPORT ssize_t preadv64v2(int fd, const struct iovec *iov, int iovcnt, off64_t offset, int flags)
 {
-	return preadv2_common(REAL(preadv64v2), LCP_FN_PREADV64V2, fd, iov, iovcnt, offset, flags);
+	return preadv2_common(LCP_FN_PREADV64V2, fd, iov, iovcnt, offset, flags);
 }
 
 /* ---- sendfile --------------------------------------------------------- */
 
-static ssize_t sendfile_common(ssize_t (*real)(int, int, off_t *, size_t), enum lcp__fn fn, int out_fd,
-			       int in_fd, off_t *offset, size_t count)
+static ssize_t sendfile_common(enum lcp__fn fn, int out_fd, int in_fd, off_t *offset, size_t count)
 {
+	ssize_t (*real)(int, int, off_t *, size_t) = lcp__real(fn);
 	struct call c;
-	ssize_t ret;
 
 	if (real == NULL)
 		return enosys();
@@ -739,31 +614,29 @@ static ssize_t sendfile_common(ssize_t (*real)(int, int, off_t *, size_t), enum 
 		} else {
 			off_t start;
 
-			if (read_user(&start, offset, sizeof(start)) == 0)
+			if (lcp__read_user(&start, offset, sizeof(start)) == 0)
 				before_range(&c, in_fd, 1, start, count, LCP_CALL_SENDFILE);
 		}
 	}
 	settle(&c);
-	ret = real(out_fd, in_fd, offset, count);
-	leave(&c, ret);
-	return ret;
+	return leave(&c, real(out_fd, in_fd, offset, count));
 }
 
 LCP_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 {
-	return sendfile_common(REAL(sendfile), LCP_FN_SENDFILE, out_fd, in_fd, offset, count);
+	return sendfile_common(LCP_FN_SENDFILE, out_fd, in_fd, offset, count);
 }
 
 LCP_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset, size_t count)
 {
-	return sendfile_common(REAL(sendfile64), LCP_FN_SENDFILE64, out_fd, in_fd, offset, count);
+	return sendfile_common(LCP_FN_SENDFILE64, out_fd, in_fd, offset, count);
 }
 
 /* ---- mmap of regular files: prefetch the mapped window ------------------ */
 
-static void *mmap_common(void *(*real)(void *, size_t, int, int, int, off_t), enum lcp__fn fn, void *addr,
-			 size_t length, int prot, int flags, int fd, off_t offset)
+static void *mmap_common(enum lcp__fn fn, void *addr, size_t length, int prot, int flags, int fd, off_t offset)
 {
+	void *(*real)(void *, size_t, int, int, int, off_t) = lcp__real(fn);
 	struct call c;
 	void *ret;
 
@@ -781,19 +654,19 @@ static void *mmap_common(void *(*real)(void *, size_t, int, int, int, off_t), en
 
 LCP_EXPORT void *mmap(void *addr, size_t length, int prot, int flags, int fd, off_t offset)
 {
-	return mmap_common(REAL(mmap), LCP_FN_MMAP, addr, length, prot, flags, fd, offset);
+	return mmap_common(LCP_FN_MMAP, addr, length, prot, flags, fd, offset);
 }
 
 LCP_EXPORT void *mmap64(void *addr, size_t length, int prot, int flags, int fd, off64_t offset)
 {
-	return mmap_common(REAL(mmap64), LCP_FN_MMAP64, addr, length, prot, flags, fd, offset);
+	return mmap_common(LCP_FN_MMAP64, addr, length, prot, flags, fd, offset);
 }
 
-/* ---- fork: the atfork handlers (client.c) give the child its own state --- */
+/* ---- fork: the atfork handlers (thread.c) give the child its own state --- */
 
 LCP_EXPORT pid_t fork(void)
 {
-	pid_t (*real)(void) = REAL(fork);
+	pid_t (*real)(void) = lcp__real(LCP_FN_FORK);
 	struct call c;
 	int active;
 	pid_t pid;

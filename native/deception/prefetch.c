@@ -10,7 +10,8 @@
  *
  * pread (never read) so the application's file offset is untouched. The
  * scratch buffer is an anonymous mapping of SCRATCH_BYTES made on first use and
- * unmapped when the thread exits; longer windows are read in several chunks.
+ * unmapped when the thread exits (thread.c calls lcp__prefetch_thread_exit);
+ * longer windows are read in several chunks.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -39,7 +40,6 @@ int64_t lcp__prefetch_range(const struct lcp__file *file, uint64_t off, uint64_t
 		if (buf == MAP_FAILED)
 			return -errno;
 		scratch = buf;
-		lcp__client_arm_thread_exit();
 	}
 	for (pos = off; pos < end;) {
 		uint64_t want = end - pos < SCRATCH_BYTES ? end - pos : SCRATCH_BYTES;

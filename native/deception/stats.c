@@ -38,18 +38,6 @@ static struct fn_stats fn_stats[LCP_FN_COUNT];
 static uint64_t counters[LCP_CTR_COUNT];
 static int is_fork_child;
 
-static const char *const fn_names[LCP_FN_COUNT] = {
-	[LCP_FN_OPEN] = "open", [LCP_FN_OPEN64] = "open64", [LCP_FN_OPENAT] = "openat",
-	[LCP_FN_OPENAT64] = "openat64", [LCP_FN_OPEN_2] = "__open_2", [LCP_FN_OPEN64_2] = "__open64_2",
-	[LCP_FN_OPENAT_2] = "__openat_2", [LCP_FN_OPENAT64_2] = "__openat64_2", [LCP_FN_CLOSE] = "close",
-	[LCP_FN_READ] = "read", [LCP_FN_READ_CHK] = "__read_chk", [LCP_FN_PREAD] = "pread",
-	[LCP_FN_PREAD64] = "pread64", [LCP_FN_PREAD_CHK] = "__pread_chk",
-	[LCP_FN_PREAD64_CHK] = "__pread64_chk", [LCP_FN_READV] = "readv", [LCP_FN_PREADV] = "preadv",
-	[LCP_FN_PREADV64] = "preadv64", [LCP_FN_PREADV2] = "preadv2", [LCP_FN_PREADV64V2] = "preadv64v2",
-	[LCP_FN_SENDFILE] = "sendfile", [LCP_FN_SENDFILE64] = "sendfile64", [LCP_FN_MMAP] = "mmap",
-	[LCP_FN_MMAP64] = "mmap64", [LCP_FN_FORK] = "fork",
-};
-
 static const char *const counter_names[LCP_CTR_COUNT] = {
 	[LCP_CTR_CONNECTS] = "connects", [LCP_CTR_CONNECT_FAILURES] = "connect_failures",
 	[LCP_CTR_BACKOFF_SKIPS] = "backoff_skips", [LCP_CTR_REQUESTS] = "requests",
@@ -60,11 +48,6 @@ static const char *const counter_names[LCP_CTR_COUNT] = {
 	[LCP_CTR_CHECK_DAEMON] = "daemon", [LCP_CTR_CHECK_WINDOW] = "window", [LCP_CTR_CHECK_UNKNOWN] = "unknown",
 	[LCP_CTR_PREFETCH_CALLS] = "calls", [LCP_CTR_PREFETCH_BYTES] = "bytes",
 };
-
-const char *lcp__fn_name(enum lcp__fn fn)
-{
-	return (unsigned)fn < LCP_FN_COUNT ? fn_names[fn] : "?";
-}
 
 uint64_t lcp__now_ns(void)
 {
@@ -188,7 +171,7 @@ static void emit_json(struct writer *w)
 
 		emit(w, "    \"%s\": {\"calls\": %llu, \"bytes\": %llu, \"hits\": %llu, \"misses\": %llu, "
 			"\"unknown\": %llu, \"errors\": %llu, \"latency_ns\": {",
-		     fn_names[fn], (unsigned long long)load(&s->calls), (unsigned long long)load(&s->bytes),
+		     lcp__fn_name((enum lcp__fn)fn), (unsigned long long)load(&s->calls), (unsigned long long)load(&s->bytes),
 		     (unsigned long long)load(&s->hits), (unsigned long long)load(&s->misses),
 		     (unsigned long long)load(&s->unknown), (unsigned long long)load(&s->errors));
 		for (int b = 0; b < HIST_BUCKETS; b++) {

@@ -20,6 +20,7 @@
 
 #include <libception/protocol.h>
 
+#include "../deception/fdpass.h"
 #include "fake_daemon.h"
 
 struct fake_daemon {
@@ -126,25 +127,11 @@ static void sleep_ms(int ms)
 
 static int send_reply(int fd, const struct lcp_reply *reply, int stray_fd)
 {
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} control;
-	struct iovec iov = { .iov_base = (void *)reply, .iov_len = sizeof(*reply) };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	union lcp__fd_control control;
+	struct iovec iov;
+	struct msghdr msg;
 
-	if (stray_fd >= 0) {
-		struct cmsghdr *cmsg;
-
-		memset(&control, 0, sizeof(control));
-		msg.msg_control = control.buf;
-		msg.msg_controllen = sizeof(control.buf);
-		cmsg = CMSG_FIRSTHDR(&msg);
-		cmsg->cmsg_level = SOL_SOCKET;
-		cmsg->cmsg_type = SCM_RIGHTS;
-		cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cmsg), &stray_fd, sizeof(int));
-	}
+	lcp__fdpass_message(&msg, &iov, &control, reply, sizeof(*reply), stray_fd);
 	return sendmsg(fd, &msg, MSG_NOSIGNAL) == (ssize_t)sizeof(*reply) ? 0 : -1;
 }
 

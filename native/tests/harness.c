@@ -101,19 +101,50 @@ void h_evict(const char *path)
 	close(fd);
 }
 
+static void probe_kind(void (*probe)(const char *what, int fd), const char *call, const char *kind, int fd)
+{
+	char what[128];
+
+	snprintf(what, sizeof(what), "%s %s", call, kind);
+	probe(what, fd);
+}
+
+void h_on_special_fds(const char *call, void (*probe)(const char *what, int fd))
+{
+	int pipes[2], fd;
+
+	if (pipe(pipes) == 0) {
+		H_CALL("write pipe", write(pipes[1], "abc", 3), NULL, 0);
+		probe_kind(probe, call, "pipe", pipes[0]);
+		close(pipes[0]);
+		close(pipes[1]);
+	}
+	fd = open(h_dir(), O_RDONLY | O_DIRECTORY);
+	probe_kind(probe, call, "directory", fd);
+	close(fd);
+	fd = open("/dev/zero", O_RDONLY);
+	probe_kind(probe, call, "/dev/zero", fd);
+	close(fd);
+}
+
 /* ---- parent side ---- */
+
+static void vfail(const char *fmt, va_list ap)
+{
+	fputs("FAIL: ", stdout);
+	vprintf(fmt, ap);
+	fputc('\n', stdout);
+	fflush(stdout);
+	failures++;
+}
 
 void h_fail(const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	fputs("FAIL: ", stdout);
-	vprintf(fmt, ap);
-	fputc('\n', stdout);
+	vfail(fmt, ap);
 	va_end(ap);
-	fflush(stdout);
-	failures++;
 }
 
 void h_expect(int cond, const char *fmt, ...)
@@ -123,12 +154,8 @@ void h_expect(int cond, const char *fmt, ...)
 	if (cond)
 		return;
 	va_start(ap, fmt);
-	fputs("FAIL: ", stdout);
-	vprintf(fmt, ap);
-	fputc('\n', stdout);
+	vfail(fmt, ap);
 	va_end(ap);
-	fflush(stdout);
-	failures++;
 }
 
 void h_skip(const char *fmt, ...)
@@ -141,6 +168,14 @@ void h_skip(const char *fmt, ...)
 	va_end(ap);
 	fflush(stdout);
 	exit(77);
+}
+
+void h_require_setpriv(void)
+{
+	if (geteuid() != 0)
+		h_skip("needs root to run the reader as another uid");
+	if (access("/usr/bin/setpriv", X_OK) != 0)
+		h_skip("needs setpriv (util-linux)");
 }
 
 int h_failed(void)

@@ -52,6 +52,11 @@ const char *h_dir(void);
 /* h_dir()/name in a static rotating buffer. */
 const char *h_path(const char *name);
 void h_evict(const char *path);
+/* Calls probe(what, fd) on each kind of descriptor that is not a regular
+ * file, which the shim must leave to libc: a pipe holding "abc" (its write
+ * reported), a directory, /dev/zero. what is "CALL pipe", "CALL directory",
+ * "CALL /dev/zero". */
+void h_on_special_fds(const char *call, void (*probe)(const char *what, int fd));
 
 /* ---- in the parent ---- */
 struct h_run {
@@ -93,6 +98,8 @@ long long h_stat(const struct h_result *result, const char *after, const char *k
 void h_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void h_expect(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void h_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+/* Skips (77) unless children can run as another uid: root and setpriv. */
+void h_require_setpriv(void);
 int h_finish(void);
 int h_failed(void);
 

@@ -2,7 +2,8 @@
 # shim and daemons are, making files cold, starting and stopping a daemon
 # (the real `libception daemon` when it is built and working, otherwise the
 # fake daemon of native/tests), and reading the shim's JSON statistics.
-# Callers set -eu and a trap that calls shim_cleanup.
+# Callers set -eu and either call shim_setup or set a trap that calls
+# shim_cleanup themselves.
 
 BUILD=${LIBCEPTION_BUILD:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/build}
 SHIM=$BUILD/libdeception.so
@@ -15,6 +16,23 @@ shim_require_build() {
   for f in "$SHIM" "$FAKEDAEMON"; do
     [ -e "$f" ] || { echo "missing $f: run make first"; exit 77; }
   done
+}
+
+# The usual start of a test: skip without a build; a scratch directory $tmp,
+# removed at exit after any daemon started here is stopped.
+shim_setup() {
+  shim_require_build
+  tmp=$(mktemp -d)
+  trap 'shim_cleanup; rm -rf "$tmp"' EXIT
+}
+
+# Sets $python to python3's own executable (not a wrapper script, so that
+# LD_PRELOAD reaches the interpreter); skips the test without python3.
+shim_require_python() {
+  local found
+  found=$(command -v python3 || true)
+  [ -n "$found" ] || { echo "python3 is needed"; exit 77; }
+  python=$("$found" -c 'import sys; print(sys.executable)')
 }
 
 # The real daemon counts as present once `libception daemon --help` works.

@@ -176,10 +176,7 @@ int main(int argc, char **argv)
 	};
 
 	h_init(argc, argv, scenario);
-	if (geteuid() != 0)
-		h_skip("needs root to run the reader as another uid");
-	if (access("/usr/bin/setpriv", X_OK) != 0)
-		h_skip("needs setpriv (util-linux)");
+	h_require_setpriv();
 	h_make_file(h_path("root.bin"), 2u << 20, 100);
 	h_make_file(h_path("own.bin"), 2u << 20, 101);
 	h_make_file(h_path("writable.bin"), 2u << 20, 102);

@@ -63,10 +63,7 @@ int main(int argc, char **argv)
 	int fetch_misses = 0, checks = 0;
 
 	h_init(argc, argv, scenario);
-	if (geteuid() != 0)
-		h_skip("needs root to run the reader as another uid");
-	if (access("/usr/bin/setpriv", X_OK) != 0)
-		h_skip("needs setpriv (util-linux)");
+	h_require_setpriv();
 	h_make_file(h_path("root.bin"), 2u << 20, 50);
 	h_make_file(h_path("nobody.bin"), 2u << 20, 51);
 	if (chown(h_path("nobody.bin"), 65534, 65534) != 0)

@@ -58,10 +58,7 @@ int main(int argc, char **argv)
 	struct h_result b, r;
 
 	h_init(argc, argv, scenario);
-	if (geteuid() != 0)
-		h_skip("needs root to run the reader as another uid");
-	if (access("/usr/bin/setpriv", X_OK) != 0)
-		h_skip("needs setpriv (util-linux)");
+	h_require_setpriv();
 	h_make_file(h_path("root.bin"), 1u << 20, 95);
 	h_run(&base, "stale", 30, &b);
 	h_expect(b.status == 0 && strstr(b.output, "file's number: yes") != NULL, "baseline: %s", b.output);

@@ -92,10 +92,7 @@ int main(int argc, char **argv)
 	int calls = 8 + 3;
 
 	h_init(argc, argv, scenario);
-	if (geteuid() != 0)
-		h_skip("needs root to run the reader as another uid");
-	if (access("/usr/bin/setpriv", X_OK) != 0)
-		h_skip("needs setpriv (util-linux)");
+	h_require_setpriv();
 	h_make_file(h_path("root.bin"), 6u << 20, 110);
 	h_make_file(h_path("root2.bin"), 1u << 20, 111);
 	h_run(&base, "window", 30, &b);

@@ -4,12 +4,8 @@
 # and restarted (the shim must reconnect and be served again).
 set -euo pipefail
 source "$(dirname "$0")/../../native/tests/shim-lib.bash"
-shim_require_build
-tmp=$(mktemp -d)
-trap 'shim_cleanup; rm -rf "$tmp"' EXIT
-python=$(command -v python3 || true)
-[ -n "$python" ] || { echo "python3 is needed"; exit 77; }
-python=$("$python" -c 'import sys; print(sys.executable)')
+shim_setup
+shim_require_python
 mkdir -p "$tmp/data" "$tmp/stats"
 for i in $(seq 1 12); do head -c $((1 << 20)) /dev/urandom >"$tmp/data/f$i"; done
 sock=$tmp/daemon.sock

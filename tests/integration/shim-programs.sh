@@ -6,12 +6,8 @@
 # The shim's statistics must show that it actually saw the reads and fetched.
 set -euo pipefail
 source "$(dirname "$0")/../../native/tests/shim-lib.bash"
-shim_require_build
-tmp=$(mktemp -d)
-trap 'shim_cleanup; rm -rf "$tmp"' EXIT
-python=$(command -v python3 || true)
-[ -n "$python" ] || { echo "python3 is needed"; exit 77; }
-python=$("$python" -c 'import sys; print(sys.executable)')
+shim_setup
+shim_require_python
 
 mkdir -p "$tmp/data/tree/sub" "$tmp/out" "$tmp/stats"
 head -c $((5 << 20)) /dev/urandom >"$tmp/data/big.bin"

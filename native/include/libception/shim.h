@@ -3,7 +3,7 @@
  * names of the environment variables it reads and the modes it runs in.
  *
  * This header is the source of truth for both. The shim reads the variables
- * once at start-up (native/deception/init.c); every program that starts a
+ * once at start-up (native/deception/config.c); every program that starts a
  * process under the shim (`libception run`, `vidbench run`) builds that
  * environment from the Rust mirror in crates/libception-proto (module
  * shim_env), and a test there compiles a C program against this header to
