@@ -23,6 +23,7 @@
 //! * [`run_daemon`] with a [`DaemonConfig`]: `libception daemon`.
 //! * [`launch`]: the daemon's command line and the wait until a started child
 //!   is ready (used by `libception run` and vidbench's experiment driver).
+//! * [`logging`]: how the `libception` and `vidbench` binaries log.
 //! * [`Client`]: a blocking client of the daemon's socket (`libception stat`,
 //!   `fetch`, the tests).
 //! * [`Snapshot`] and its parts: the stats document ([`STATS_FORMAT`]),
@@ -38,6 +39,7 @@ mod conn;
 mod daemon;
 mod disks;
 pub mod launch;
+pub mod logging;
 mod prefetch;
 mod receptionist;
 mod residency;

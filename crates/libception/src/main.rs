@@ -308,23 +308,7 @@ fn parse_id(s: &str, kind: &str, lookup: impl FnOnce(&str) -> Option<u32>) -> Re
 }
 
 fn init_logging(cli: &Cli, default: &str) {
-    let filter = match (&cli.log_level, cli.verbose) {
-        (Some(l), _) => l.clone(),
-        (None, 0) => default.to_string(),
-        (None, 1) => "debug".to_string(),
-        (None, _) => "trace".to_string(),
-    };
-    let filter = tracing_subscriber::EnvFilter::try_new(&filter).unwrap_or_else(|e| {
-        eprintln!("libception: bad log level {filter:?} ({e}); using info");
-        tracing_subscriber::EnvFilter::new("info")
-    });
-    use std::io::IsTerminal;
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_target(false)
-        .init();
+    libception::logging::init("libception", cli.log_level.as_deref(), cli.verbose, default);
 }
 
 fn main() {

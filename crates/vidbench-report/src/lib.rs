@@ -47,7 +47,7 @@ pub mod cli {
         let results = crate::data::Results::load(&args.results)?;
         let out = args.out.unwrap_or_else(|| args.results.join("report.md"));
         let figures = crate::render::write_report(&results, &out)?;
-        eprintln!("vidbench report: wrote {} ({} runs, {figures} figures)", out.display(), results.runs.len());
+        tracing::info!("wrote {} ({} runs, {figures} figures)", out.display(), results.runs.len());
         if args.print_table {
             // A reader that leaves early (`--print-table | head`) is not an error.
             match std::io::Write::write_all(&mut std::io::stdout().lock(), crate::render::rate_table(&results).as_bytes()) {

@@ -191,22 +191,22 @@ fn remove_dir_retrying(dir: &Path) -> std::io::Result<()> {
 
 fn remove_tree(memory: &Path, cpuacct: Option<&Path>) {
     if !kill_all_in(memory, Duration::from_secs(10)) {
-        eprintln!("vidbench run: warning: processes still in {} after SIGKILL", memory.display());
+        tracing::warn!("processes still in {} after SIGKILL", memory.display());
     }
     if let Some(cpu) = cpuacct {
         for role in [Role::Server, Role::Daemon, Role::Reader] {
             let d = cpu.join(role.dir());
             kill_all_in(&d, Duration::from_secs(5));
             if let Err(e) = remove_dir_retrying(&d) {
-                eprintln!("vidbench run: warning: cannot remove {}: {e}", d.display());
+                tracing::warn!("cannot remove {}: {e}", d.display());
             }
         }
         if let Err(e) = remove_dir_retrying(cpu) {
-            eprintln!("vidbench run: warning: cannot remove {}: {e}", cpu.display());
+            tracing::warn!("cannot remove {}: {e}", cpu.display());
         }
     }
     if let Err(e) = remove_dir_retrying(memory) {
-        eprintln!("vidbench run: warning: cannot remove {}: {e}", memory.display());
+        tracing::warn!("cannot remove {}: {e}", memory.display());
     }
 }
 

@@ -66,7 +66,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let result = Driver::new(exp, &out, args.resume).and_then(|mut d| d.run_all().map(|s| (d, s)));
     match result {
         Ok((d, summaries)) => {
-            eprintln!("vidbench run: all runs done; results in {}", d.out.display());
+            tracing::info!("all runs done; results in {}", d.out.display());
             let mut stdout = std::io::stdout().lock();
             Ok(unless_reader_left(summaries.iter().try_for_each(|s| writeln!(stdout, "{:<28} {}", s.label, s.headline())))?)
         }

@@ -165,7 +165,7 @@ fn read_stats(vidbench: &Path, mount: &Path) -> anyhow::Result<serde_json::Value
 impl Drop for Disk {
     fn drop(&mut self) {
         if let Err(e) = self.unmount() {
-            eprintln!("vidbench run: warning: {e:#}");
+            tracing::warn!("{e:#}");
         }
     }
 }

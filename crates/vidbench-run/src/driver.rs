@@ -606,7 +606,7 @@ fn prepare_workload(exp: &Experiment, out: &Path, programs: &Programs) -> anyhow
                 if dir.exists() {
                     std::fs::remove_dir_all(&dir)?;
                 }
-                eprintln!("vidbench run: generating the workload from {} into {}", spec.display(), dir.display());
+                tracing::info!("generating the workload from {} into {}", spec.display(), dir.display());
                 let status = Command::new(&programs.vidbench)
                     .args(["workload", "gen"])
                     .arg(spec)
@@ -706,11 +706,11 @@ impl ConfigSummary {
 /// Removes what a killed driver may have left: stale cgroups and a mount under OUT/mnt.
 pub fn cleanup_leftovers(out: &Path) {
     for name in cgroup::cleanup_stale() {
-        eprintln!("vidbench run: removed the stale cgroup {name} of a driver that is gone");
+        tracing::warn!("removed the stale cgroup {name} of a driver that is gone");
     }
     let mnt = out.join("mnt");
     if disk::is_mounted(&mnt) {
-        eprintln!("vidbench run: detaching the stale mount {}", mnt.display());
+        tracing::warn!("detaching the stale mount {}", mnt.display());
         disk::force_unmount(&mnt);
     }
 }

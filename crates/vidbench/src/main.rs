@@ -44,23 +44,7 @@ enum Command {
 const DEFAULT_LOG_FILTER: &str = "info,fuser=error";
 
 fn init_logging(cli: &Cli) {
-    let filter = match (&cli.log_level, cli.verbose) {
-        (Some(level), _) => level.clone(),
-        (None, 1) => "debug".to_owned(),
-        (None, 2..) => "trace".to_owned(),
-        (None, 0) => std::env::var("RUST_LOG").ok().filter(|f| !f.is_empty()).unwrap_or_else(|| DEFAULT_LOG_FILTER.to_owned()),
-    };
-    let filter = tracing_subscriber::EnvFilter::try_new(&filter).unwrap_or_else(|e| {
-        eprintln!("vidbench: bad log level {filter:?} ({e}); using info");
-        tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER)
-    });
-    use std::io::IsTerminal;
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_target(false)
-        .init();
+    libception::logging::init("vidbench", cli.log_level.as_deref(), cli.verbose, DEFAULT_LOG_FILTER);
 }
 
 fn main() {
