@@ -56,6 +56,9 @@ pub enum Command {
     /// The papers' phenomenon through the kernel: N threads each reading its own
     /// file in small reads vs one thread reading the same files in large reads.
     Bench(bench::BenchArgs),
+    /// Internal: the clean-up process of a block mount (reads its journal on stdin).
+    #[command(hide = true)]
+    BlockReaper,
 }
 
 /// Drive parameter overrides; each replaces the preset's / TOML file's value.
@@ -195,6 +198,8 @@ pub struct MountArgs {
     /// Threads reading FUSE requests.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub fuse_threads: u32,
+    #[command(flatten)]
+    pub block: crate::block::BlockArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -229,6 +234,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Command::Presets { toml } => list_presets(toml.as_deref()),
         Command::Model(m) => model_figures(m),
         Command::Bench(b) => bench::run(b),
+        Command::BlockReaper => crate::block::reaper::run_reaper(),
     }
 }
 
@@ -313,8 +319,10 @@ fn mount(args: MountArgs) -> anyhow::Result<()> {
     if args.daemonize {
         return daemonize(&args);
     }
+    let daemonized = std::env::var_os(READY_FD_ENV).is_some();
     let mut ready = Ready::from_env();
-    match serve(&args, &mut ready) {
+    let served = if args.block.block { crate::block::serve(&args, &mut |m| ready.ready(m), daemonized) } else { serve(&args, &mut ready) };
+    match served {
         Ok(()) => Ok(()),
         Err(e) => {
             ready.failed(&e);
@@ -512,12 +520,16 @@ fn serve(args: &MountArgs, ready: &mut Ready) -> anyhow::Result<()> {
 
 /// Reads `MOUNT/.vidbench/stats.json`.
 pub fn read_snapshot(mountpoint: &Path) -> anyhow::Result<Snapshot> {
-    let path = mountpoint.join(CONTROL_DIR).join(STATS_FILE);
+    let control = crate::block::find(mountpoint).map_or_else(|| mountpoint.join(CONTROL_DIR), |b| b.control_dir);
+    let path = control.join(STATS_FILE);
     let text = std::fs::read_to_string(&path).with_context(|| format!("reading {} (is {} a vidbench disk mount?)", path.display(), mountpoint.display()))?;
     serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
 }
 
 fn unmount(mountpoint: &Path, wait_s: f64) -> anyhow::Result<()> {
+    if let Some(b) = crate::block::find(mountpoint) {
+        return crate::block::unmount(&b, wait_s);
+    }
     let entry = sys::mount_at(mountpoint)?.with_context(|| format!("{} is not a mount point", mountpoint.display()))?;
     if !(entry.fstype.starts_with("fuse") && entry.source == "vidbench") {
         bail!("{} is a {} mount of {:?}, not a vidbench disk; refusing to unmount it", mountpoint.display(), entry.fstype, entry.source);
@@ -539,6 +551,9 @@ fn unmount(mountpoint: &Path, wait_s: f64) -> anyhow::Result<()> {
 }
 
 fn stat(args: StatArgs) -> anyhow::Result<()> {
+    if let Some(b) = crate::block::find(&args.mountpoint) {
+        return crate::block::stat(&args, &b);
+    }
     let first = read_snapshot(&args.mountpoint)?;
     let Some(interval) = args.interval else {
         if args.json {
@@ -575,11 +590,11 @@ fn stat(args: StatArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print_header() {
+pub(crate) fn print_header() {
     println!("{:>9} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6} {:>6} {:>6} {:>10}", "time_s", "r/s", "MB/s", "KiB/r", "ms/t", "busy%", "aqu", "hit%", "queue", "seek_cyl");
 }
 
-fn print_line(r: &crate::stats::Rates, uptime: f64, in_flight: u64) {
+pub(crate) fn print_line(r: &crate::stats::Rates, uptime: f64, in_flight: u64) {
     println!(
         "{:>9.1} {:>8.1} {:>8.2} {:>8.1} {:>8.2} {:>6.1} {:>6.2} {:>6.1} {:>6} {:>10.0}",
         uptime, r.reads_per_s, r.mb_per_s, r.avg_request_kib, r.ms_per_transaction, r.busy_pct, r.avg_queue_depth, r.cache_hit_pct, in_flight, r.avg_seek_cylinders

@@ -11,11 +11,14 @@
 //!   replies to reads at their completion times;
 //! - `fs`: the FUSE filesystem (fuser), `stats`: iostat-like counters,
 //!   `trace`: the per-request CSV, `sys`: mount table, bdi, unmount;
+//! - [`block`]: block mode (`--block`): the drive image under a loop device
+//!   and a real filesystem, its builder and cache;
 //! - [`cli`]: `vidbench disk mount|unmount|stat|presets|model|bench`.
 //!
 //! docs/disk.md describes the testbed, its model and its limits.
 
 mod bench;
+pub mod block;
 pub mod cli;
 mod fs;
 pub mod layout;

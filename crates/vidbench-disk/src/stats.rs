@@ -44,7 +44,15 @@ pub struct Counters {
     /// time (host cost of the emulation, not part of the drive's timeline), ns.
     #[serde(default)]
     pub reply_late_ns: u64,
+    /// Reads by the number of requests in the drive when they started
+    /// (queued and in service, this one included): index d = depth d, the
+    /// last index = that depth or more. Shows the concurrency reaching the drive.
+    #[serde(default)]
+    pub queue_depth_histogram: Vec<u64>,
 }
+
+/// Buckets of the queue-depth histogram: depths 0..=63 and 64 or more.
+pub const DEPTH_BUCKETS: usize = 65;
 
 impl Counters {
     fn add(&mut self, c: &Completion, bytes: u64, busy_ns: u64, late_ns: u64) {
@@ -64,6 +72,10 @@ impl Counters {
             self.seek_histogram.resize(SEEK_BUCKETS, 0);
         }
         self.seek_histogram[seek_bucket(c.seek_cylinders)] += 1;
+        if self.queue_depth_histogram.len() < DEPTH_BUCKETS {
+            self.queue_depth_histogram.resize(DEPTH_BUCKETS, 0);
+        }
+        self.queue_depth_histogram[(c.queue_depth as usize).min(DEPTH_BUCKETS - 1)] += 1;
     }
 
     /// `self - earlier`, field by field.
@@ -83,6 +95,9 @@ impl Counters {
             seek_cylinders: self.seek_cylinders - earlier.seek_cylinders,
             seek_histogram: hist,
             reply_late_ns: self.reply_late_ns - earlier.reply_late_ns,
+            queue_depth_histogram: (0..DEPTH_BUCKETS)
+                .map(|i| self.queue_depth_histogram.get(i).copied().unwrap_or(0) - earlier.queue_depth_histogram.get(i).copied().unwrap_or(0))
+                .collect(),
         }
     }
 
@@ -267,6 +282,7 @@ mod tests {
         assert_eq!(t.busy_ns, 11_100_000);
         assert_eq!(t.seek_histogram[seek_bucket(500)], 1);
         assert_eq!(t.seek_histogram[0], 2);
+        assert_eq!(t.queue_depth_histogram[1], 3, "each read started alone in the drive");
         assert_eq!(seek_bucket(1), 1);
         assert_eq!(seek_bucket(3), 2);
         assert_eq!(seek_bucket(4), 3);
