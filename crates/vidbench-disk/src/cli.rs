@@ -58,7 +58,11 @@ pub enum Command {
     Bench(bench::BenchArgs),
     /// Internal: the clean-up process of a block mount (reads its journal on stdin).
     #[command(hide = true)]
-    BlockReaper,
+    BlockReaper {
+        /// The mount point it guards (for ps and tests only).
+        #[arg(long = "for")]
+        for_mount: Option<PathBuf>,
+    },
 }
 
 /// Drive parameter overrides; each replaces the preset's / TOML file's value.
@@ -234,7 +238,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Command::Presets { toml } => list_presets(toml.as_deref()),
         Command::Model(m) => model_figures(m),
         Command::Bench(b) => bench::run(b),
-        Command::BlockReaper => crate::block::reaper::run_reaper(),
+        Command::BlockReaper { .. } => crate::block::reaper::run_reaper(),
     }
 }
 

@@ -370,3 +370,73 @@ fn populate(library: &Library, key: &ImageKey, fs: FsKind, fuse_dir: &Path, fs_d
     );
     Ok(image)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn library(n: usize) -> Library {
+        use vidbench_library::{Video, MANIFEST_VERSION};
+        Library {
+            version: MANIFEST_VERSION,
+            name: "t".into(),
+            placement_seed: 1,
+            files: (0..n).map(|i| Video { id: i as u32, path: format!("v/{i}"), size: 1000, video: i as u32, chunk: None, bitrate_kbps: 400, duration_s: 1.0, rank: 1 + i as u32 }).collect(),
+        }
+    }
+
+    #[test]
+    fn fill_order_is_the_library_or_a_seeded_permutation() {
+        let lib = library(50);
+        assert_eq!(fill_order(&lib, false, 7), (0..50).collect::<Vec<_>>());
+        let a = fill_order(&lib, true, 7);
+        assert_eq!(a, fill_order(&lib, true, 7), "same seed, same order");
+        assert_ne!(a, fill_order(&lib, true, 8), "the seed chooses");
+        let mut sorted = a.clone();
+        sorted.sort();
+        assert_eq!(sorted, (0..50).collect::<Vec<_>>(), "a permutation");
+    }
+
+    /// FIEMAP on the test binary's filesystem (the target directory, a disk
+    /// filesystem: tmpfs, where /tmp may be, has no FIEMAP).
+    fn scratch() -> tempfile::TempDir {
+        let deps = std::env::current_exe().unwrap().parent().unwrap().to_owned();
+        tempfile::tempdir_in(deps).unwrap()
+    }
+
+    #[test]
+    fn fiemap_maps_every_byte_of_a_written_file() {
+        let dir = scratch();
+        let path = dir.path().join("f");
+        let size = 3 * 1024 * 1024 + 123;
+        let mut f = std::fs::File::create(&path).unwrap();
+        f.write_all(&vec![1u8; size]).unwrap();
+        f.sync_all().unwrap();
+        let extents = fiemap(&path, size as u64).unwrap();
+        assert_eq!(extents.iter().map(|e| e.2).sum::<u64>(), size as u64);
+        assert_eq!(extents[0].0, 0);
+        for w in extents.windows(2) {
+            assert_eq!(w[0].0 + w[0].2, w[1].0, "logically contiguous");
+        }
+        assert!(extents.iter().all(|e| e.1 % 4096 == 0), "physical offsets are block aligned");
+    }
+
+    #[test]
+    fn fiemap_refuses_unwritten_extents_and_holes() {
+        let dir = scratch();
+        let path = dir.path().join("u");
+        let f = std::fs::File::create(&path).unwrap();
+        // SAFETY: fallocate on an open descriptor.
+        let rc = unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, 1 << 20) };
+        if rc == 0 {
+            let err = fiemap(&path, 1 << 20).unwrap_err().to_string();
+            assert!(err.contains("unwritten"), "{err}");
+        }
+        let hole = dir.path().join("h");
+        let f = std::fs::File::create(&hole).unwrap();
+        f.set_len(1 << 20).unwrap();
+        let err = fiemap(&hole, 1 << 20).unwrap_err().to_string();
+        assert!(err.contains("maps 0 of"), "{err}");
+    }
+}

@@ -321,7 +321,7 @@ pub fn serve(args: &MountArgs, ready: &mut dyn FnMut(&str), daemonized: bool) ->
             bail!("the parent process exited before the mount started");
         }
     }
-    let mut guard = Guard::start()?;
+    let mut guard = Guard::start(&mountpoint.canonicalize()?)?;
     let ctx = Ctx { args, library: &library, preset_name, params, capacity, interrupted: &interrupted, stop_tx, stop_rx };
     let result = run_mount(ctx, &mut guard, ready);
     signal_handle.close();
@@ -650,4 +650,72 @@ fn read_knob_or(dev: &LoopDev, knob: &str) -> String {
 /// `none [mq-deadline] kyber` -> `mq-deadline`.
 fn selected_scheduler(list: &str) -> &str {
     list.split_whitespace().find(|w| w.starts_with('[')).map_or(list, |w| w.trim_matches(['[', ']']))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        mount: MountArgs,
+    }
+
+    fn args(extra: &[&str]) -> MountArgs {
+        let mut v = vec!["x", "/mnt", "--library", "lib.json", "--preset", "wd-red-1tb", "--block"];
+        v.extend_from_slice(extra);
+        Cli::parse_from(v).mount
+    }
+
+    fn library(n: u32, size: u64) -> Library {
+        use vidbench_library::{Video, MANIFEST_VERSION};
+        Library {
+            version: MANIFEST_VERSION,
+            name: "lib".into(),
+            placement_seed: 3,
+            files: (0..n).map(|i| Video { id: i, path: format!("v/{i}"), size, video: i, chunk: None, bitrate_kbps: 400, duration_s: 1.0, rank: 1 + i }).collect(),
+        }
+    }
+
+    #[test]
+    fn packed_filesystems_hold_the_library_plus_slack() {
+        let lib = library(100, 1 << 30);
+        let cap = 1_000_000_000_000;
+        let whole = fs_bytes(&args(&[]).block, &lib, cap);
+        assert!(whole <= cap && cap - whole < 1 << 20);
+        let packed = fs_bytes(&args(&["--fs-size", "packed", "--fs-slack-pct", "10"]).block, &lib, cap);
+        let data = 100u64 << 30;
+        assert!(packed >= data + data / 10 && packed < data + data / 10 + (2 << 30), "{packed}");
+        assert_eq!(packed % (1 << 20), 0);
+    }
+
+    #[test]
+    fn the_image_key_follows_every_input() {
+        let lib = library(10, 1 << 20);
+        let base = image_key(&args(&[]), &lib, 1 << 40, 0, 0);
+        let mut other_lib = lib.clone();
+        other_lib.files[3].size += 1;
+        let variants = [
+            image_key(&args(&["--fs", "xfs"]), &lib, 1 << 40, 0, 0),
+            image_key(&args(&["--fill-order", "shuffled"]), &lib, 1 << 40, 0, 0),
+            image_key(&args(&["--fs-size", "packed"]), &lib, 1 << 40, 0, 0),
+            image_key(&args(&[]), &other_lib, 1 << 40, 0, 0),
+            image_key(&args(&[]), &lib, 1 << 41, 0, 0),
+            image_key(&args(&[]), &lib, 1 << 40, 33, 0),
+        ];
+        for v in &variants {
+            assert_ne!(v.hash(), base.hash(), "{v:?}");
+        }
+        // The seed matters only to a shuffled fill.
+        assert_eq!(image_key(&args(&["--seed", "9"]), &lib, 1 << 40, 0, 0), base);
+        assert_ne!(image_key(&args(&["--fill-order", "shuffled", "--seed", "9"]), &lib, 1 << 40, 0, 0), variants[1]);
+    }
+
+    #[test]
+    fn scheduler_names() {
+        assert_eq!(selected_scheduler("none [mq-deadline] kyber bfq"), "mq-deadline");
+        assert_eq!(selected_scheduler("[none] bfq"), "none");
+    }
 }

@@ -106,7 +106,7 @@ pub struct Guard {
 
 impl Guard {
     /// Starts the reaper (the same executable, `disk block-reaper`).
-    pub fn start() -> anyhow::Result<Guard> {
+    pub fn start(mountpoint: &Path) -> anyhow::Result<Guard> {
         use std::os::unix::process::CommandExt;
         let exe = std::env::current_exe().context("finding the vidbench executable for the clean-up process")?;
         let mut fds = [0i32; 2];
@@ -118,7 +118,7 @@ impl Guard {
         // SAFETY: we own both fresh descriptors.
         let (read, write) = unsafe { (std::fs::File::from_raw_fd(fds[0]), std::fs::File::from_raw_fd(fds[1])) };
         let mut cmd = Command::new(exe);
-        cmd.args(["disk", "block-reaper"]).stdin(Stdio::from(read)).stdout(Stdio::null());
+        cmd.args(["disk", "block-reaper", "--for"]).arg(mountpoint).stdin(Stdio::from(read)).stdout(Stdio::null());
         // SAFETY: setsid and close_range are async-signal-safe system calls.
         unsafe {
             cmd.pre_exec(|| {
