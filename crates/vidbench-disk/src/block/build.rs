@@ -263,8 +263,10 @@ pub fn build(library: &Library, key: &ImageKey, fs: FsKind, work: &Path, guard: 
     let session = fuser::Session::new(imagefs, &fuse_dir, &options).with_context(|| format!("mounting the capture image server on {}", fuse_dir.display()))?;
     let session_thread = std::thread::Builder::new().name("vidbench-capture".into()).spawn(move || session.run())?;
     let result = populate(library, key, fs, &fuse_dir, &fs_dir, guard, &overlay, started, check);
-    // Whatever happened, the capture server goes away.
-    let fuse = guard.release(&Resource::Fuse(fuse_dir.clone()));
+    // Whatever happened, the capture server goes away, after the filesystem
+    // and the loop device over it (an error may have left them).
+    let capture = Resource::Fuse(fuse_dir.clone());
+    let fuse = guard.release_newer_than(&capture).and_then(|()| guard.release(&capture));
     let _ = session_thread.join();
     let image = result?;
     fuse.context("unmounting the capture image server")?;

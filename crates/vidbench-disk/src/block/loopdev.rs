@@ -134,14 +134,18 @@ pub fn read_knob(dev: &LoopDev, knob: &str) -> anyhow::Result<String> {
 /// changed or rejected, naming the limit.
 pub fn apply(dev: &LoopDev, s: &QueueSettings) -> anyhow::Result<()> {
     write_knob(dev, "rotational", if s.rotational { "1" } else { "0" })?;
-    if let Some(sched) = &s.scheduler {
-        let available = read_knob(dev, "scheduler")?;
-        let names: Vec<&str> = available.split_whitespace().map(|n| n.trim_matches(['[', ']'])).collect();
-        if !names.contains(&sched.as_str()) {
-            bail!("I/O scheduler {sched:?} is not available for {} (the kernel offers: {}); load its module (`modprobe {}`) or choose another", dev.name, names.join(" "), sched.replace('-', "_"));
-        }
-        write_knob(dev, "scheduler", sched)?;
+    // A loop device keeps its queue settings across detach and attach: set
+    // every knob, to the kernel's default for a fresh disk when not asked.
+    // Switching the scheduler (through none) also resets nr_requests to the
+    // scheduler's default.
+    let sched = s.scheduler.clone().unwrap_or_else(|| "mq-deadline".into());
+    let available = read_knob(dev, "scheduler")?;
+    let names: Vec<&str> = available.split_whitespace().map(|n| n.trim_matches(['[', ']'])).collect();
+    if !names.contains(&sched.as_str()) {
+        bail!("I/O scheduler {sched:?} is not available for {} (the kernel offers: {}); load its module (`modprobe {}`) or choose another", dev.name, names.join(" "), sched.replace('-', "_"));
     }
+    write_knob(dev, "scheduler", "none")?;
+    write_knob(dev, "scheduler", &sched)?;
     if let Some(n) = s.nr_requests {
         write_knob(dev, "nr_requests", &n.to_string())?;
         let now = read_knob(dev, "nr_requests")?;
@@ -149,8 +153,10 @@ pub fn apply(dev: &LoopDev, s: &QueueSettings) -> anyhow::Result<()> {
             bail!("nr_requests of {} is {now} after writing {n}", dev.name);
         }
     }
-    if let Some(kb) = s.max_sectors_kb {
-        let hw: u32 = read_knob(dev, "max_hw_sectors_kb")?.parse().context("parsing max_hw_sectors_kb")?;
+    let hw: u32 = read_knob(dev, "max_hw_sectors_kb")?.parse().context("parsing max_hw_sectors_kb")?;
+    // The kernel's default for a new disk: min(max_hw_sectors_kb, 1280 KiB).
+    let max_sectors_kb = s.max_sectors_kb.or(Some(hw.min(1280)));
+    if let Some(kb) = max_sectors_kb {
         if kb > hw {
             bail!("--max-sectors-kb {kb} exceeds the loop device's max_hw_sectors_kb ({hw} KiB here): the kernel caps requests to a loop device at {hw} KiB; use {hw} or less (docs/disk.md, \"max_sectors_kb\")");
         }
@@ -160,7 +166,7 @@ pub fn apply(dev: &LoopDev, s: &QueueSettings) -> anyhow::Result<()> {
             bail!("max_sectors_kb of {} is {now} after writing {kb}", dev.name);
         }
     }
-    if let Some(kb) = s.read_ahead_kb {
+    if let Some(kb) = s.read_ahead_kb.or(Some(128)) {
         write_knob(dev, "read_ahead_kb", &kb.to_string())?;
         let now = read_knob(dev, "read_ahead_kb")?;
         if now != kb.to_string() {

@@ -522,12 +522,20 @@ pub fn find(mountpoint: &Path) -> Option<BlockMount> {
 /// and the image server, and waits for it to exit.
 pub fn unmount(b: &BlockMount, wait_s: f64) -> anyhow::Result<()> {
     let pid = crate::cli::read_snapshot(&b.mountpoint).ok().map(|s| s.pid);
-    reaper::unmount_block_fs(&b.mountpoint)?;
+    let busy = reaper::unmount_block_fs(&b.mountpoint)?;
     let Some(pid) = pid else {
         bail!("unmounted {}, but its mount process could not be found (the counters of {} do not answer); check `losetup -a` for {}", b.mountpoint.display(), b.control_dir.display(), b.dev.name);
     };
     // SAFETY: kill sends a signal to a pid read from the mount's own counters.
     unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    if busy {
+        println!(
+            "detached {} (lazy unmount: files are still open there); the drive keeps serving them, and its process (pid {pid}) releases {} and exits once they are closed",
+            b.mountpoint.display(),
+            b.dev.name
+        );
+        return Ok(());
+    }
     let deadline = Instant::now() + Duration::from_secs_f64(wait_s);
     // SAFETY: kill with signal 0 only probes.
     while unsafe { libc::kill(pid as i32, 0) } == 0 {

@@ -47,7 +47,11 @@ pub fn release(r: &Resource) -> anyhow::Result<()> {
             Ok(())
         }
         Resource::Fuse(path) => match sys::mount_at(path).ok().flatten() {
-            Some(m) if m.fstype.starts_with("fuse") && m.source == super::imagefs::FSNAME => sys::unmount(path, Some(&m)),
+            // Lazily if the loop device still holds disk.img (files open on a
+            // lazily unmounted filesystem): the server keeps answering until
+            // the kernel lets the file go, then its session ends by itself.
+            // Never abort the connection: those open files would get EIO.
+            Some(m) if m.fstype.starts_with("fuse") && m.source == super::imagefs::FSNAME => unmount_block_fs(path).map(|_| ()),
             _ => Ok(()),
         },
         Resource::Loop { dev, backing } => {
@@ -58,7 +62,7 @@ pub fn release(r: &Resource) -> anyhow::Result<()> {
             Ok(())
         }
         Resource::Mount { at, source } => match sys::mount_at(at).ok().flatten() {
-            Some(m) if &m.source == source => unmount_block_fs(at),
+            Some(m) if &m.source == source => unmount_block_fs(at).map(|_| ()),
             _ => Ok(()),
         },
     }
@@ -77,20 +81,19 @@ fn remove_empty_tree(dir: &Path) -> std::io::Result<()> {
     std::fs::remove_dir(dir)
 }
 
-/// Unmounts a block filesystem: plainly, or lazily if it is busy (open files
-/// keep it alive until closed; the loop device is detached when it is freed).
-pub fn unmount_block_fs(at: &Path) -> anyhow::Result<()> {
+/// Unmounts a filesystem: plainly, or lazily if it is busy (open files keep
+/// it alive until closed). Returns whether it had to be lazy.
+pub fn unmount_block_fs(at: &Path) -> anyhow::Result<bool> {
     let c = std::ffi::CString::new(at.as_os_str().as_encoded_bytes()).context("mount point contains a NUL byte")?;
     // SAFETY: umount2 with a valid NUL-terminated path.
     if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
-        return Ok(());
+        return Ok(false);
     }
     let err = std::io::Error::last_os_error();
     if err.raw_os_error() == Some(libc::EBUSY) {
         // SAFETY: as above.
         if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
-            eprintln!("vidbench disk: {} was busy: detached it (lazy unmount); it goes away when its files are closed", at.display());
-            return Ok(());
+            return Ok(true);
         }
         anyhow::bail!("lazy unmount of {}: {}", at.display(), std::io::Error::last_os_error());
     }
@@ -155,6 +158,18 @@ impl Guard {
         let line = format!("-{}\n", serde_json::to_string(r).expect("serializes"));
         self.send(&line);
         self.live.retain(|x| x != r);
+        Ok(())
+    }
+
+    /// Releases everything recorded after `r`, newest first (what was built
+    /// on top of it must go before it can).
+    pub fn release_newer_than(&mut self, r: &Resource) -> anyhow::Result<()> {
+        while let Some(last) = self.live.last().cloned() {
+            if &last == r || !self.live.contains(r) {
+                break;
+            }
+            self.release(&last)?;
+        }
         Ok(())
     }
 
