@@ -81,8 +81,8 @@ pub fn attach(file: &Path, read_only: bool) -> anyhow::Result<LoopDev> {
     let out = cmd.output().with_context(|| format!("running losetup to attach {}", file.display()))?;
     let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
     if !out.status.success() {
-        if stderr.contains("could not find any free loop device") || stderr.contains("No such device") {
-            bail!("no free loop device to attach {} (`losetup -a` lists the devices in use; detach unused ones with `losetup -d /dev/loopN`, or raise the loop module's max_loop): {stderr}", file.display());
+        if stderr.contains("could not find any free loop device") || stderr.contains("failed to set up loop device") || stderr.contains("No such device") {
+            bail!("no free loop device could be set up for {} (`losetup -a` lists the devices in use: detach unused ones with `losetup -d /dev/loopN`; check that /dev/loopN nodes exist, or raise the loop module's max_loop): {stderr}", file.display());
         }
         bail!("losetup could not attach {}: {stderr}", file.display());
     }
