@@ -137,34 +137,34 @@ pub struct BlockArgs {
     #[arg(long, help_heading = "Block mode")]
     pub block: bool,
     /// Filesystem on the drive.
-    #[arg(long = "fs", value_enum, default_value_t = FsKind::Ext4, help_heading = "Block mode")]
+    #[arg(long = "fs", value_enum, default_value_t = FsKind::Ext4, requires = "block", help_heading = "Block mode")]
     pub fs: FsKind,
     /// I/O scheduler of the device (/sys/block/loopN/queue/scheduler); the
     /// default is what the kernel gives a SATA disk.
-    #[arg(long, value_enum, default_value_t = Scheduler::MqDeadline, help_heading = "Block mode")]
+    #[arg(long, value_enum, default_value_t = Scheduler::MqDeadline, requires = "block", help_heading = "Block mode")]
     pub scheduler: Scheduler,
     /// Largest request the block layer sends, KiB (queue/max_sectors_kb; the
     /// loop device caps it at max_hw_sectors_kb, 1280 here). Default: the kernel's.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(4..), help_heading = "Block mode")]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(4..), requires = "block", help_heading = "Block mode")]
     pub max_sectors_kb: Option<u32>,
     /// Requests the queue holds (queue/nr_requests). Default: the kernel's.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(4..), help_heading = "Block mode")]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(4..), requires = "block", help_heading = "Block mode")]
     pub nr_requests: Option<u32>,
     /// Order in which the files are written to the new filesystem.
-    #[arg(long, value_enum, default_value_t = FillOrder::Library, help_heading = "Block mode")]
+    #[arg(long, value_enum, default_value_t = FillOrder::Library, requires = "block", help_heading = "Block mode")]
     pub fill_order: FillOrder,
     /// How much of the drive the filesystem covers.
-    #[arg(long, value_enum, default_value_t = FsSize::Whole, help_heading = "Block mode")]
+    #[arg(long, value_enum, default_value_t = FsSize::Whole, requires = "block", help_heading = "Block mode")]
     pub fs_size: FsSize,
     /// Free space of a packed filesystem, percent of the library.
-    #[arg(long, default_value_t = 10, help_heading = "Block mode")]
+    #[arg(long, default_value_t = 10, requires = "block", help_heading = "Block mode")]
     pub fs_slack_pct: u32,
     /// Directory of built images [default: $XDG_CACHE_HOME/vidbench/images,
     /// else ~/.cache/vidbench/images, else /var/cache/vidbench/images].
     #[arg(long, value_name = "DIR", env = "VIDBENCH_IMAGE_CACHE", help_heading = "Block mode")]
     pub image_cache: Option<PathBuf>,
     /// Build the image again even if the cache has it.
-    #[arg(long, help_heading = "Block mode")]
+    #[arg(long, requires = "block", help_heading = "Block mode")]
     pub rebuild_image: bool,
 }
 
@@ -719,6 +719,19 @@ mod tests {
         // The seed matters only to a shuffled fill.
         assert_eq!(image_key(&args(&["--seed", "9"]), &lib, 1 << 40, 0, 0), base);
         assert_ne!(image_key(&args(&["--fill-order", "shuffled", "--seed", "9"]), &lib, 1 << 40, 0, 0), variants[1]);
+    }
+
+    #[test]
+    fn block_options_need_block() {
+        let base = ["x", "/mnt", "--library", "lib.json", "--preset", "wd-red-1tb"];
+        for extra in [&["--fs", "xfs"][..], &["--scheduler", "bfq"], &["--max-sectors-kb", "512"], &["--fs-size", "packed"], &["--rebuild-image"]] {
+            let v: Vec<&str> = base.iter().copied().chain(extra.iter().copied()).collect();
+            assert!(Cli::try_parse_from(&v).is_err(), "{extra:?} accepted without --block");
+            let v: Vec<&str> = v.into_iter().chain(["--block"]).collect();
+            assert!(Cli::try_parse_from(&v).is_ok(), "{extra:?} refused with --block");
+        }
+        // The cache directory may come from the environment in FUSE mode too.
+        assert!(Cli::try_parse_from(base.iter().copied().chain(["--image-cache", "/c"])).is_ok());
     }
 
     #[test]
