@@ -19,7 +19,7 @@ use crate::sys;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::fd::FromRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -196,11 +196,6 @@ impl Guard {
             None => Ok(()),
             Some(e) => Err(e),
         }
-    }
-
-    /// The descriptor of the pipe (for tests).
-    pub fn pipe_fd(&self) -> Option<i32> {
-        self.pipe.as_ref().map(|p| p.as_raw_fd())
     }
 }
 
