@@ -83,6 +83,9 @@ d = json.load(sys.stdin)
 assert d['block_layer']['counters']['reads'] > 0, d['block_layer']
 assert d['config']['block']['device']['device'] == '$loopname', d['config']['block']
 assert sum(d['total']['counters']['queue_depth_histogram']) == d['total']['counters']['reads']
+# The block layer's totals are this mount's (a loop device keeps its counters
+# across attaches): never more sectors than the drive served bytes, plus slack.
+assert d['block_layer']['counters']['read_sectors'] * 512 <= d['total']['counters']['bytes'] + (1 << 20), (d['block_layer'], d['total']['counters']['bytes'])
 "
 "$VB" disk stat "$tmp/mnt" --interval 0.2 --count 2 > "$tmp/stat-i.txt"
 [ "$(wc -l < "$tmp/stat-i.txt")" -eq 5 ] || fail "stat --interval printed: $(cat "$tmp/stat-i.txt")"

@@ -441,7 +441,10 @@ fn run_mount(ctx: Ctx, guard: &mut Guard, ready: &mut dyn FnMut(&str)) -> anyhow
     loopdev::apply(&dev, &settings)?;
     let (major, minor) = dev.dev_numbers()?;
     let queue = loopdev::current(&dev);
-    let _ = device_info.set(serde_json::json!({ "device": dev.name, "dev": format!("{major}:{minor}"), "queue": queue }));
+    // A loop device's counters survive detach and attach: keep where they
+    // stood, so that `disk stat` reports this mount's share.
+    let stat_at_mount = loopdev::block_stat(&dev)?;
+    let _ = device_info.set(serde_json::json!({ "device": dev.name, "dev": format!("{major}:{minor}"), "queue": queue, "stat_at_mount": stat_at_mount }));
     check()?;
 
     let mount_res = Resource::Mount { at: canonical.clone(), source: dev.dev_path().display().to_string() };
@@ -603,6 +606,9 @@ pub fn stat(args: &crate::cli::StatArgs, b: &BlockMount) -> anyhow::Result<()> {
     let snapshot = crate::cli::read_snapshot(&b.mountpoint)?;
     let block = loopdev::block_stat(&b.dev)?;
     let Some(interval) = args.interval else {
+        // Totals since this mount attached the device.
+        let base: loopdev::BlockStat = serde_json::from_value(snapshot.config["block"]["device"]["stat_at_mount"].clone()).unwrap_or_default();
+        let block = block.since(&base);
         if args.json {
             let v = with_block_layer(serde_json::to_value(&snapshot)?, &block, snapshot.uptime_s, &b.dev);
             println!("{}", serde_json::to_string_pretty(&v)?);
