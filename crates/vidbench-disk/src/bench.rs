@@ -8,7 +8,7 @@
 //! Disk figures come from the mount's counters. Raw rows (one per file and
 //! phase) go to `OUT/reads.csv`, the summary to `OUT/summary.json`.
 
-use crate::fs::read_snapshot;
+use crate::mount::read_snapshot;
 use anyhow::{bail, Context};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};

@@ -6,8 +6,8 @@
 
 use crate::{bench, sys};
 use crate::drive_args::DriveArgs;
-use crate::fs::read_snapshot;
-use crate::mount::{self, MountArgs};
+use crate::mount::{self, read_snapshot};
+use crate::mount_args::MountArgs;
 use crate::params;
 use anyhow::{bail, Context};
 use clap::Subcommand;
@@ -48,6 +48,13 @@ pub enum Command {
     /// The papers' phenomenon through the kernel: N threads each reading its own
     /// file in small reads vs one thread reading the same files in large reads.
     Bench(bench::BenchArgs),
+    /// Internal: the clean-up process of a block mount (reads its journal on stdin).
+    #[command(hide = true)]
+    BlockReaper {
+        /// The mount point it guards (for ps and tests only).
+        #[arg(long = "for")]
+        for_mount: Option<PathBuf>,
+    },
     /// Write a library manifest of N equal files, to test or benchmark the
     /// disk without generating a workload.
     Library(LibraryArgs),
@@ -105,6 +112,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Command::Presets { toml } => list_presets(toml.as_deref()),
         Command::Model(m) => model_figures(m),
         Command::Bench(b) => bench::run(b),
+        Command::BlockReaper { .. } => crate::block::reaper::run_reaper(),
         Command::Library(l) => write_library(&l),
     }
 }
@@ -172,6 +180,9 @@ fn model_figures(args: ModelArgs) -> anyhow::Result<()> {
 }
 
 fn unmount(mountpoint: &Path, wait_s: f64) -> anyhow::Result<()> {
+    if let Some(b) = crate::block::find(mountpoint) {
+        return crate::block::unmount(&b, wait_s);
+    }
     let entry = sys::mount_at(mountpoint)?.with_context(|| format!("{} is not a mount point", mountpoint.display()))?;
     if !(entry.fstype.starts_with("fuse") && entry.source == "vidbench") {
         bail!("{} is a {} mount of {:?}, not a vidbench disk; refusing to unmount it", mountpoint.display(), entry.fstype, entry.source);
@@ -193,13 +204,16 @@ fn unmount(mountpoint: &Path, wait_s: f64) -> anyhow::Result<()> {
 }
 
 fn stat(args: StatArgs) -> anyhow::Result<()> {
+    if let Some(b) = crate::block::find(&args.mountpoint) {
+        return crate::block::stat(&b, args.json, args.interval, args.count);
+    }
     let first = read_snapshot(&args.mountpoint)?;
     let Some(interval) = args.interval else {
         if args.json {
             println!("{}", serde_json::to_string_pretty(&first)?);
         } else {
-            print_header();
-            print_line(&first.total.counters.rates(first.uptime_s), first.uptime_s, first.in_flight);
+            crate::stats::print_rates_header();
+            crate::stats::print_rates_line(&first.total.counters.rates(first.uptime_s), first.uptime_s, first.in_flight);
         }
         return Ok(());
     };
@@ -207,7 +221,7 @@ fn stat(args: StatArgs) -> anyhow::Result<()> {
         bail!("--interval must be a positive number of seconds");
     }
     if !args.json {
-        print_header();
+        crate::stats::print_rates_header();
     }
     let mut previous = first;
     let mut n = 0;
@@ -220,7 +234,7 @@ fn stat(args: StatArgs) -> anyhow::Result<()> {
         if args.json {
             println!("{}", serde_json::json!({"uptime_s": now.uptime_s, "in_flight": now.in_flight, "counters": delta, "rates": rates}));
         } else {
-            print_line(&rates, now.uptime_s, now.in_flight);
+            crate::stats::print_rates_line(&rates, now.uptime_s, now.in_flight);
         }
         std::io::stdout().flush()?;
         previous = now;
@@ -229,13 +243,3 @@ fn stat(args: StatArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print_header() {
-    println!("{:>9} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6} {:>6} {:>6} {:>10}", "time_s", "r/s", "MB/s", "KiB/r", "ms/t", "busy%", "aqu", "hit%", "queue", "seek_cyl");
-}
-
-fn print_line(r: &crate::stats::Rates, uptime: f64, in_flight: u64) {
-    println!(
-        "{:>9.1} {:>8.1} {:>8.2} {:>8.1} {:>8.2} {:>6.1} {:>6.2} {:>6.1} {:>6} {:>10.0}",
-        uptime, r.reads_per_s, r.mb_per_s, r.avg_request_kib, r.ms_per_transaction, r.busy_pct, r.avg_queue_depth, r.cache_hit_pct, in_flight, r.avg_seek_cylinders
-    );
-}

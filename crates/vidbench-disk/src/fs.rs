@@ -18,32 +18,17 @@
 //! cached and its size does not matter).
 
 use crate::scheduler::{Clock, Job};
-use crate::stats::{Snapshot, Stats};
+use crate::stats::Stats;
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, KernelConfig, LockOwner, OpenAccMode, OpenFlags, ReplyAttr,
     ReplyData, ReplyDirectory, ReplyEntry, ReplyOpen, ReplyStatfs, Request,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
-use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, SystemTime};
 use vidbench_library::{content, Library};
-
-/// Name of the hidden control directory at the root of the mount.
-pub const CONTROL_DIR: &str = ".vidbench";
-/// The counters, as JSON, inside [`CONTROL_DIR`].
-pub const STATS_FILE: &str = "stats.json";
-
-/// Reads `MOUNT/.vidbench/stats.json`: the counters of a mounted disk, from
-/// outside (`vidbench disk stat`, `bench`, the experiment driver's figures).
-pub fn read_snapshot(mountpoint: &Path) -> anyhow::Result<Snapshot> {
-    let path = mountpoint.join(CONTROL_DIR).join(STATS_FILE);
-    use anyhow::Context;
-    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {} (is {} a vidbench disk mount?)", path.display(), mountpoint.display()))?;
-    serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
-}
 
 const TTL: Duration = Duration::from_secs(365 * 24 * 3600);
 
@@ -130,7 +115,7 @@ impl DiskFs {
         nodes.push(Node::StatsFile);
         let stats_ino = nodes.len() as u64;
         let mut control_children = BTreeMap::new();
-        control_children.insert(STATS_FILE.to_owned(), stats_ino);
+        control_children.insert(crate::stats::STATS_FILE.to_owned(), stats_ino);
         nodes.push(Node::Dir { parent: 1, children: control_children, hidden: None });
         let control_ino = nodes.len() as u64;
         if let Node::Dir { hidden, .. } = &mut nodes[0] {
@@ -201,7 +186,7 @@ impl fuser::Filesystem for DiskFs {
         };
         let name = name.to_string_lossy();
         let found = children.get(name.as_ref()).copied().or(match (hidden, name.as_ref()) {
-            (Some(ino), CONTROL_DIR) => Some(*ino),
+            (Some(ino), crate::stats::CONTROL_DIR) => Some(*ino),
             _ => None,
         });
         match found {

@@ -17,16 +17,20 @@
 //!   `sys`: mount table, bdi, unmount;
 //! - `mount`: the mount server (`vidbench disk mount`, `--daemonize`);
 //!   `bench`: `vidbench disk bench`;
+//! - [`block`]: block mode (`--block`): the drive image under a loop device
+//!   and a real filesystem, its builder and cache;
 //! - [`cli`]: `vidbench disk mount|unmount|stat|presets|model|bench|library`.
 //!
 //! docs/disk.md describes the testbed, its model and its limits.
 
 mod bench;
+pub mod block;
 pub mod cli;
 mod drive_args;
 mod fs;
 mod layout;
 mod mount;
+mod mount_args;
 mod model;
 mod params;
 mod scheduler;
@@ -34,7 +38,7 @@ mod stats;
 mod sys;
 mod trace;
 
-pub use fs::read_snapshot;
+pub use mount::read_snapshot;
 pub use layout::{Layout, Placement};
 pub use model::{sim, Completion, Drive, Geometry, Outcome, Request, SECTOR};
 pub use params::{preset, presets, DriveFile, DriveKind, DriveParams, ParamsError, Preset, Reference};

@@ -1,4 +1,6 @@
-//! `vidbench disk mount` in FUSE mode: the mount server and its start-up.
+//! `vidbench disk mount`: the mount server in FUSE mode, the start-up of
+//! either mode (block mode is served by `block`), and reading the counters of
+//! a mount of either mode.
 //!
 //! The mount runs in the foreground by default; `--daemonize` re-executes the
 //! same command in a new session with a pipe on which the child reports
@@ -11,71 +13,23 @@
 //! the mount goes away (unmount, or SIGINT/SIGTERM, which unmounts). On the
 //! way out the scheduler answers what is pending and the trace is flushed.
 
-use crate::drive_args::DriveArgs;
 use crate::fs::{DiskFs, KernelSettings};
+use crate::mount_args::MountArgs;
 use crate::layout::{Layout, Placement};
 use crate::model::Drive;
 use crate::scheduler::{self, Clock};
-use crate::stats::Stats;
+use crate::stats::{self, Snapshot, Stats, CONTROL_DIR};
 use crate::{sys, trace};
 use anyhow::{bail, Context};
 use std::io::{Read, Write};
 use std::os::fd::FromRawFd;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 use vidbench_library::Library;
 
 /// Environment variable through which a daemonized child gets its ready pipe.
 const READY_FD_ENV: &str = "VIDBENCH_DISK_READY_FD";
-
-#[derive(Debug, clap::Args)]
-pub struct MountArgs {
-    /// Existing empty directory to mount on.
-    pub mountpoint: PathBuf,
-    /// Library manifest (library.json, written by `vidbench workload gen`).
-    #[arg(long)]
-    pub library: PathBuf,
-    #[command(flatten)]
-    pub drive: DriveArgs,
-    /// Stay attached to the terminal (the default).
-    #[arg(long, conflicts_with = "daemonize")]
-    pub foreground: bool,
-    /// Run in the background; return once the mount is ready.
-    #[arg(long)]
-    pub daemonize: bool,
-    /// Where a daemonized server writes its messages.
-    #[arg(long, value_name = "FILE")]
-    pub log: Option<PathBuf>,
-    /// Write every disk request to this CSV file (flushed at unmount).
-    #[arg(long, value_name = "FILE")]
-    pub trace: Option<PathBuf>,
-    /// Owner of the files (default: the caller).
-    #[arg(long)]
-    pub uid: Option<u32>,
-    /// Group of the files (default: the caller's).
-    #[arg(long)]
-    pub gid: Option<u32>,
-    /// The mount's readahead window, KiB (/sys/class/bdi/MAJ:MIN/read_ahead_kb).
-    #[arg(long, default_value_t = 128)]
-    pub read_ahead_kb: u32,
-    /// Largest read the kernel may send, KiB (FUSE max_pages); above 1024 the
-    /// sysctl fs.fuse.max_pages_limit is raised.
-    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(4..=16384))]
-    pub max_request_kb: u32,
-    /// Asynchronous (readahead) requests the kernel keeps outstanding.
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..))]
-    pub max_background: u16,
-    /// Order of the files on the platter.
-    #[arg(long, value_enum, default_value_t = Placement::Random)]
-    pub placement: Placement,
-    /// Seed of the random placement (default: the manifest's placement_seed).
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Threads reading FUSE requests.
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
-    pub fuse_threads: u32,
-}
 
 /// Reports readiness (or failure) to a daemonizing parent, or to the terminal.
 struct Ready {
@@ -115,8 +69,14 @@ pub fn run(args: MountArgs) -> anyhow::Result<()> {
     if args.daemonize {
         return daemonize(&args);
     }
+    let daemonized = std::env::var_os(READY_FD_ENV).is_some();
     let mut ready = Ready::from_env();
-    match serve(&args, &mut |message| ready.ready(message)) {
+    let served = if args.block.block {
+        crate::block::serve(&args, &mut |message| ready.ready(message), daemonized)
+    } else {
+        serve(&args, &mut |message| ready.ready(message))
+    };
+    match served {
         Ok(()) => Ok(()),
         Err(e) => {
             ready.failed(&e);
@@ -313,4 +273,12 @@ pub(crate) fn serve(args: &MountArgs, ready: &mut dyn FnMut(&str)) -> anyhow::Re
         snapshot.uptime_s
     );
     result.with_context(|| format!("FUSE session on {}", canonical.display()))
+}
+
+/// The counters of the disk mounted at `mountpoint`, from outside (`vidbench
+/// disk stat`, `bench`, the experiment driver's figures): FUSE mode publishes
+/// them in the mount itself, block mode beside its image server.
+pub fn read_snapshot(mountpoint: &Path) -> anyhow::Result<Snapshot> {
+    let control = crate::block::find(mountpoint).map_or_else(|| mountpoint.join(CONTROL_DIR), |b| b.control_dir);
+    stats::read_snapshot_in(&control).with_context(|| format!("is {} a vidbench disk mount?", mountpoint.display()))
 }

@@ -11,8 +11,36 @@
 
 use crate::model::{Completion, Outcome};
 use serde::{Deserialize, Serialize};
+use anyhow::Context;
+use std::path::Path;
 use std::sync::Mutex;
 use std::time::Instant;
+
+/// Name of the hidden control directory where a mount publishes its counters
+/// (at the root of a FUSE mount; beside the image of a block mount).
+pub const CONTROL_DIR: &str = ".vidbench";
+/// The counters, as JSON, inside [`CONTROL_DIR`].
+pub const STATS_FILE: &str = "stats.json";
+
+/// Reads the counters a mount publishes in its control directory `control`.
+pub fn read_snapshot_in(control: &Path) -> anyhow::Result<Snapshot> {
+    let path = control.join(STATS_FILE);
+    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+}
+
+/// The header of `vidbench disk stat`'s table of drive figures.
+pub(crate) fn print_rates_header() {
+    println!("{:>9} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6} {:>6} {:>6} {:>10}", "time_s", "r/s", "MB/s", "KiB/r", "ms/t", "busy%", "aqu", "hit%", "queue", "seek_cyl");
+}
+
+/// One row of that table.
+pub(crate) fn print_rates_line(r: &Rates, uptime: f64, in_flight: u64) {
+    println!(
+        "{:>9.1} {:>8.1} {:>8.2} {:>8.1} {:>8.2} {:>6.1} {:>6.2} {:>6.1} {:>6} {:>10.0}",
+        uptime, r.reads_per_s, r.mb_per_s, r.avg_request_kib, r.ms_per_transaction, r.busy_pct, r.avg_queue_depth, r.cache_hit_pct, in_flight, r.avg_seek_cylinders
+    );
+}
 
 /// Seek histogram buckets: 0 cylinders, 1, 2-3, 4-7, ..., 2^22 and beyond.
 pub const SEEK_BUCKETS: usize = 24;
@@ -44,7 +72,15 @@ pub struct Counters {
     /// time (host cost of the emulation, not part of the drive's timeline), ns.
     #[serde(default)]
     pub reply_late_ns: u64,
+    /// Reads by the number of requests in the drive when they started
+    /// (queued and in service, this one included): index d = depth d, the
+    /// last index = that depth or more. Shows the concurrency reaching the drive.
+    #[serde(default)]
+    pub queue_depth_histogram: Vec<u64>,
 }
+
+/// Buckets of the queue-depth histogram: depths 0..=63 and 64 or more.
+pub const DEPTH_BUCKETS: usize = 65;
 
 impl Counters {
     fn add(&mut self, c: &Completion, bytes: u64, busy_ns: u64, late_ns: u64) {
@@ -64,6 +100,10 @@ impl Counters {
             self.seek_histogram.resize(SEEK_BUCKETS, 0);
         }
         self.seek_histogram[seek_bucket(c.seek_cylinders)] += 1;
+        if self.queue_depth_histogram.len() < DEPTH_BUCKETS {
+            self.queue_depth_histogram.resize(DEPTH_BUCKETS, 0);
+        }
+        self.queue_depth_histogram[(c.queue_depth as usize).min(DEPTH_BUCKETS - 1)] += 1;
     }
 
     /// `self - earlier`, field by field.
@@ -83,6 +123,9 @@ impl Counters {
             seek_cylinders: self.seek_cylinders - earlier.seek_cylinders,
             seek_histogram: hist,
             reply_late_ns: self.reply_late_ns - earlier.reply_late_ns,
+            queue_depth_histogram: (0..DEPTH_BUCKETS)
+                .map(|i| self.queue_depth_histogram.get(i).copied().unwrap_or(0) - earlier.queue_depth_histogram.get(i).copied().unwrap_or(0))
+                .collect(),
         }
     }
 
@@ -267,6 +310,7 @@ mod tests {
         assert_eq!(t.busy_ns, 11_100_000);
         assert_eq!(t.seek_histogram[seek_bucket(500)], 1);
         assert_eq!(t.seek_histogram[0], 2);
+        assert_eq!(t.queue_depth_histogram[1], 3, "each read started alone in the drive");
         assert_eq!(seek_bucket(1), 1);
         assert_eq!(seek_bucket(3), 2);
         assert_eq!(seek_bucket(4), 3);

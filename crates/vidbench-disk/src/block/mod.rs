@@ -1,0 +1,748 @@
+//! Block mode (`vidbench disk mount --block`): the emulated drive as a real
+//! block device under a real filesystem.
+//!
+//! ```text
+//!  MNT (ext4/xfs, ro)            servers read here; the page cache is this fs's
+//!   /dev/loopN (ro, dio, rotational=1, scheduler, read_ahead_kb, max_sectors_kb)
+//!    RUNTIME/fuse/disk.img        the image server (imagefs, timed mode)
+//!     drive model + scheduler      every byte timed at its true LBA
+//!      Image: overlay + extent map content generated, metadata real
+//! ```
+//!
+//! The image (`image`) is built once per [`image::ImageKey`] by `build` (a
+//! real mkfs and kernel writing into a capture server) and cached, gzip'd, in
+//! the image cache; later mounts load it in seconds. The mount process owns
+//! everything it sets up and releases it on every exit path: normally, on
+//! SIGINT/SIGTERM/SIGHUP, when its parent dies (foreground mode), and, through
+//! the `reaper` process, when it is killed outright.
+//!
+//! `vidbench disk stat|unmount MNT` find a block mount from the mount table:
+//! MNT's source is a loop device whose backing file is an image server's
+//! `disk.img`, beside which `.vidbench/stats.json` holds the drive's counters.
+
+mod build;
+pub mod image;
+mod imagefs;
+pub mod loopdev;
+pub mod reaper;
+
+use crate::mount_args::MountArgs;
+use crate::model::Drive;
+use crate::scheduler::{self, Clock};
+use crate::stats::Stats;
+use crate::{sys, trace};
+use anyhow::{bail, Context};
+use image::{Image, ImageError, ImageKey};
+use imagefs::{ImageFs, Mode, Timed, IMAGE_FILE};
+use loopdev::{LoopDev, QueueSettings};
+use reaper::{Guard, Resource};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+use vidbench_library::Library;
+
+/// The filesystem on the drive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FsKind {
+    Ext4,
+    Xfs,
+}
+
+impl FsKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            FsKind::Ext4 => "ext4",
+            FsKind::Xfs => "xfs",
+        }
+    }
+    fn mkfs(self) -> &'static str {
+        match self {
+            FsKind::Ext4 => "mkfs.ext4",
+            FsKind::Xfs => "mkfs.xfs",
+        }
+    }
+    fn package(self) -> &'static str {
+        match self {
+            FsKind::Ext4 => "e2fsprogs",
+            FsKind::Xfs => "xfsprogs",
+        }
+    }
+    fn other(self) -> &'static str {
+        match self {
+            FsKind::Ext4 => "xfs",
+            FsKind::Xfs => "ext4",
+        }
+    }
+    /// Read-only mount options that never write (no journal replay).
+    fn ro_options(self) -> &'static str {
+        match self {
+            FsKind::Ext4 => "noload",
+            // nouuid: two mounts of the same cached image are two disks with
+            // the same filesystem UUID, which xfs otherwise refuses.
+            FsKind::Xfs => "norecovery,nouuid",
+        }
+    }
+}
+
+/// Order in which the builder creates the library's files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FillOrder {
+    /// The manifest's order (id order), as a copy of the library would.
+    Library,
+    /// A permutation drawn from --seed.
+    Shuffled,
+}
+
+/// How much of the drive the filesystem covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FsSize {
+    /// The whole drive: the filesystem's allocator spreads directories and
+    /// files over it, as on a server's data disk.
+    Whole,
+    /// Only the library plus --fs-slack-pct, at the start of the drive (the
+    /// outer, fastest tracks).
+    Packed,
+}
+
+/// The I/O schedulers of blk-mq.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scheduler {
+    None,
+    MqDeadline,
+    Bfq,
+    Kyber,
+}
+
+impl Scheduler {
+    fn sysfs_name(self) -> &'static str {
+        match self {
+            Scheduler::None => "none",
+            Scheduler::MqDeadline => "mq-deadline",
+            Scheduler::Bfq => "bfq",
+            Scheduler::Kyber => "kyber",
+        }
+    }
+}
+
+/// Options of block mode (with --block).
+#[derive(Debug, Clone, clap::Args)]
+pub struct BlockArgs {
+    /// Serve the drive as a block device (loop over an image) with a real
+    /// filesystem at the mount point, instead of a FUSE filesystem.
+    #[arg(long, help_heading = "Block mode")]
+    pub block: bool,
+    /// Filesystem on the drive.
+    #[arg(long = "fs", value_enum, default_value_t = FsKind::Ext4, requires = "block", help_heading = "Block mode")]
+    pub fs: FsKind,
+    /// I/O scheduler of the device (/sys/block/loopN/queue/scheduler); the
+    /// default is what the kernel gives a SATA disk.
+    #[arg(long, value_enum, default_value_t = Scheduler::MqDeadline, requires = "block", help_heading = "Block mode")]
+    pub scheduler: Scheduler,
+    /// Largest request the block layer sends, KiB (queue/max_sectors_kb; the
+    /// loop device caps it at max_hw_sectors_kb, 1280 here). Default: the kernel's.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(4..), requires = "block", help_heading = "Block mode")]
+    pub max_sectors_kb: Option<u32>,
+    /// Requests the queue holds (queue/nr_requests). Default: the kernel's.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(4..), requires = "block", help_heading = "Block mode")]
+    pub nr_requests: Option<u32>,
+    /// Order in which the files are written to the new filesystem.
+    #[arg(long, value_enum, default_value_t = FillOrder::Library, requires = "block", help_heading = "Block mode")]
+    pub fill_order: FillOrder,
+    /// How much of the drive the filesystem covers.
+    #[arg(long, value_enum, default_value_t = FsSize::Whole, requires = "block", help_heading = "Block mode")]
+    pub fs_size: FsSize,
+    /// Free space of a packed filesystem, percent of the library.
+    #[arg(long, default_value_t = 10, requires = "block", help_heading = "Block mode")]
+    pub fs_slack_pct: u32,
+    /// Directory of built images [default: $XDG_CACHE_HOME/vidbench/images,
+    /// else ~/.cache/vidbench/images, else /var/cache/vidbench/images].
+    #[arg(long, value_name = "DIR", env = "VIDBENCH_IMAGE_CACHE", help_heading = "Block mode")]
+    pub image_cache: Option<PathBuf>,
+    /// Build the image again even if the cache has it.
+    #[arg(long, requires = "block", help_heading = "Block mode")]
+    pub rebuild_image: bool,
+}
+
+/// Largest request the image server takes: the loop device's own cap, so
+/// that a loop request reaches the drive whole.
+const IMAGE_MAX_REQUEST_KIB: u32 = 1280;
+/// Outstanding direct reads FUSE lets through: more than the block queue holds.
+const IMAGE_MAX_BACKGROUND: u16 = 512;
+
+fn default_cache_dir() -> PathBuf {
+    if let Some(x) = std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(x).join("vidbench/images");
+    }
+    if let Some(h) = std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(h).join(".cache/vidbench/images");
+    }
+    PathBuf::from("/var/cache/vidbench/images")
+}
+
+/// Bytes of the filesystem for these options.
+fn fs_bytes(args: &BlockArgs, library: &Library, capacity: u64) -> u64 {
+    match args.fs_size {
+        FsSize::Whole => capacity / (1 << 20) * (1 << 20),
+        FsSize::Packed => {
+            let data: u64 = library.files.iter().map(|f| f.size.div_ceil(4096) * 4096).sum();
+            // Slack for the files, plus room for metadata and a journal/log.
+            let want = data + data / 100 * args.fs_slack_pct as u64 + (1 << 30);
+            (want.div_ceil(1 << 20) * (1 << 20)).min(capacity / (1 << 20) * (1 << 20))
+        }
+    }
+}
+
+/// The key of the image for this mount.
+fn image_key(args: &MountArgs, library: &Library, capacity: u64, uid: u32, gid: u32) -> ImageKey {
+    let b = &args.block;
+    ImageKey {
+        builder_version: image::BUILDER_VERSION,
+        library_hash: format!("{:016x}", image::fnv1a(&serde_json::to_vec(library).expect("a library serializes"))),
+        library_name: library.name.clone(),
+        fs: b.fs.name().into(),
+        capacity_bytes: capacity,
+        fs_bytes: fs_bytes(b, library, capacity),
+        fill_order: match b.fill_order {
+            FillOrder::Library => "library".into(),
+            FillOrder::Shuffled => "shuffled".into(),
+        },
+        seed: if b.fill_order == FillOrder::Shuffled { args.seed.unwrap_or(library.placement_seed) } else { 0 },
+        uid,
+        gid,
+    }
+}
+
+/// Loads the image from the cache, or builds and caches it.
+fn obtain_image(args: &MountArgs, library: &Library, key: &ImageKey, guard: &mut Guard, check: &dyn Fn() -> anyhow::Result<()>) -> anyhow::Result<(Image, PathBuf, bool)> {
+    let dir = args.block.image_cache.clone().unwrap_or_else(default_cache_dir);
+    let path = key.cache_path(&dir);
+    if !args.block.rebuild_image && path.exists() {
+        let started = Instant::now();
+        match Image::load(&path, key) {
+            Ok(image) => {
+                eprintln!("vidbench disk: image {} loaded in {:.1} s", path.display(), started.elapsed().as_secs_f64());
+                return Ok((image, path, false));
+            }
+            Err(ImageError::Corrupt { reason, .. }) => eprintln!("vidbench disk: image cache {} is corrupt ({reason}): rebuilding it", path.display()),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating the image cache {} (choose another with --image-cache DIR)", dir.display()))?;
+    let probe = dir.join(format!(".probe{}", std::process::id()));
+    std::fs::write(&probe, b"").with_context(|| format!("the image cache {} is not writable (choose another with --image-cache DIR)", dir.display()))?;
+    let _ = std::fs::remove_file(&probe);
+    eprintln!("vidbench disk: building the {} image of {} ({} files, {:.1} GB) for a {:.0} GB drive; cached as {}", key.fs, library.name, library.files.len(), library.total_bytes() as f64 / 1e9, key.capacity_bytes as f64 / 1e9, path.display());
+    let work = runtime_dir("build", guard)?;
+    let image = build::build(library, key, args.block.fs, &work, guard, check)?;
+    guard.release(&Resource::Dir(work))?;
+    image.save(&path).with_context(|| format!("saving the image to {}", path.display()))?;
+    Ok((image, path, true))
+}
+
+/// A fresh runtime directory, recorded before it is created.
+fn runtime_dir(kind: &str, guard: &mut Guard) -> anyhow::Result<PathBuf> {
+    let root = PathBuf::from(std::env::var_os("VIDBENCH_RUNTIME_DIR").unwrap_or_else(|| "/run/vidbench/block".into()));
+    let dir = root.join(format!("{kind}-{}", std::process::id()));
+    guard.add(Resource::Dir(dir.clone()));
+    if dir.exists() {
+        // Left by an earlier process with our pid; only empty directories are removed.
+        reaper::release(&Resource::Dir(dir.clone()))?;
+    }
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating the runtime directory {} (set VIDBENCH_RUNTIME_DIR to use another place)", dir.display()))?;
+    Ok(dir)
+}
+
+/// What made the mount process stop.
+enum Stop {
+    Signal(i32),
+    SessionEnded,
+}
+
+/// Runs a block-mode mount until it is unmounted or signalled. `ready` tells
+/// the caller (or a daemonizing parent) the mount is usable.
+pub fn serve(args: &MountArgs, ready: &mut dyn FnMut(&str), daemonized: bool) -> anyhow::Result<()> {
+    let (preset_name, params) = args.drive.resolve()?;
+    let library = Library::load(&args.library).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mountpoint = &args.mountpoint;
+    let meta = std::fs::metadata(mountpoint).with_context(|| format!("mount point {} does not exist or cannot be reached", mountpoint.display()))?;
+    if !meta.is_dir() {
+        bail!("mount point {} is not a directory", mountpoint.display());
+    }
+    if let Some(m) = sys::mount_at(mountpoint)? {
+        bail!("{} is already a mount point ({} of {}, device {}:{}); unmount it first (`vidbench disk unmount {}`)", mountpoint.display(), m.fstype, m.source, m.major, m.minor, mountpoint.display());
+    }
+    if !Path::new("/dev/fuse").exists() {
+        bail!("/dev/fuse is missing: block mode serves the drive image through FUSE; load the fuse module (modprobe fuse)");
+    }
+    loopdev::check_support()?;
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("block mode needs root (loop devices, mounting a filesystem); run as root or without --block");
+    }
+    let fs = args.block.fs;
+    // Fail before setting anything up when mkfs is missing (needed to build).
+    if loopdev::which(fs.mkfs()).is_none() {
+        bail!("{} is not installed: install the Debian package {} (`apt-get install {}`, or scripts/bootstrap), or use --fs {}", fs.mkfs(), fs.package(), fs.package(), fs.other());
+    }
+    let capacity = params.capacity_bytes() / 512 * 512;
+    let data: u64 = library.files.iter().map(|f| f.size.div_ceil(4096) * 4096).sum();
+    if data + data / 20 > capacity {
+        bail!("library {}: {:.1} GB in {} files does not fit on the drive ({:.1} GB) with a filesystem's overhead; choose a larger capacity_gb", args.library.display(), data as f64 / 1e9, library.files.len(), capacity as f64 / 1e9);
+    }
+
+    // Signals from here on; a foreground mount also ends with its parent.
+    let signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP]).context("installing signal handlers")?;
+    let signal_handle = signals.handle();
+    let (stop_tx, stop_rx) = std::sync::mpsc::channel::<Stop>();
+    let interrupted = Arc::new(AtomicI32::new(0));
+    {
+        let stop_tx = stop_tx.clone();
+        let interrupted = interrupted.clone();
+        let mut signals = signals;
+        std::thread::Builder::new().name("vidbench-signals".into()).spawn(move || {
+            for signal in signals.forever() {
+                interrupted.store(signal, Ordering::SeqCst);
+                let _ = stop_tx.send(Stop::Signal(signal));
+            }
+        })?;
+    }
+    if !daemonized {
+        // SAFETY: prctl(PR_SET_PDEATHSIG) only affects this process.
+        unsafe {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong, 0, 0, 0);
+        }
+        // SAFETY: getppid cannot fail.
+        if unsafe { libc::getppid() } == 1 {
+            bail!("the parent process exited before the mount started");
+        }
+    }
+    let mut guard = Guard::start(&mountpoint.canonicalize()?)?;
+    let ctx = Ctx { args, library: &library, preset_name, params, capacity, interrupted: &interrupted, stop_tx, stop_rx };
+    let result = run_mount(ctx, &mut guard, ready);
+    signal_handle.close();
+    let cleanup = guard.release_all();
+    result?;
+    cleanup
+}
+
+struct Ctx<'a> {
+    args: &'a MountArgs,
+    library: &'a Library,
+    preset_name: String,
+    params: crate::params::DriveParams,
+    capacity: u64,
+    interrupted: &'a AtomicI32,
+    stop_tx: std::sync::mpsc::Sender<Stop>,
+    stop_rx: std::sync::mpsc::Receiver<Stop>,
+}
+
+fn run_mount(ctx: Ctx, guard: &mut Guard, ready: &mut dyn FnMut(&str)) -> anyhow::Result<()> {
+    let args = ctx.args;
+    let fs = args.block.fs;
+    let canonical = args.mountpoint.canonicalize()?;
+    let interrupted = ctx.interrupted;
+    let check = || match interrupted.load(Ordering::SeqCst) {
+        0 => Ok(()),
+        s => Err(anyhow::anyhow!("interrupted by signal {s} while setting up the block mount of {}", canonical.display())),
+    };
+    // SAFETY: getuid/getgid cannot fail.
+    let (uid, gid) = (args.uid.unwrap_or(unsafe { libc::getuid() }), args.gid.unwrap_or(unsafe { libc::getgid() }));
+    let key = image_key(args, ctx.library, ctx.capacity, uid, gid);
+    let (image, image_path, built) = obtain_image(args, ctx.library, &key, guard, &check)?;
+    check()?;
+    let image = Arc::new(image);
+    let run_dir = runtime_dir("mount", guard)?;
+    let fuse_dir = run_dir.join("fuse");
+    std::fs::create_dir_all(&fuse_dir).with_context(|| format!("creating {}", fuse_dir.display()))?;
+    if let Some(notice) = sys::ensure_max_pages(IMAGE_MAX_REQUEST_KIB / 4)? {
+        eprintln!("vidbench disk: {notice}");
+    }
+
+    let drive = Drive::new(&ctx.params);
+    let full_stroke = drive.geometry().map_or(0, |g| g.cylinders() - 1);
+    let settings = QueueSettings {
+        scheduler: Some(args.block.scheduler.sysfs_name().into()),
+        read_ahead_kb: Some(args.read_ahead_kb),
+        max_sectors_kb: args.block.max_sectors_kb,
+        nr_requests: args.block.nr_requests,
+        rotational: ctx.params.kind == crate::params::DriveKind::Hdd,
+    };
+    let config = serde_json::json!({
+        "mode": "block",
+        "preset": ctx.preset_name,
+        "drive": ctx.params,
+        "library": args.library.canonicalize().unwrap_or(args.library.clone()),
+        "files": ctx.library.files.len(),
+        "library_bytes": ctx.library.total_bytes(),
+        "read_ahead_kb": args.read_ahead_kb,
+        "uid": uid,
+        "gid": gid,
+        "trace": args.trace,
+        "block": {
+            "fs": fs.name(),
+            "fs_bytes": key.fs_bytes,
+            "fs_size": args.block.fs_size,
+            "fill_order": args.block.fill_order,
+            "seed": key.seed,
+            "image": image_path,
+            "image_key_hash": key.hash(),
+            "image_built_now": built,
+            "image_figures": image.figures,
+            "image_server": fuse_dir.join(IMAGE_FILE),
+            "requested_queue": settings,
+        },
+    });
+    let tracer = match &args.trace {
+        Some(path) => Some(trace::Tracer::start(path)?),
+        None => None,
+    };
+    let clock = Clock { epoch: Instant::now() };
+    let stats = Arc::new(Stats::new(clock.epoch, canonical.display().to_string(), ctx.preset_name.clone(), full_stroke, config));
+    let (job_tx, job_rx) = std::sync::mpsc::channel();
+    let scheduler_thread = {
+        let stats = stats.clone();
+        let trace_tx = tracer.as_ref().map(|t| t.sender.clone());
+        std::thread::Builder::new().name("vidbench-drive".into()).spawn(move || scheduler::run(drive, clock, job_rx, stats, trace_tx))?
+    };
+    let device_info = Arc::new(OnceLock::new());
+    let imagefs = ImageFs::new(Mode::Timed(Timed { image: image.clone(), jobs: job_tx, clock, stats: stats.clone(), device: device_info.clone() }), ctx.capacity, IMAGE_MAX_REQUEST_KIB, IMAGE_MAX_BACKGROUND);
+    let mut options = fuser::Config::default();
+    options.mount_options = vec![
+        fuser::MountOption::FSName(imagefs::FSNAME.into()),
+        fuser::MountOption::Subtype("image".into()),
+        fuser::MountOption::RO,
+        fuser::MountOption::NoAtime,
+        fuser::MountOption::NoSuid,
+        fuser::MountOption::NoDev,
+    ];
+    options.n_threads = Some(args.fuse_threads as usize);
+    options.clone_fd = true;
+    let fuse_res = Resource::Fuse(fuse_dir.clone());
+    guard.add(fuse_res.clone());
+    let session = fuser::Session::new(imagefs, &fuse_dir, &options).with_context(|| format!("mounting the image server on {}", fuse_dir.display()))?;
+    let session_thread = {
+        let stop_tx = ctx.stop_tx.clone();
+        std::thread::Builder::new().name("vidbench-fuse".into()).spawn(move || {
+            let r = session.run();
+            let _ = stop_tx.send(Stop::SessionEnded);
+            r
+        })?
+    };
+
+    let img = fuse_dir.join(IMAGE_FILE);
+    let dev = loopdev::attach(&img, true)?;
+    let loop_res = Resource::Loop { dev: dev.name.clone(), backing: img.clone() };
+    guard.add(loop_res.clone());
+    loopdev::apply(&dev, &settings)?;
+    let (major, minor) = dev.dev_numbers()?;
+    let queue = loopdev::current(&dev);
+    // A loop device's counters survive detach and attach: keep where they
+    // stood, so that `disk stat` reports this mount's share.
+    let stat_at_mount = loopdev::block_stat(&dev)?;
+    let _ = device_info.set(serde_json::json!({ "device": dev.name, "dev": format!("{major}:{minor}"), "queue": queue, "stat_at_mount": stat_at_mount }));
+    check()?;
+
+    let mount_res = Resource::Mount { at: canonical.clone(), source: dev.dev_path().display().to_string() };
+    guard.add(mount_res.clone());
+    let flags = libc::MS_RDONLY | libc::MS_NOATIME | libc::MS_NODEV | libc::MS_NOSUID;
+    if let Err(e) = build::mount(&dev.dev_path(), &canonical, fs.name(), flags, fs.ro_options()) {
+        if e.raw_os_error() == Some(libc::EBUSY) {
+            bail!("mounting {} on {}: the mount point is in use (EBUSY): another mount was made there meanwhile; choose another directory or unmount it", dev.dev_path().display(), canonical.display());
+        }
+        return Err(e).with_context(|| format!("mounting the {} filesystem of {} on {} (read-only, {})", fs.name(), dev.dev_path().display(), canonical.display(), fs.ro_options()));
+    }
+    ready(&format!(
+        "ready: {} on {} ({} files, {:.1} GB, {} on /dev/{} ({major}:{minor}) scheduler {} read_ahead_kb {} max_sectors_kb {} nr_requests {}, image {})\n",
+        ctx.preset_name,
+        canonical.display(),
+        ctx.library.files.len(),
+        ctx.library.total_bytes() as f64 / 1e9,
+        fs.name(),
+        dev.name,
+        selected_scheduler(queue["scheduler"].as_str().unwrap_or("?")),
+        queue["read_ahead_kb"].as_str().unwrap_or("?"),
+        queue["max_sectors_kb"].as_str().unwrap_or("?"),
+        queue["nr_requests"].as_str().unwrap_or("?"),
+        image_path.display()
+    ));
+
+    match ctx.stop_rx.recv() {
+        Ok(Stop::Signal(s)) => eprintln!("vidbench disk: signal {s}, unmounting {}", canonical.display()),
+        Ok(Stop::SessionEnded) => eprintln!("vidbench disk: the image server of {} was unmounted; unmounting {}", dev.name, canonical.display()),
+        Err(_) => {}
+    }
+    guard.release(&mount_res)?;
+    guard.release(&loop_res)?;
+    guard.release(&fuse_res)?;
+    let served = session_thread.join().map_err(|_| anyhow::anyhow!("the image server panicked"))?;
+    scheduler_thread.join().map_err(|_| anyhow::anyhow!("the drive scheduler panicked"))?;
+    let snapshot = stats.snapshot();
+    if let Some(t) = tracer {
+        let rows = t.finish()?;
+        eprintln!("vidbench disk: trace: {rows} requests written");
+    }
+    eprintln!(
+        "vidbench disk: unmounted {}: {} reads, {:.1} MB, {:.1} MB/s over {:.1} s",
+        canonical.display(),
+        snapshot.total.counters.reads,
+        snapshot.total.counters.bytes as f64 / 1e6,
+        snapshot.total.rates.mb_per_s,
+        snapshot.uptime_s
+    );
+    guard.release(&Resource::Dir(run_dir))?;
+    served.with_context(|| format!("image server of {}", canonical.display()))
+}
+
+/// How a block mount is found from its mount point.
+#[derive(Debug, Clone)]
+pub struct BlockMount {
+    pub dev: LoopDev,
+    /// The image server's control directory (`.vidbench`).
+    pub control_dir: PathBuf,
+    pub mountpoint: PathBuf,
+}
+
+/// The block mount at `mountpoint`, if it is one.
+pub fn find(mountpoint: &Path) -> Option<BlockMount> {
+    let m = sys::mount_at(mountpoint).ok().flatten()?;
+    let dev = LoopDev::from_dev_path(&m.source)?;
+    let backing = dev.backing_file()?;
+    if backing.file_name()? != IMAGE_FILE {
+        return None;
+    }
+    let control_dir = backing.parent()?.join(crate::stats::CONTROL_DIR);
+    control_dir.join(crate::stats::STATS_FILE).exists().then_some(BlockMount { dev, control_dir, mountpoint: m.mountpoint })
+}
+
+
+/// `vidbench disk unmount MNT` for a block mount: unmounts the filesystem
+/// (lazily when busy), then asks the mount process to release the loop device
+/// and the image server, and waits for it to exit.
+pub fn unmount(b: &BlockMount, wait_s: f64) -> anyhow::Result<()> {
+    let pid = crate::stats::read_snapshot_in(&b.control_dir).ok().map(|s| s.pid);
+    let busy = reaper::unmount_block_fs(&b.mountpoint)?;
+    let Some(pid) = pid else {
+        bail!("unmounted {}, but its mount process could not be found (the counters of {} do not answer); check `losetup -a` for {}", b.mountpoint.display(), b.control_dir.display(), b.dev.name);
+    };
+    // SAFETY: kill sends a signal to a pid read from the mount's own counters.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    if busy {
+        println!(
+            "detached {} (lazy unmount: files are still open there); the drive keeps serving them, and its process (pid {pid}) releases {} and exits once they are closed",
+            b.mountpoint.display(),
+            b.dev.name
+        );
+        return Ok(());
+    }
+    let deadline = Instant::now() + Duration::from_secs_f64(wait_s);
+    // SAFETY: kill with signal 0 only probes.
+    while unsafe { libc::kill(pid as i32, 0) } == 0 {
+        if Instant::now() > deadline {
+            bail!("unmounted {}, but its mount process (pid {pid}) is still running after {wait_s} s", b.mountpoint.display());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    println!("unmounted {} (and detached {})", b.mountpoint.display(), b.dev.name);
+    Ok(())
+}
+
+/// The drive's snapshot as JSON with the block layer's figures added.
+fn with_block_layer(drive: serde_json::Value, block: &loopdev::BlockStat, seconds: f64, dev: &LoopDev) -> serde_json::Value {
+    let mut v = drive;
+    v["block_layer"] = serde_json::json!({ "counters": block, "rates": block.rates(seconds), "queue": loopdev::current(dev) });
+    v
+}
+
+fn print_block_line(b: &loopdev::BlockStat, seconds: f64) {
+    let r = b.rates(seconds);
+    let f = |k: &str| r[k].as_f64().unwrap_or(0.0);
+    println!(
+        "{:>9} {:>8.1} {:>8.2} {:>8.1} {:>8.1} {:>6.1} {:>6.2} {:>6} {:>10}",
+        b.device,
+        f("reads_per_s"),
+        f("mb_per_s"),
+        f("avg_request_kib"),
+        f("avg_await_ms"),
+        f("util_pct"),
+        f("avg_queue_depth"),
+        b.in_flight,
+        format!("{:.1}%", f("merge_pct"))
+    );
+}
+
+fn print_block_header() {
+    println!("{:>9} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6} {:>6} {:>10}", "device", "r/s", "MB/s", "KiB/r", "await", "util%", "aqu", "queue", "merged");
+}
+
+fn print_depth_histogram(h: &[u64]) {
+    let total: u64 = h.iter().sum();
+    if total == 0 {
+        return;
+    }
+    // Powers of two for reading; the JSON keeps every depth.
+    let mut parts = Vec::new();
+    let (mut lo, mut hi) = (0usize, 0usize);
+    while lo < h.len() {
+        let top = hi.min(h.len() - 1);
+        let n: u64 = h[lo..=top].iter().sum();
+        if n > 0 {
+            let label = if top + 1 == h.len() { format!("{lo}+") } else if lo == top { format!("{lo}") } else { format!("{lo}-{top}") };
+            parts.push(format!("{label}: {:.1}%", 100.0 * n as f64 / total as f64));
+        }
+        lo = top + 1;
+        hi = (hi + 1) * 2 - 1;
+    }
+    println!("drive queue depth when each read started: {}", parts.join(", "));
+}
+
+/// `vidbench disk stat MNT` for a block mount: the drive's figures (as in FUSE
+/// mode) and the block layer's own (`/sys/block/loopN/stat`, `inflight`).
+pub fn stat(b: &BlockMount, json: bool, interval: Option<f64>, count: Option<u64>) -> anyhow::Result<()> {
+    let snapshot = crate::stats::read_snapshot_in(&b.control_dir)?;
+    let block = loopdev::block_stat(&b.dev)?;
+    let Some(interval) = interval else {
+        // Totals since this mount attached the device.
+        let base: loopdev::BlockStat = serde_json::from_value(snapshot.config["block"]["device"]["stat_at_mount"].clone()).unwrap_or_default();
+        let block = block.since(&base);
+        if json {
+            let v = with_block_layer(serde_json::to_value(&snapshot)?, &block, snapshot.uptime_s, &b.dev);
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        } else {
+            println!("drive ({}):", snapshot.preset);
+            crate::stats::print_rates_header();
+            crate::stats::print_rates_line(&snapshot.total.counters.rates(snapshot.uptime_s), snapshot.uptime_s, snapshot.in_flight);
+            print_depth_histogram(&snapshot.total.counters.queue_depth_histogram);
+            println!("block layer ({}):", read_knob_or(&b.dev, "scheduler"));
+            print_block_header();
+            print_block_line(&block, snapshot.uptime_s);
+        }
+        return Ok(());
+    };
+    if !(interval.is_finite() && interval > 0.0) {
+        bail!("--interval must be a positive number of seconds");
+    }
+    if !json {
+        crate::stats::print_rates_header();
+    }
+    let (mut previous, mut previous_block) = (snapshot, block);
+    let mut n = 0;
+    while count.is_none_or(|c| n < c) {
+        std::thread::sleep(Duration::from_secs_f64(interval));
+        let now = crate::stats::read_snapshot_in(&b.control_dir)?;
+        let block_now = loopdev::block_stat(&b.dev)?;
+        let delta = now.total.counters.since(&previous.total.counters);
+        let seconds = now.uptime_s - previous.uptime_s;
+        let rates = delta.rates(seconds);
+        let block_delta = block_now.since(&previous_block);
+        if json {
+            let v = serde_json::json!({"uptime_s": now.uptime_s, "in_flight": now.in_flight, "counters": delta, "rates": rates,
+                "block_layer": {"counters": block_delta, "rates": block_delta.rates(seconds)}});
+            println!("{v}");
+        } else {
+            crate::stats::print_rates_line(&rates, now.uptime_s, now.in_flight);
+            print_block_line(&block_delta, seconds);
+        }
+        use std::io::Write;
+        std::io::stdout().flush()?;
+        previous = now;
+        previous_block = block_now;
+        n += 1;
+    }
+    Ok(())
+}
+
+fn read_knob_or(dev: &LoopDev, knob: &str) -> String {
+    let s = loopdev::read_knob(dev, knob).unwrap_or_default();
+    format!("{}, {knob} {}", dev.name, selected_scheduler(&s))
+}
+
+/// `none [mq-deadline] kyber` -> `mq-deadline`.
+fn selected_scheduler(list: &str) -> &str {
+    list.split_whitespace().find(|w| w.starts_with('[')).map_or(list, |w| w.trim_matches(['[', ']']))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        mount: MountArgs,
+    }
+
+    fn args(extra: &[&str]) -> MountArgs {
+        let mut v = vec!["x", "/mnt", "--library", "lib.json", "--preset", "wd-red-1tb", "--block"];
+        v.extend_from_slice(extra);
+        Cli::parse_from(v).mount
+    }
+
+    fn library(n: u32, size: u64) -> Library {
+        use vidbench_library::{Video, MANIFEST_VERSION};
+        Library {
+            version: MANIFEST_VERSION,
+            name: "lib".into(),
+            placement_seed: 3,
+            files: (0..n).map(|i| Video { id: i, path: format!("v/{i}"), size, video: i, chunk: None, bitrate_kbps: 400, duration_s: 1.0, rank: 1 + i }).collect(),
+        }
+    }
+
+    #[test]
+    fn packed_filesystems_hold_the_library_plus_slack() {
+        let lib = library(100, 1 << 30);
+        let cap = 1_000_000_000_000;
+        let whole = fs_bytes(&args(&[]).block, &lib, cap);
+        assert!(whole <= cap && cap - whole < 1 << 20);
+        let packed = fs_bytes(&args(&["--fs-size", "packed", "--fs-slack-pct", "10"]).block, &lib, cap);
+        let data = 100u64 << 30;
+        assert!(packed >= data + data / 10 && packed < data + data / 10 + (2 << 30), "{packed}");
+        assert_eq!(packed % (1 << 20), 0);
+    }
+
+    #[test]
+    fn the_image_key_follows_every_input() {
+        let lib = library(10, 1 << 20);
+        let base = image_key(&args(&[]), &lib, 1 << 40, 0, 0);
+        let mut other_lib = lib.clone();
+        other_lib.files[3].size += 1;
+        let variants = [
+            image_key(&args(&["--fs", "xfs"]), &lib, 1 << 40, 0, 0),
+            image_key(&args(&["--fill-order", "shuffled"]), &lib, 1 << 40, 0, 0),
+            image_key(&args(&["--fs-size", "packed"]), &lib, 1 << 40, 0, 0),
+            image_key(&args(&[]), &other_lib, 1 << 40, 0, 0),
+            image_key(&args(&[]), &lib, 1 << 41, 0, 0),
+            image_key(&args(&[]), &lib, 1 << 40, 33, 0),
+        ];
+        for v in &variants {
+            assert_ne!(v.hash(), base.hash(), "{v:?}");
+        }
+        // The seed matters only to a shuffled fill.
+        assert_eq!(image_key(&args(&["--seed", "9"]), &lib, 1 << 40, 0, 0), base);
+        assert_ne!(image_key(&args(&["--fill-order", "shuffled", "--seed", "9"]), &lib, 1 << 40, 0, 0), variants[1]);
+    }
+
+    #[test]
+    fn block_options_need_block() {
+        let base = ["x", "/mnt", "--library", "lib.json", "--preset", "wd-red-1tb"];
+        for extra in [&["--fs", "xfs"][..], &["--scheduler", "bfq"], &["--max-sectors-kb", "512"], &["--fs-size", "packed"], &["--rebuild-image"]] {
+            let v: Vec<&str> = base.iter().copied().chain(extra.iter().copied()).collect();
+            assert!(Cli::try_parse_from(&v).is_err(), "{extra:?} accepted without --block");
+            let v: Vec<&str> = v.into_iter().chain(["--block"]).collect();
+            assert!(Cli::try_parse_from(&v).is_ok(), "{extra:?} refused with --block");
+        }
+        // The cache directory may come from the environment in FUSE mode too.
+        assert!(Cli::try_parse_from(base.iter().copied().chain(["--image-cache", "/c"])).is_ok());
+    }
+
+    #[test]
+    fn scheduler_names() {
+        assert_eq!(selected_scheduler("none [mq-deadline] kyber bfq"), "mq-deadline");
+        assert_eq!(selected_scheduler("[none] bfq"), "none");
+    }
+}

@@ -1,0 +1,56 @@
+//! The command line of `vidbench disk mount`, shared by the FUSE mode
+//! (`mount`) and the block mode (`block`).
+
+use crate::drive_args::DriveArgs;
+use crate::layout::Placement;
+use std::path::PathBuf;
+
+#[derive(Debug, clap::Args)]
+pub struct MountArgs {
+    /// Existing empty directory to mount on.
+    pub mountpoint: PathBuf,
+    /// Library manifest (library.json, written by `vidbench workload gen`).
+    #[arg(long)]
+    pub library: PathBuf,
+    #[command(flatten)]
+    pub drive: DriveArgs,
+    /// Stay attached to the terminal (the default).
+    #[arg(long, conflicts_with = "daemonize")]
+    pub foreground: bool,
+    /// Run in the background; return once the mount is ready.
+    #[arg(long)]
+    pub daemonize: bool,
+    /// Where a daemonized server writes its messages.
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+    /// Write every disk request to this CSV file (flushed at unmount).
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Owner of the files (default: the caller).
+    #[arg(long)]
+    pub uid: Option<u32>,
+    /// Group of the files (default: the caller's).
+    #[arg(long)]
+    pub gid: Option<u32>,
+    /// The mount's readahead window, KiB (/sys/class/bdi/MAJ:MIN/read_ahead_kb).
+    #[arg(long, default_value_t = 128)]
+    pub read_ahead_kb: u32,
+    /// Largest read the kernel may send, KiB (FUSE max_pages); above 1024 the
+    /// sysctl fs.fuse.max_pages_limit is raised.
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(4..=16384))]
+    pub max_request_kb: u32,
+    /// Asynchronous (readahead) requests the kernel keeps outstanding.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_background: u16,
+    /// Order of the files on the platter.
+    #[arg(long, value_enum, default_value_t = Placement::Random)]
+    pub placement: Placement,
+    /// Seed of the random placement (default: the manifest's placement_seed).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Threads reading FUSE requests.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub fuse_threads: u32,
+    #[command(flatten)]
+    pub block: crate::block::BlockArgs,
+}

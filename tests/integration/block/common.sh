@@ -1,0 +1,83 @@
+# Shared by the disk-block-*.sh tests: skip checks, a scratch directory, the
+# generator in Python, and the check that nothing of a block mount is left.
+# Sourced, not run (tests/run only runs tests/integration/*.sh).
+VB=${VIDBENCH:-${LIBCEPTION_BUILD:-$PWD/build}/bin/vidbench}
+
+block_skip_checks() {
+  if [ "$(id -u)" -ne 0 ]; then echo "skip: needs root (loop devices, mounting a filesystem)"; exit 77; fi
+  [ -c /dev/fuse ] || { echo "skip: /dev/fuse is missing"; exit 77; }
+  [ -e /dev/loop-control ] || { echo "skip: no loop device support (/dev/loop-control is missing; modprobe loop)"; exit 77; }
+  command -v losetup >/dev/null || { echo "skip: losetup is not installed"; exit 77; }
+  [ -x "$VB" ] || { echo "FAIL: $VB not built (run make)"; exit 1; }
+}
+
+fail() { echo "FAIL: $*"; for l in "$tmp"/*.log; do [ -f "$l" ] && { echo "--- $l"; tail -15 "$l"; }; done; exit 1; }
+
+# A scratch directory with its own image cache and runtime root; the EXIT
+# trap releases whatever a failed test left (mounts under it, loop devices
+# backed by its image servers, its processes).
+block_scratch() {
+  tmp=$(mktemp -d /tmp/disk-block.XXXXXX)
+  export VIDBENCH_IMAGE_CACHE=$tmp/cache VIDBENCH_RUNTIME_DIR=$tmp/run
+  trap block_cleanup EXIT
+}
+
+block_cleanup() {
+  local m d
+  for m in $(awk -v p="$tmp" 'index($2, p) == 1 { print $2 }' /proc/mounts | sort -r); do umount -l "$m" 2>/dev/null || true; done
+  for d in $(losetup -a -O NAME,BACK-FILE -n 2>/dev/null | awk -v p="$tmp" 'index($2, p) == 1 { print $1 }'); do losetup -d "$d" 2>/dev/null || true; done
+  [ -f "$tmp/pids" ] && while read -r p; do kill -TERM "$p" 2>/dev/null || true; done < "$tmp/pids"
+  rm -rf "$tmp"
+}
+
+# Fails if anything of the scratch directory is still mounted, attached or running.
+assert_nothing_left() {
+  local what=$1 i
+  for i in $(seq 100); do
+    if ! grep -q " $tmp" /proc/mounts && ! losetup -a -O BACK-FILE -n 2>/dev/null | grep -q "^$tmp" \
+       && ! pgrep -f "disk (mount|block-reaper --for) $tmp" >/dev/null; then
+      [ -z "$(ls -A "$tmp/run" 2>/dev/null)" ] || fail "$what: runtime directory left: $(ls -A "$tmp/run")"
+      return 0
+    fi
+    sleep 0.1
+  done
+  grep " $tmp" /proc/mounts || true
+  losetup -a || true
+  pgrep -af "disk (mount|block-reaper --for) $tmp" || true
+  fail "$what: a mount, loop device or process is left behind"
+}
+
+# Python: verify files under a mount against the generator (random offsets,
+# page and request boundaries, EOF).
+verify_pattern() {
+  python3 - "$1" "$2" <<'PY'
+import json, os, random, sys
+mnt, lib = sys.argv[1], json.load(open(sys.argv[2]))
+M = (1 << 64) - 1
+SALT = 0x6c63705f76696462
+def splitmix(z):
+    z = (z + 0x9e3779b97f4a7c15) & M
+    z = ((z ^ (z >> 30)) * 0xbf58476d1ce4e5b9) & M
+    z = ((z ^ (z >> 27)) * 0x94d049bb133111eb) & M
+    return z ^ (z >> 31)
+def expected(fid, off, n):
+    first, last = off // 8, (off + n + 7) // 8
+    b = b"".join(splitmix(((fid << 40) ^ w ^ SALT) & M).to_bytes(8, "little") for w in range(first, last))
+    return b[off % 8: off % 8 + n]
+rng = random.Random(5)
+checked = 0
+for f in lib["files"]:
+    path, size, fid = os.path.join(mnt, f["path"]), f["size"], f["id"]
+    assert os.stat(path).st_size == size, (path, os.stat(path).st_size, size)
+    fd = os.open(path, os.O_RDONLY)
+    cases = [(0, 100), (4090, 20), (131072 - 3, 10), (1048576 - 5, 4096 + 10), (size - 10, 10), (size - 3, 100), (size, 10)]
+    cases += [(rng.randrange(size), rng.randrange(1, 20000)) for _ in range(20)]
+    for off, n in cases:
+        got = os.pread(fd, n, off)
+        want = expected(fid, off, max(0, min(n, size - off))) if off < size else b""
+        assert got == want, f"{path} offset {off} length {n}: {len(got)} bytes differ from the generator"
+        checked += 1
+    os.close(fd)
+print(f"generator: {checked} reads verified")
+PY
+}
