@@ -45,35 +45,12 @@ if (echo x >> "$f0") 2>/dev/null; then fail "a library file was writable"; fi
 ls -a "$mnt" | grep -q vidbench && fail ".vidbench is listed in the root"
 "$VB" disk stat "$mnt" --json > "$tmp/s0.json"
 
-python3 - "$mnt" "$tmp/lib.json" <<'EOF'
-import json, os, random, socket, sys, threading
+python3 - "$mnt" "$tmp/lib.json" "$PWD/tests/integration/lib" <<'EOF'
+import json, os, socket, sys, threading
 mnt, lib = sys.argv[1], json.load(open(sys.argv[2]))
-M = (1 << 64) - 1
-SALT = 0x6c63705f76696462
-def splitmix(z):
-    z = (z + 0x9e3779b97f4a7c15) & M
-    z = ((z ^ (z >> 30)) * 0xbf58476d1ce4e5b9) & M
-    z = ((z ^ (z >> 27)) * 0x94d049bb133111eb) & M
-    return z ^ (z >> 31)
-def expected(fid, off, n):
-    first, last = off // 8, (off + n + 7) // 8
-    b = b"".join(splitmix(((fid << 40) ^ w ^ SALT) & M).to_bytes(8, "little") for w in range(first, last))
-    return b[off % 8: off % 8 + n]
-rng = random.Random(3)
-checked = 0
-for f in lib["files"]:
-    path, size, fid = os.path.join(mnt, f["path"]), f["size"], f["id"]
-    assert os.stat(path).st_size == size, (path, os.stat(path).st_size, size)
-    fd = os.open(path, os.O_RDONLY)
-    cases = [(0, 100), (4090, 20), (131072 - 3, 10), (1048576 - 5, 4096 + 10), (size - 10, 10), (size - 3, 100), (size, 10), (size + 4096, 10)]
-    cases += [(rng.randrange(size), rng.randrange(1, 20000)) for _ in range(30)]
-    for off, n in cases:
-        got = os.pread(fd, n, off)
-        want = expected(fid, off, max(0, min(n, size - off))) if off < size else b""
-        assert got == want, f"{path} offset {off} length {n}: got {len(got)} bytes, differ from the pattern"
-        checked += 1
-    os.close(fd)
-print(f"pattern: {checked} reads verified")
+sys.path.insert(0, sys.argv[3])
+from generated_content import check_files, expected
+print(f"pattern: {check_files(mnt, lib)} reads verified")
 
 # sendfile from the mount to a TCP socket, the receiver checks every byte.
 f = lib["files"][1]

@@ -140,28 +140,12 @@ impl DiskFs {
     }
 
     fn attr(&self, ino: u64) -> FileAttr {
-        let (kind, perm, size, nlink) = match &self.nodes[ino as usize - 1] {
-            Node::Dir { .. } => (FileType::Directory, 0o555, 0, 2),
-            Node::File { index } => (FileType::RegularFile, 0o444, self.files[*index].size, 1),
-            Node::StatsFile => (FileType::RegularFile, 0o444, 0, 1),
+        let (kind, perm, size) = match &self.nodes[ino as usize - 1] {
+            Node::Dir { .. } => (FileType::Directory, 0o555, 0),
+            Node::File { index } => (FileType::RegularFile, 0o444, self.files[*index].size),
+            Node::StatsFile => (FileType::RegularFile, 0o444, 0),
         };
-        FileAttr {
-            ino: INodeNo(ino),
-            size,
-            blocks: size.div_ceil(512),
-            atime: self.created,
-            mtime: self.created,
-            ctime: self.created,
-            crtime: self.created,
-            kind,
-            perm,
-            nlink,
-            uid: self.settings.uid,
-            gid: self.settings.gid,
-            rdev: 0,
-            blksize: 4096,
-            flags: 0,
-        }
+        file_attr(ino, kind, perm, size, self.created, (self.settings.uid, self.settings.gid))
     }
 }
 
@@ -310,5 +294,28 @@ impl fuser::Filesystem for DiskFs {
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         let blocks = self.capacity_bytes / 4096;
         reply.statfs(blocks, 0, 0, self.nodes.len() as u64, 0, 4096, 255, 4096);
+    }
+}
+
+/// The attributes of a node of a read-only emulated-disk filesystem (this one
+/// or block mode's image server): every time is `created`, blocks of 512 bytes,
+/// directories with two links.
+pub(crate) fn file_attr(ino: u64, kind: FileType, perm: u16, size: u64, created: SystemTime, (uid, gid): (u32, u32)) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(ino),
+        size,
+        blocks: size.div_ceil(512),
+        atime: created,
+        mtime: created,
+        ctime: created,
+        crtime: created,
+        kind,
+        perm,
+        nlink: if kind == FileType::Directory { 2 } else { 1 },
+        uid,
+        gid,
+        rdev: 0,
+        blksize: 4096,
+        flags: 0,
     }
 }

@@ -26,7 +26,6 @@ use std::os::fd::FromRawFd;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
-use vidbench_library::Library;
 
 /// Environment variable through which a daemonized child gets its ready pipe.
 const READY_FD_ENV: &str = "VIDBENCH_DISK_READY_FD";
@@ -133,19 +132,8 @@ fn daemonize(args: &MountArgs) -> anyhow::Result<()> {
 /// signal comes; `ready` is told once the mount answers and its readahead is
 /// set (the message starts with "ready").
 pub(crate) fn serve(args: &MountArgs, ready: &mut dyn FnMut(&str)) -> anyhow::Result<()> {
-    let (preset_name, params) = args.drive.resolve()?;
-    let library = Library::load(&args.library).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let (preset_name, params, library) = args.prepare()?;
     let mountpoint = &args.mountpoint;
-    let meta = std::fs::metadata(mountpoint).with_context(|| format!("mount point {} does not exist or cannot be reached", mountpoint.display()))?;
-    if !meta.is_dir() {
-        bail!("mount point {} is not a directory", mountpoint.display());
-    }
-    if let Some(m) = sys::mount_at(mountpoint)? {
-        bail!("{} is already a mount point ({}, device {}:{}); unmount it first (`vidbench disk unmount {}`)", mountpoint.display(), m.fstype, m.major, m.minor, mountpoint.display());
-    }
-    if !Path::new("/dev/fuse").exists() {
-        bail!("/dev/fuse is missing: load the fuse module (modprobe fuse) or run where FUSE is available");
-    }
     if args.max_request_kb % 4 != 0 {
         bail!("--max-request-kb {} must be a multiple of 4 (pages)", args.max_request_kb);
     }

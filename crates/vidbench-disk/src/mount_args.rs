@@ -3,7 +3,11 @@
 
 use crate::drive_args::DriveArgs;
 use crate::layout::Placement;
-use std::path::PathBuf;
+use crate::params::DriveParams;
+use crate::sys;
+use anyhow::{bail, Context};
+use std::path::{Path, PathBuf};
+use vidbench_library::Library;
 
 #[derive(Debug, clap::Args)]
 pub struct MountArgs {
@@ -53,4 +57,26 @@ pub struct MountArgs {
     pub fuse_threads: u32,
     #[command(flatten)]
     pub block: crate::block::BlockArgs,
+}
+
+impl MountArgs {
+    /// What every mount needs before it sets anything up, in either mode: the
+    /// drive (preset name and parameters), the library, and a mount point that
+    /// is an unused directory on a machine with FUSE.
+    pub fn prepare(&self) -> anyhow::Result<(String, DriveParams, Library)> {
+        let (preset_name, params) = self.drive.resolve()?;
+        let library = Library::load(&self.library).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mountpoint = &self.mountpoint;
+        let meta = std::fs::metadata(mountpoint).with_context(|| format!("mount point {} does not exist or cannot be reached", mountpoint.display()))?;
+        if !meta.is_dir() {
+            bail!("mount point {} is not a directory", mountpoint.display());
+        }
+        if let Some(m) = sys::mount_at(mountpoint)? {
+            bail!("{} is already a mount point ({} of {}, device {}:{}); unmount it first (`vidbench disk unmount {}`)", mountpoint.display(), m.fstype, m.source, m.major, m.minor, mountpoint.display());
+        }
+        if !Path::new("/dev/fuse").exists() {
+            bail!("/dev/fuse is missing: the emulated drive is served through FUSE; load the fuse module (modprobe fuse) or run where FUSE is available");
+        }
+        Ok((preset_name, params, library))
+    }
 }

@@ -47,37 +47,8 @@ assert_nothing_left() {
   fail "$what: a mount, loop device or process is left behind"
 }
 
-# Python: verify files under a mount against the generator (random offsets,
+# Verify every file under a mount against the generator (random offsets,
 # page and request boundaries, EOF).
 verify_pattern() {
-  python3 - "$1" "$2" <<'PY'
-import json, os, random, sys
-mnt, lib = sys.argv[1], json.load(open(sys.argv[2]))
-M = (1 << 64) - 1
-SALT = 0x6c63705f76696462
-def splitmix(z):
-    z = (z + 0x9e3779b97f4a7c15) & M
-    z = ((z ^ (z >> 30)) * 0xbf58476d1ce4e5b9) & M
-    z = ((z ^ (z >> 27)) * 0x94d049bb133111eb) & M
-    return z ^ (z >> 31)
-def expected(fid, off, n):
-    first, last = off // 8, (off + n + 7) // 8
-    b = b"".join(splitmix(((fid << 40) ^ w ^ SALT) & M).to_bytes(8, "little") for w in range(first, last))
-    return b[off % 8: off % 8 + n]
-rng = random.Random(5)
-checked = 0
-for f in lib["files"]:
-    path, size, fid = os.path.join(mnt, f["path"]), f["size"], f["id"]
-    assert os.stat(path).st_size == size, (path, os.stat(path).st_size, size)
-    fd = os.open(path, os.O_RDONLY)
-    cases = [(0, 100), (4090, 20), (131072 - 3, 10), (1048576 - 5, 4096 + 10), (size - 10, 10), (size - 3, 100), (size, 10)]
-    cases += [(rng.randrange(size), rng.randrange(1, 20000)) for _ in range(20)]
-    for off, n in cases:
-        got = os.pread(fd, n, off)
-        want = expected(fid, off, max(0, min(n, size - off))) if off < size else b""
-        assert got == want, f"{path} offset {off} length {n}: {len(got)} bytes differ from the generator"
-        checked += 1
-    os.close(fd)
-print(f"generator: {checked} reads verified")
-PY
+  python3 "$(dirname "${BASH_SOURCE[0]}")/../lib/generated_content.py" "$1" "$2"
 }

@@ -180,24 +180,8 @@ impl ImageFs {
             STATS => (FileType::RegularFile, 0o444, 0),
             _ => return None,
         };
-        Some(FileAttr {
-            ino: INodeNo(ino),
-            size,
-            blocks: size.div_ceil(512),
-            atime: self.created,
-            mtime: self.created,
-            ctime: self.created,
-            crtime: self.created,
-            kind,
-            perm,
-            nlink: if kind == FileType::Directory { 2 } else { 1 },
-            // SAFETY: getuid/getgid cannot fail.
-            uid: unsafe { libc::getuid() },
-            gid: unsafe { libc::getgid() },
-            rdev: 0,
-            blksize: 4096,
-            flags: 0,
-        })
+        // SAFETY: getuid/getgid cannot fail.
+        Some(crate::fs::file_attr(ino, kind, perm, size, self.created, unsafe { (libc::getuid(), libc::getgid()) }))
     }
 }
 

@@ -266,19 +266,8 @@ enum Stop {
 /// Runs a block-mode mount until it is unmounted or signalled. `ready` tells
 /// the caller (or a daemonizing parent) the mount is usable.
 pub fn serve(args: &MountArgs, ready: &mut dyn FnMut(&str), daemonized: bool) -> anyhow::Result<()> {
-    let (preset_name, params) = args.drive.resolve()?;
-    let library = Library::load(&args.library).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let (preset_name, params, library) = args.prepare()?;
     let mountpoint = &args.mountpoint;
-    let meta = std::fs::metadata(mountpoint).with_context(|| format!("mount point {} does not exist or cannot be reached", mountpoint.display()))?;
-    if !meta.is_dir() {
-        bail!("mount point {} is not a directory", mountpoint.display());
-    }
-    if let Some(m) = sys::mount_at(mountpoint)? {
-        bail!("{} is already a mount point ({} of {}, device {}:{}); unmount it first (`vidbench disk unmount {}`)", mountpoint.display(), m.fstype, m.source, m.major, m.minor, mountpoint.display());
-    }
-    if !Path::new("/dev/fuse").exists() {
-        bail!("/dev/fuse is missing: block mode serves the drive image through FUSE; load the fuse module (modprobe fuse)");
-    }
     loopdev::check_support()?;
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 {
