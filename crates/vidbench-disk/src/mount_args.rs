@@ -56,7 +56,7 @@ pub struct MountArgs {
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub fuse_threads: u32,
     #[command(flatten)]
-    pub block: crate::block::BlockArgs,
+    pub block: crate::block::args::BlockArgs,
 }
 
 impl MountArgs {

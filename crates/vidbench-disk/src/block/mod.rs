@@ -25,6 +25,9 @@ pub mod image;
 mod imagefs;
 pub mod loopdev;
 pub mod reaper;
+pub(crate) mod args;
+
+pub use args::{BlockArgs, FillOrder, FsKind, FsSize, Scheduler};
 
 use crate::mount_args::MountArgs;
 use crate::model::Drive;
@@ -41,132 +44,6 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use vidbench_library::Library;
-
-/// The filesystem on the drive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum FsKind {
-    Ext4,
-    Xfs,
-}
-
-impl FsKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            FsKind::Ext4 => "ext4",
-            FsKind::Xfs => "xfs",
-        }
-    }
-    fn mkfs(self) -> &'static str {
-        match self {
-            FsKind::Ext4 => "mkfs.ext4",
-            FsKind::Xfs => "mkfs.xfs",
-        }
-    }
-    fn package(self) -> &'static str {
-        match self {
-            FsKind::Ext4 => "e2fsprogs",
-            FsKind::Xfs => "xfsprogs",
-        }
-    }
-    fn other(self) -> &'static str {
-        match self {
-            FsKind::Ext4 => "xfs",
-            FsKind::Xfs => "ext4",
-        }
-    }
-    /// Read-only mount options that never write (no journal replay).
-    fn ro_options(self) -> &'static str {
-        match self {
-            FsKind::Ext4 => "noload",
-            // nouuid: two mounts of the same cached image are two disks with
-            // the same filesystem UUID, which xfs otherwise refuses.
-            FsKind::Xfs => "norecovery,nouuid",
-        }
-    }
-}
-
-/// Order in which the builder creates the library's files.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum FillOrder {
-    /// The manifest's order (id order), as a copy of the library would.
-    Library,
-    /// A permutation drawn from --seed.
-    Shuffled,
-}
-
-/// How much of the drive the filesystem covers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum FsSize {
-    /// The whole drive: the filesystem's allocator spreads directories and
-    /// files over it, as on a server's data disk.
-    Whole,
-    /// Only the library plus --fs-slack-pct, at the start of the drive (the
-    /// outer, fastest tracks).
-    Packed,
-}
-
-/// The I/O schedulers of blk-mq.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Scheduler {
-    None,
-    MqDeadline,
-    Bfq,
-    Kyber,
-}
-
-impl Scheduler {
-    fn sysfs_name(self) -> &'static str {
-        match self {
-            Scheduler::None => "none",
-            Scheduler::MqDeadline => "mq-deadline",
-            Scheduler::Bfq => "bfq",
-            Scheduler::Kyber => "kyber",
-        }
-    }
-}
-
-/// Options of block mode (with --block).
-#[derive(Debug, Clone, clap::Args)]
-pub struct BlockArgs {
-    /// Serve the drive as a block device (loop over an image) with a real
-    /// filesystem at the mount point, instead of a FUSE filesystem.
-    #[arg(long, help_heading = "Block mode")]
-    pub block: bool,
-    /// Filesystem on the drive.
-    #[arg(long = "fs", value_enum, default_value_t = FsKind::Ext4, requires = "block", help_heading = "Block mode")]
-    pub fs: FsKind,
-    /// I/O scheduler of the device (/sys/block/loopN/queue/scheduler); the
-    /// default is what the kernel gives a SATA disk.
-    #[arg(long, value_enum, default_value_t = Scheduler::MqDeadline, requires = "block", help_heading = "Block mode")]
-    pub scheduler: Scheduler,
-    /// Largest request the block layer sends, KiB (queue/max_sectors_kb; the
-    /// loop device caps it at max_hw_sectors_kb, 1280 here). Default: the kernel's.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(4..), requires = "block", help_heading = "Block mode")]
-    pub max_sectors_kb: Option<u32>,
-    /// Requests the queue holds (queue/nr_requests). Default: the kernel's.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(4..), requires = "block", help_heading = "Block mode")]
-    pub nr_requests: Option<u32>,
-    /// Order in which the files are written to the new filesystem.
-    #[arg(long, value_enum, default_value_t = FillOrder::Library, requires = "block", help_heading = "Block mode")]
-    pub fill_order: FillOrder,
-    /// How much of the drive the filesystem covers.
-    #[arg(long, value_enum, default_value_t = FsSize::Whole, requires = "block", help_heading = "Block mode")]
-    pub fs_size: FsSize,
-    /// Free space of a packed filesystem, percent of the library.
-    #[arg(long, default_value_t = 10, requires = "block", help_heading = "Block mode")]
-    pub fs_slack_pct: u32,
-    /// Directory of built images [default: $XDG_CACHE_HOME/vidbench/images,
-    /// else ~/.cache/vidbench/images, else /var/cache/vidbench/images].
-    #[arg(long, value_name = "DIR", env = "VIDBENCH_IMAGE_CACHE", help_heading = "Block mode")]
-    pub image_cache: Option<PathBuf>,
-    /// Build the image again even if the cache has it.
-    #[arg(long, requires = "block", help_heading = "Block mode")]
-    pub rebuild_image: bool,
-}
 
 /// Largest request the image server takes: the loop device's own cap, so
 /// that a loop request reaches the drive whole.
