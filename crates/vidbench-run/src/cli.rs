@@ -2,7 +2,7 @@
 //! reader mode the driver starts inside a run's cgroup.
 
 use crate::driver::{self, Driver};
-use crate::experiment::{Experiment, Prefetch, RatePlan};
+use crate::experiment::{Config, Experiment, Prefetch, RatePlan};
 use crate::{cgroup, interrupt, reader};
 use anyhow::Context;
 use std::io::Write;
@@ -55,6 +55,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if !args.only.is_empty() {
         exp.keep_only(&args.only).with_context(|| format!("--only for {}", path.display()))?;
     }
+    if let Some(why) = exp.resolve_disk_mode(|fs| vidbench_disk::block::check_support(fs.to_disk()))? {
+        eprintln!("vidbench run: using FUSE mode: block mode is not available here ({why})");
+    }
     if args.check {
         return Ok(unless_reader_left(print_plan(&exp, &mut std::io::stdout().lock()))?);
     }
@@ -89,7 +92,14 @@ fn unless_reader_left(written: std::io::Result<()>) -> std::io::Result<()> {
 
 fn print_plan(exp: &Experiment, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(
-        out,"experiment {:?}: {} configurations, about {} runs", exp.name, exp.configs.len(), exp.configs.iter().map(|c| driver::estimate_runs(&c.rates)).sum::<usize>())?;
+        out,
+        "experiment {:?}: {} configurations, about {} runs, disk {} in {} mode",
+        exp.name,
+        exp.configs.len(),
+        exp.configs.iter().map(|c| driver::estimate_runs(&c.rates)).sum::<usize>(),
+        exp.disk.preset,
+        exp.disk.mode.name()
+    )?;
     for c in &exp.configs {
         let what = match (c.server, c.libception) {
             (Some(s), Some(m)) => format!("{} under Libception ({}{})", s.name(), m.name(), match &c.prefetch {
@@ -108,9 +118,27 @@ fn print_plan(exp: &Experiment, out: &mut dyn Write) -> std::io::Result<()> {
             ),
             RatePlan::None { repetitions } => format!("{repetitions} run(s)"),
         };
-        writeln!(out, "  {:<24} {what}; read_ahead {} KiB, max request {} KiB; {plan}", c.name, c.read_ahead_kb, c.max_request_kb)?;
+        writeln!(out, "  {:<24} {what}; {}; {plan}", c.name, queue_summary(c))?;
     }
     Ok(())
+}
+
+/// A configuration's kernel settings for the disk, as `--check` prints them.
+fn queue_summary(c: &Config) -> String {
+    let mut s = format!("read_ahead {} KiB", c.read_ahead_kb);
+    if let Some(kb) = c.max_request_kb {
+        s.push_str(&format!(", max request {kb} KiB"));
+    }
+    if let Some(kb) = c.max_sectors_kb {
+        s.push_str(&format!(", max_sectors {kb} KiB"));
+    }
+    if let Some(sched) = c.scheduler {
+        s.push_str(&format!(", scheduler {}", sched.name()));
+    }
+    if let Some(n) = c.nr_requests {
+        s.push_str(&format!(", nr_requests {n}"));
+    }
+    s
 }
 
 /// Servers and the load client hold a socket per session: raise the open-file

@@ -6,7 +6,11 @@
 //! read with `vidbench disk stat MOUNT --json` before and after the load; the
 //! trace, when asked for, is written by the disk process itself. Unmounting asks
 //! `vidbench disk unmount`, then signals the process, and as a last resort
-//! detaches the mount with `fusermount3 -u -z`: a run never leaves a mount behind.
+//! detaches the mount with `fusermount3 -u -z` or a lazy umount: a run never
+//! leaves a mount behind. In block mode the same command releases the
+//! filesystem, the loop device and the image server, the mount process does
+//! so on SIGTERM (and on its parent's death), and its reaper when it is
+//! killed; unmounting checks that the loop device let go of the image.
 
 use crate::interrupt::{self, Interrupted};
 use crate::process::{tail, Child, Spawn};
@@ -16,15 +20,96 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+pub use crate::experiment::{FillOrder, FsKind, FsSize, Scheduler};
+
 /// How to mount.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct DiskOptions {
     pub library: PathBuf,
     pub preset: String,
     pub read_ahead_kb: u32,
-    pub max_request_kb: u32,
+    /// FUSE mode's largest request (absent in block mode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_request_kb: Option<u32>,
+    /// Block mode (`--block`) and its settings; `None`: FUSE mode.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub block: Option<BlockOptions>,
     pub trace: Option<PathBuf>,
     pub extra_args: Vec<String>,
+}
+
+/// Block mode's settings; `None` leaves the disk's default.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct BlockOptions {
+    pub fs: FsKind,
+    pub fs_size: Option<FsSize>,
+    pub fs_slack_pct: Option<u32>,
+    pub fill_order: Option<FillOrder>,
+    pub fill_seed: Option<u64>,
+    /// Shared by every run of an experiment, so all read the same image.
+    pub image_cache: Option<PathBuf>,
+    pub scheduler: Option<Scheduler>,
+    pub max_sectors_kb: Option<u32>,
+    pub nr_requests: Option<u32>,
+}
+
+impl DiskOptions {
+    /// The arguments of `vidbench disk mount` (after `vidbench`).
+    pub fn mount_args(&self, mount: &Path) -> Vec<String> {
+        let mut args: Vec<String> = vec![
+            "disk".into(),
+            "mount".into(),
+            mount.display().to_string(),
+            "--library".into(),
+            self.library.display().to_string(),
+            "--preset".into(),
+            self.preset.clone(),
+            "--read-ahead-kb".into(),
+            self.read_ahead_kb.to_string(),
+        ];
+        let mut flag = |name: &str, value: String| {
+            args.push(name.into());
+            args.push(value);
+        };
+        if let Some(kb) = self.max_request_kb {
+            flag("--max-request-kb", kb.to_string());
+        }
+        if let Some(b) = &self.block {
+            flag("--fs", b.fs.name().into());
+            if let Some(v) = b.fs_size {
+                flag("--fs-size", v.name().into());
+            }
+            if let Some(v) = b.fs_slack_pct {
+                flag("--fs-slack-pct", v.to_string());
+            }
+            if let Some(v) = b.fill_order {
+                flag("--fill-order", v.name().into());
+            }
+            if let Some(v) = b.fill_seed {
+                flag("--seed", v.to_string());
+            }
+            if let Some(v) = &b.image_cache {
+                flag("--image-cache", v.display().to_string());
+            }
+            if let Some(v) = b.scheduler {
+                flag("--scheduler", v.name().into());
+            }
+            if let Some(v) = b.max_sectors_kb {
+                flag("--max-sectors-kb", v.to_string());
+            }
+            if let Some(v) = b.nr_requests {
+                flag("--nr-requests", v.to_string());
+            }
+        }
+        if let Some(t) = &self.trace {
+            flag("--trace", t.display().to_string());
+        }
+        if self.block.is_some() {
+            args.push("--block".into());
+        }
+        args.extend(self.extra_args.iter().cloned());
+        args
+    }
 }
 
 /// A mounted emulated disk; unmounted on drop.
@@ -35,6 +120,9 @@ pub struct Disk {
     log: PathBuf,
     /// The command line used, for setup.json.
     pub command: Vec<String>,
+    /// Block mode: the loop device and the image file behind it, to check at
+    /// unmount that the device was released.
+    loop_device: Option<(String, String)>,
 }
 
 /// Whether `path` is a mount point now (from /proc/self/mounts).
@@ -45,7 +133,31 @@ pub fn is_mounted(path: &Path) -> bool {
         .unwrap_or(false)
 }
 
-/// Detaches a mount left behind (e.g. by a driver that was killed).
+/// The backing file of loop device `dev` (`loop0`), if it is attached.
+fn loop_backing(dev: &str) -> Option<String> {
+    std::fs::read_to_string(format!("/sys/block/{dev}/loop/backing_file")).ok().map(|s| s.trim().to_owned())
+}
+
+/// Releases a disk left mounted at `path` by a driver that is gone: first as
+/// `vidbench disk unmount` does (in block mode: the filesystem, the loop
+/// device, the image server, and the mount process), then by force.
+pub fn release_stale(vidbench: &Path, path: &Path) {
+    let _ = Command::new(vidbench)
+        .args(["disk", "unmount", "--wait-s", "20"])
+        .arg(path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    if is_mounted(path) {
+        force_unmount(path);
+    }
+}
+
+/// Detaches a mount left behind (e.g. by a driver that was killed). On a
+/// block mount (ext4/xfs) `fusermount3` does nothing and the lazy umount2
+/// does; the loop device is then released by the mount process when it is
+/// signalled, or by its reaper when it is gone.
 pub fn force_unmount(path: &Path) {
     let _ = Command::new("fusermount3").arg("-u").arg("-z").arg(path).stderr(Stdio::null()).status();
     if is_mounted(path) {
@@ -60,24 +172,7 @@ impl Disk {
         if is_mounted(mount) {
             force_unmount(mount);
         }
-        let mut args: Vec<String> = vec![
-            "disk".into(),
-            "mount".into(),
-            mount.display().to_string(),
-            "--library".into(),
-            opts.library.display().to_string(),
-            "--preset".into(),
-            opts.preset.clone(),
-            "--read-ahead-kb".into(),
-            opts.read_ahead_kb.to_string(),
-            "--max-request-kb".into(),
-            opts.max_request_kb.to_string(),
-        ];
-        if let Some(t) = &opts.trace {
-            args.push("--trace".into());
-            args.push(t.display().to_string());
-        }
-        args.extend(opts.extra_args.iter().cloned());
+        let args = opts.mount_args(mount);
         let out = std::fs::File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
         let mut command = Command::new(vidbench);
         command.args(&args).stdin(Stdio::null()).stdout(out.try_clone()?).stderr(out);
@@ -90,14 +185,21 @@ impl Disk {
         })?;
         let mut command_line = vec![vidbench.display().to_string()];
         command_line.extend(args);
-        let mut disk = Disk { mount: mount.to_owned(), vidbench: vidbench.to_owned(), child: Some(child), log: log.to_owned(), command: command_line };
+        let mut disk = Disk { mount: mount.to_owned(), vidbench: vidbench.to_owned(), child: Some(child), log: log.to_owned(), command: command_line, loop_device: None };
         let child = disk.child.as_mut().expect("just started");
         let readiness = launch::wait_ready(Duration::from_secs(60), Duration::from_millis(50), || child.exited(), || {
             interrupt::check()?;
             Ok::<_, Interrupted>(is_mounted(mount) && read_stats(vidbench, mount).is_ok())
         })?;
         match readiness {
-            Readiness::Ready => Ok(disk),
+            Readiness::Ready => {
+                let stats = disk.stats()?;
+                let block = &stats["config"]["block"];
+                if let (Some(dev), Some(image)) = (block["device"]["device"].as_str(), block["image_server"].as_str()) {
+                    disk.loop_device = Some((dev.to_owned(), image.to_owned()));
+                }
+                Ok(disk)
+            }
             Readiness::Exited(status) => {
                 bail!("vidbench disk mount exited ({status}) before the disk was mounted; its log {}:\n{}", log.display(), tail(log, 20))
             }
@@ -141,6 +243,11 @@ impl Disk {
         if is_mounted(&self.mount) {
             bail!("{} is still mounted after unmounting (log {})", self.mount.display(), self.log.display());
         }
+        if let Some((dev, image)) = &self.loop_device {
+            if loop_backing(dev).as_deref() == Some(image.as_str()) {
+                bail!("/dev/{dev} is still attached to {image} after unmounting {} (log {}); `losetup -d /dev/{dev}` releases it", self.mount.display(), self.log.display());
+            }
+        }
         if !clean {
             bail!("the emulated disk at {} did not unmount cleanly; it was stopped by signal (log {})", self.mount.display(), self.log.display());
         }
@@ -167,5 +274,58 @@ impl Drop for Disk {
         if let Err(e) = self.unmount() {
             tracing::warn!("{e:#}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options() -> DiskOptions {
+        DiskOptions {
+            library: "/w/library.json".into(),
+            preset: "wd-red-1tb".into(),
+            read_ahead_kb: 2048,
+            max_request_kb: Some(1024),
+            block: None,
+            trace: Some("/r/disk-trace.csv".into()),
+            extra_args: vec!["--uid".into(), "0".into()],
+        }
+    }
+
+    #[test]
+    fn fuse_mode_mounts_as_before() {
+        assert_eq!(
+            options().mount_args(Path::new("/r/mnt")).join(" "),
+            "disk mount /r/mnt --library /w/library.json --preset wd-red-1tb --read-ahead-kb 2048 --max-request-kb 1024 --trace /r/disk-trace.csv --uid 0"
+        );
+    }
+
+    #[test]
+    fn block_mode_passes_every_setting_given_and_no_fuse_one() {
+        let mut o = options();
+        o.max_request_kb = None;
+        o.block = Some(BlockOptions { fs: FsKind::Ext4, ..Default::default() });
+        assert_eq!(
+            o.mount_args(Path::new("/r/mnt")).join(" "),
+            "disk mount /r/mnt --library /w/library.json --preset wd-red-1tb --read-ahead-kb 2048 --fs ext4 --trace /r/disk-trace.csv --block --uid 0",
+            "unset settings are the disk's defaults"
+        );
+        o.block = Some(BlockOptions {
+            fs: FsKind::Xfs,
+            fs_size: Some(FsSize::Packed),
+            fs_slack_pct: Some(20),
+            fill_order: Some(FillOrder::Shuffled),
+            fill_seed: Some(7),
+            image_cache: Some("/cache".into()),
+            scheduler: Some(Scheduler::MqDeadline),
+            max_sectors_kb: Some(1280),
+            nr_requests: Some(64),
+        });
+        o.trace = None;
+        assert_eq!(
+            o.mount_args(Path::new("/r/mnt"))[9..].join(" "),
+            "--fs xfs --fs-size packed --fs-slack-pct 20 --fill-order shuffled --seed 7 --image-cache /cache --scheduler mq-deadline --max-sectors-kb 1280 --nr-requests 64 --block --uid 0"
+        );
     }
 }

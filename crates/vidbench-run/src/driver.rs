@@ -23,8 +23,8 @@
 
 use crate::cgroup::{self, Role, RunCgroup};
 use crate::daemon::Daemon;
-use crate::disk::{self, Disk, DiskOptions};
-use crate::experiment::{Config, Experiment, Mode, Prefetch, RatePlan, RunKind, WorkloadSource};
+use crate::disk::{self, BlockOptions, Disk, DiskOptions};
+use crate::experiment::{Config, DiskMode, Experiment, Mode, Prefetch, RatePlan, RunKind, WorkloadSource};
 use crate::interrupt::{self, Interrupted};
 use crate::process::{tail, Child, Spawn};
 use crate::progress::{fmt_duration, Progress};
@@ -117,6 +117,8 @@ pub struct Driver {
     machine: Value,
     progress: Progress,
     cgroup_counter: u32,
+    /// Block mode: the image every run must read (`OUT/image.json`).
+    image: Option<Value>,
 }
 
 fn now_unix() -> f64 {
@@ -205,6 +207,7 @@ impl Driver {
             machine,
             progress: Progress::new(estimate_total),
             cgroup_counter: 0,
+            image: None,
         })
     }
 
@@ -214,6 +217,7 @@ impl Driver {
 
     /// Runs every configuration; returns the per-configuration summary.
     pub fn run_all(&mut self) -> anyhow::Result<Vec<ConfigSummary>> {
+        self.prepare_image()?;
         let mut summaries = Vec::new();
         let configs = self.exp.configs.clone();
         for (i, cfg) in configs.iter().enumerate() {
@@ -332,14 +336,123 @@ impl Driver {
     }
 
     fn disk_options(&self, cfg: &Config, dir: &Path) -> DiskOptions {
+        let mut opts = self.base_disk_options();
+        opts.read_ahead_kb = cfg.read_ahead_kb;
+        opts.max_request_kb = cfg.max_request_kb;
+        if let Some(b) = &mut opts.block {
+            b.scheduler = cfg.scheduler;
+            b.max_sectors_kb = cfg.max_sectors_kb;
+            b.nr_requests = cfg.nr_requests;
+        }
+        opts.trace = cfg.trace.then(|| dir.join("disk-trace.csv"));
+        opts
+    }
+
+    /// The disk without a configuration's settings: what the image depends on.
+    fn base_disk_options(&self) -> DiskOptions {
+        let d = &self.exp.disk;
         DiskOptions {
             library: self.workload.library.clone(),
-            preset: self.exp.disk.preset.clone(),
-            read_ahead_kb: cfg.read_ahead_kb,
-            max_request_kb: cfg.max_request_kb,
-            trace: cfg.trace.then(|| dir.join("disk-trace.csv")),
-            extra_args: self.exp.disk.args.clone(),
+            preset: d.preset.clone(),
+            read_ahead_kb: d.read_ahead_kb,
+            max_request_kb: d.max_request_kb,
+            block: (d.mode == DiskMode::Block).then(|| BlockOptions {
+                fs: d.fs.unwrap_or_default(),
+                fs_size: d.fs_size,
+                fs_slack_pct: d.fs_slack_pct,
+                fill_order: d.fill_order,
+                fill_seed: d.fill_seed,
+                image_cache: d.image_cache.clone(),
+                scheduler: d.scheduler,
+                max_sectors_kb: d.max_sectors_kb,
+                nr_requests: d.nr_requests,
+            }),
+            trace: None,
+            extra_args: d.args.clone(),
         }
+    }
+
+    /// Block mode: builds (or finds in the cache) the experiment's image
+    /// before anything is timed, by mounting once and unmounting, and records
+    /// its key and placement in `OUT/image.json`. Every run then checks that
+    /// it reads the same image, so all configurations see one placement. A
+    /// resumed experiment must find the image it started with.
+    fn prepare_image(&mut self) -> anyhow::Result<()> {
+        if self.exp.disk.mode != DiskMode::Block {
+            return Ok(());
+        }
+        let opts = self.base_disk_options();
+        self.progress.printer().line("vidbench run: block mode: building or loading the disk image (the first mount of a library builds it: seconds for small ones, minutes at paper scale)");
+        let started = Instant::now();
+        let mut disk = Disk::mount(&self.programs.vidbench, &self.mount_point(), &opts, &self.out.join("image.log"))?;
+        let stats = disk.stats()?;
+        disk.unmount()?;
+        let block = &stats["config"]["block"];
+        let image = json!({
+            "image": block["image"],
+            "image_key_hash": block["image_key_hash"],
+            "image_figures": block["image_figures"],
+            "built_now": block["image_built_now"],
+            "fs": block["fs"],
+            "fs_size": block["fs_size"],
+            "fill_order": block["fill_order"],
+            "seed": block["seed"],
+            "first_mount_s": started.elapsed().as_secs_f64(),
+            "command": disk.command,
+        });
+        if image["image_key_hash"].as_str().is_none() {
+            bail!("vidbench disk stat gave no config.block.image_key_hash for the block mount (log {})", self.out.join("image.log").display());
+        }
+        let path = self.out.join("image.json");
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            let old: Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+            if let Some(why) = image_differs(&old, &image) {
+                bail!("cannot resume {}: the disk image is not the one its runs read ({why}; the image cache was rebuilt or changed): start a new --out", self.out.display());
+            }
+        } else {
+            write_json(&path, &image)?;
+        }
+        self.progress.printer().line(&format!(
+            "vidbench run: image {} ({}), library at {:.1}-{:.1} GB of the drive, ready in {}",
+            image["image_key_hash"].as_str().unwrap_or("?"),
+            if image["built_now"] == true { "built now" } else { "from the cache" },
+            image["image_figures"]["data_first_byte"].as_f64().unwrap_or(0.0) / 1e9,
+            image["image_figures"]["data_end_byte"].as_f64().unwrap_or(0.0) / 1e9,
+            fmt_duration(started.elapsed().as_secs_f64())
+        ));
+        self.image = Some(image);
+        Ok(())
+    }
+
+    /// The disk half of a run's setup.json: options, command line, and in block
+    /// mode the settings the device took (read back by `vidbench disk stat`)
+    /// and the image, which must be the experiment's.
+    fn disk_setup(&self, opts: &DiskOptions, disk: &Disk, stats: &Value) -> anyhow::Result<Value> {
+        let mut v = json!({"mode": self.exp.disk.mode.name(), "options": opts, "command": disk.command});
+        if let Some(image) = &self.image {
+            let block = &stats["config"]["block"];
+            let recorded = json!({"image_key_hash": block["image_key_hash"], "image_figures": block["image_figures"]});
+            if let Some(why) = image_differs(image, &recorded) {
+                bail!("this run's disk image is not the experiment's ({why}): every configuration must read the same placement; was the image cache changed during the experiment?");
+            }
+            let queue = effective_queue(&block["device"]["queue"]);
+            check_queue(opts, &queue)?;
+            v["block"] = json!({
+                "device": block["device"]["device"],
+                "dev": block["device"]["dev"],
+                "queue": queue,
+                "queue_raw": block["device"]["queue"],
+                "image": block["image"],
+                "image_key_hash": block["image_key_hash"],
+                "image_figures": block["image_figures"],
+                "fs": block["fs"],
+                "fs_size": block["fs_size"],
+                "fill_order": block["fill_order"],
+            });
+        } else {
+            v["effective"] = json!({"read_ahead_kb": stats["config"]["read_ahead_kb"], "max_request_kb": stats["config"]["max_request_kb"]});
+        }
+        Ok(v)
     }
 
     /// Reads `list` under the mount from a child inside `cgroup`.
@@ -412,6 +525,7 @@ impl Driver {
 
         let disk_before = disk.stats()?;
         write_json(&dir.join("disk-before.json"), &disk_before)?;
+        let disk_setup = self.disk_setup(&disk_opts, &disk, &disk_before)?;
         let cpu_before = (cgroup.cpu_seconds(Role::Server), cgroup.cpu_seconds(Role::Daemon));
         let load_started = Instant::now();
         let summary = self.play_load(rate, rep, &dir.join("load"))?;
@@ -456,7 +570,7 @@ impl Driver {
             "load_seed": self.exp.run.seed + rep as u64,
             "run": self.exp.run,
             "memory_limit_bytes": self.exp.memory_limit_bytes,
-            "disk": {"options": disk_opts, "command": disk.command},
+            "disk": disk_setup,
             "daemon_command": daemon_command(cfg, &self.programs, dir),
             "server": {"kind": kind.name(), "binary": binary, "template": template, "config": srv.config_path, "knobs": srv.knobs, "env": env},
             "workload": self.workload,
@@ -517,6 +631,7 @@ impl Driver {
         let cgroup = self.new_cgroup()?;
         let disk_before = disk.stats()?;
         write_json(&dir.join("disk-before.json"), &disk_before)?;
+        let disk_setup = self.disk_setup(&disk_opts, &disk, &disk_before)?;
         let report = self.read_in_cgroup(&cgroup, &list_path, &dir.join("wc.json"), self.exp.run.duration_s)?;
         let disk_after = disk.stats()?;
         write_json(&dir.join("disk-after.json"), &disk_after)?;
@@ -534,13 +649,60 @@ impl Driver {
                 "repetition": rep,
                 "order_seed": self.exp.run.seed + rep as u64,
                 "memory_limit_bytes": self.exp.memory_limit_bytes,
-                "disk": {"options": disk_opts, "command": disk.command},
+                "disk": disk_setup,
                 "workload": self.workload,
             }),
         )?;
         disk.unmount()?;
         Ok(Outcome { failure_pct: 0.0, throughput_mbs: report.mb_per_s })
     }
+}
+
+/// Why two image records (`OUT/image.json`, a run's stats) name different
+/// images: the key, or where the library lies (two builds of one key can place
+/// it differently).
+fn image_differs(a: &Value, b: &Value) -> Option<String> {
+    if a["image_key_hash"] != b["image_key_hash"] {
+        return Some(format!("image key {} versus {}", a["image_key_hash"], b["image_key_hash"]));
+    }
+    for k in ["data_first_byte", "data_end_byte", "extents"] {
+        if a["image_figures"][k] != b["image_figures"][k] {
+            return Some(format!("image_figures.{k} {} versus {}", a["image_figures"][k], b["image_figures"][k]));
+        }
+    }
+    None
+}
+
+/// The queue settings of `vidbench disk stat --json` (sysfs strings) as
+/// values: numbers, and the scheduler in use (the bracketed one).
+fn effective_queue(raw: &Value) -> Value {
+    let mut out = serde_json::Map::new();
+    for (k, v) in raw.as_object().into_iter().flatten() {
+        let text = v.as_str().map(str::trim);
+        let value = match (k.as_str(), text) {
+            ("scheduler", Some(t)) => t.split_whitespace().find(|w| w.starts_with('[')).map(|w| json!(w.trim_matches(['[', ']']))).unwrap_or(json!(t)),
+            (_, Some(t)) => t.parse::<u64>().map(|n| json!(n)).unwrap_or(json!(t)),
+            _ => v.clone(),
+        };
+        out.insert(k.clone(), value);
+    }
+    Value::Object(out)
+}
+
+/// Checks that the device took what was asked (the mount refuses values it
+/// cannot take, so a difference means the device was changed under us).
+fn check_queue(opts: &DiskOptions, queue: &Value) -> anyhow::Result<()> {
+    let b = opts.block.as_ref().expect("block mode");
+    let mut want = vec![("read_ahead_kb", json!(opts.read_ahead_kb))];
+    want.extend(b.scheduler.map(|s| ("scheduler", json!(s.name()))));
+    want.extend(b.max_sectors_kb.map(|v| ("max_sectors_kb", json!(v))));
+    want.extend(b.nr_requests.map(|v| ("nr_requests", json!(v))));
+    for (k, v) in want {
+        if queue[k] != v {
+            bail!("the loop device has {k} = {}, not the configured {v} (queue/{k} was changed outside the run?)", queue[k]);
+        }
+    }
+    Ok(())
 }
 
 /// The server's environment under the shim in `mode`: only what the mode
@@ -710,8 +872,9 @@ pub fn cleanup_leftovers(out: &Path) {
     }
     let mnt = out.join("mnt");
     if disk::is_mounted(&mnt) {
-        tracing::warn!("detaching the stale mount {}", mnt.display());
-        disk::force_unmount(&mnt);
+        tracing::warn!("releasing the stale disk mounted at {}", mnt.display());
+        let vidbench = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("vidbench"));
+        disk::release_stale(&vidbench, &mnt);
     }
 }
 
@@ -758,6 +921,40 @@ server = "nginx"
 libception = "track"
 "#;
         Experiment::from_str(text, &dir.path().join("e.toml")).unwrap().configs
+    }
+
+    #[test]
+    fn the_device_queue_is_recorded_as_values_and_checked() {
+        let raw = json!({"scheduler": "none [mq-deadline] kyber bfq", "read_ahead_kb": "2048", "max_sectors_kb": "1280", "nr_requests": "256", "rotational": "1"});
+        let q = effective_queue(&raw);
+        assert_eq!(q, json!({"scheduler": "mq-deadline", "read_ahead_kb": 2048, "max_sectors_kb": 1280, "nr_requests": 256, "rotational": 1}));
+        let mut opts = DiskOptions {
+            library: "l".into(),
+            preset: "p".into(),
+            read_ahead_kb: 2048,
+            max_request_kb: None,
+            block: Some(BlockOptions { scheduler: Some(crate::experiment::Scheduler::MqDeadline), max_sectors_kb: Some(1280), ..Default::default() }),
+            trace: None,
+            extra_args: vec![],
+        };
+        check_queue(&opts, &q).unwrap();
+        opts.block.as_mut().unwrap().nr_requests = Some(64);
+        let err = check_queue(&opts, &q).unwrap_err().to_string();
+        assert!(err.contains("nr_requests = 256") && err.contains("64"), "{err}");
+        opts.block.as_mut().unwrap().nr_requests = None;
+        opts.read_ahead_kb = 128;
+        assert!(check_queue(&opts, &q).is_err());
+    }
+
+    #[test]
+    fn a_run_on_another_image_or_placement_is_told_apart() {
+        let image = json!({"image_key_hash": "ab", "image_figures": {"data_first_byte": 1, "data_end_byte": 9, "extents": 4}, "built_now": true});
+        let same = json!({"image_key_hash": "ab", "image_figures": {"data_first_byte": 1, "data_end_byte": 9, "extents": 4, "build_seconds": 3.0}});
+        assert_eq!(image_differs(&image, &same), None);
+        let moved = json!({"image_key_hash": "ab", "image_figures": {"data_first_byte": 5, "data_end_byte": 13, "extents": 4}});
+        assert!(image_differs(&image, &moved).unwrap().contains("data_first_byte"));
+        let other = json!({"image_key_hash": "cd", "image_figures": image["image_figures"]});
+        assert!(image_differs(&image, &other).unwrap().contains("image key"));
     }
 
     #[test]

@@ -134,6 +134,25 @@ fn runtime_dir(kind: &str, guard: &mut Guard) -> anyhow::Result<PathBuf> {
     Ok(dir)
 }
 
+/// Checks that this machine can mount in block mode with `fs`: `/dev/fuse`,
+/// loop devices and `losetup`, root, and the filesystem's mkfs (needed to
+/// build an image). The error says what is missing and how to get it; callers
+/// that can fall back to FUSE mode print it (`vidbench run`, `make demo`).
+pub fn check_support(fs: FsKind) -> anyhow::Result<()> {
+    if !Path::new("/dev/fuse").exists() {
+        bail!("/dev/fuse is missing: block mode serves the drive image through FUSE; load the fuse module (modprobe fuse)");
+    }
+    loopdev::check_support()?;
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("block mode needs root (loop devices, mounting a filesystem); run as root or without --block");
+    }
+    if loopdev::which(fs.mkfs()).is_none() {
+        bail!("{} is not installed: install the Debian package {} (`apt-get install {}`, or scripts/bootstrap), or use --fs {}", fs.mkfs(), fs.package(), fs.package(), fs.other());
+    }
+    Ok(())
+}
+
 /// What made the mount process stop.
 enum Stop {
     Signal(i32),
@@ -145,16 +164,9 @@ enum Stop {
 pub fn serve(args: &MountArgs, ready: &mut dyn FnMut(&str), daemonized: bool) -> anyhow::Result<()> {
     let (preset_name, params, library) = args.prepare()?;
     let mountpoint = &args.mountpoint;
-    loopdev::check_support()?;
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        bail!("block mode needs root (loop devices, mounting a filesystem); run as root or without --block");
-    }
     let fs = args.block.fs;
-    // Fail before setting anything up when mkfs is missing (needed to build).
-    if loopdev::which(fs.mkfs()).is_none() {
-        bail!("{} is not installed: install the Debian package {} (`apt-get install {}`, or scripts/bootstrap), or use --fs {}", fs.mkfs(), fs.package(), fs.package(), fs.other());
-    }
+    // Fail before setting anything up when something is missing.
+    check_support(fs)?;
     let capacity = params.capacity_bytes() / 512 * 512;
     let data: u64 = library.files.iter().map(|f| f.size.div_ceil(4096) * 4096).sum();
     if data + data / 20 > capacity {

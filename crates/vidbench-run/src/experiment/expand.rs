@@ -6,15 +6,39 @@
 //! found is the one reported.
 
 use super::schema::{
-    ConfigSection, DiskSection, ExperimentFile, MemorySection, PrefetchSize, RatesSection, RunKind, RunSection, ServerKind,
-    WorkloadSection,
+    ConfigSection, DiskMode, DiskSection, ExperimentFile, FillOrder, FsSize, MemorySection, PrefetchSize, RatesSection, RunKind,
+    RunSection, ServerKind, WorkloadSection,
 };
+use super::schema::OneOrMany;
 use super::{Config, Experiment, ExperimentError, Mode, RatePlan, WorkloadSource};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 /// The largest size in KiB any `*_kb` key may give (1 GiB).
 const MAX_KB: u32 = 1 << 20;
+
+/// The largest `max_sectors_kb` a loop device takes (its `max_hw_sectors_kb`;
+/// docs/disk.md "max_sectors_kb and paper 000's Fig 15").
+pub const LOOP_MAX_SECTORS_KB: u32 = 1280;
+
+/// `nr_requests` the block layer accepts with a scheduler (BLKDEV_MIN_RQ to
+/// 2048); the device may refuse less, and the mount says so with its limit.
+const NR_REQUESTS: std::ops::RangeInclusive<u32> = 4..=2048;
+
+/// `vidbench disk mount` flags the driver writes from keys; `[disk] args`
+/// may not give them again (the mount would take the later one silently).
+const DRIVER_FLAGS: &[&str] = &[
+    "--block", "--fs", "--fs-size", "--fs-slack-pct", "--fill-order", "--image-cache", "--scheduler", "--max-sectors-kb",
+    "--nr-requests", "--read-ahead-kb", "--max-request-kb", "--trace", "--library", "--preset",
+];
+
+/// FUSE mode's default largest request, KiB.
+pub const DEFAULT_MAX_REQUEST_KB: u32 = 128;
+
+/// Why a block-only key is refused in FUSE mode.
+const BLOCK_ONLY: &str = "only applies to block mode ([disk] mode = \"block\" or \"auto\"); FUSE mode has no block layer";
+/// Why `max_request_kb` is refused in block mode.
+const FUSE_ONLY: &str = "only applies to FUSE mode (FUSE max_pages); in block mode the device's max_sectors_kb bounds requests (at most 1280 KiB on a loop device)";
 
 /// What a name (of the experiment, of a configuration) may be made of; it
 /// becomes a directory name.
@@ -40,7 +64,14 @@ pub(super) fn expand(file: ExperimentFile, path: &Path, base: &Path) -> Result<E
         return Err(check.invalid("name", NAME_RULE));
     }
     let workload = check.workload(&file.workload)?;
-    check.disk(&file.disk)?;
+    let mut disk = file.disk.clone();
+    check.disk(&disk)?;
+    if disk.mode == DiskMode::Fuse {
+        disk.max_request_kb.get_or_insert(DEFAULT_MAX_REQUEST_KB);
+    }
+    if let Some(c) = &disk.image_cache {
+        disk.image_cache = Some(resolve(base, c));
+    }
     check.memory(&file.memory)?;
     check.run(&file.run)?;
     let default_plan = file.rates.as_ref().map(|r| check.rates("rates", r)).transpose()?;
@@ -55,7 +86,7 @@ pub(super) fn expand(file: ExperimentFile, path: &Path, base: &Path) -> Result<E
         if !name_ok(&section.name) {
             return Err(check.invalid(format!("config[{i}].name"), NAME_RULE));
         }
-        for config in check.config(&key, section, &file.disk, default_plan.as_ref(), &templates)? {
+        for config in check.config(&key, section, &disk, default_plan.as_ref(), &templates)? {
             if !names.insert(config.name.clone()) {
                 return Err(check.invalid(format!("{key}.name"), format!("configuration name {:?} is used twice", config.name)));
             }
@@ -68,12 +99,31 @@ pub(super) fn expand(file: ExperimentFile, path: &Path, base: &Path) -> Result<E
         source: resolve(&std::env::current_dir().unwrap_or_default(), path),
         templates,
         workload,
-        disk: file.disk,
+        disk,
         memory_limit_bytes: file.memory.limit_mb * 1024 * 1024,
         run: file.run,
         paths: file.paths,
         configs,
     })
+}
+
+/// Replaces each configuration by one per value of a key; when there is more
+/// than one value, `set` also returns the suffix that names it.
+fn sweep<T>(configs: &mut Vec<Config>, values: &[T], set: impl Fn(&mut Config, &T) -> String) {
+    let many = values.len() > 1;
+    *configs = configs
+        .drain(..)
+        .flat_map(|c| {
+            values.iter().map(move |v| (c.clone(), v))
+        })
+        .map(|(mut c, v)| {
+            let suffix = set(&mut c, v);
+            if many {
+                c.name.push_str(&suffix);
+            }
+            c
+        })
+        .collect();
 }
 
 /// The file being checked, for error messages and relative paths.
@@ -110,13 +160,77 @@ impl Checker<'_> {
         }
     }
 
-    /// `[disk]`.
+    /// `max_sectors_kb` at `key`: a page to the loop device's cap.
+    fn max_sectors(&self, key: &str, v: u32) -> Result<(), ExperimentError> {
+        if v > LOOP_MAX_SECTORS_KB {
+            return Err(self.invalid(
+                key,
+                format!("{v} KiB is above {LOOP_MAX_SECTORS_KB} KiB, the largest request a loop device takes (its max_hw_sectors_kb); give {LOOP_MAX_SECTORS_KB} for paper 000's 16 MB setting (see docs/disk.md, \"max_sectors_kb and paper 000's Fig 15\")"),
+            ));
+        }
+        if v < 4 {
+            return Err(self.invalid(key, format!("{v} KiB is below one page (4 KiB)")));
+        }
+        Ok(())
+    }
+
+    fn nr_requests(&self, key: &str, v: u32) -> Result<(), ExperimentError> {
+        if !NR_REQUESTS.contains(&v) {
+            return Err(self.invalid(key, format!("{v} is out of range ({}..={})", NR_REQUESTS.start(), NR_REQUESTS.end())));
+        }
+        Ok(())
+    }
+
+    /// `[disk]`: the keys of the other mode are refused.
     fn disk(&self, d: &DiskSection) -> Result<(), ExperimentError> {
         if d.preset.is_empty() {
             return Err(self.invalid("disk.preset", "is empty"));
         }
         self.kb("disk.read_ahead_kb", d.read_ahead_kb)?;
-        self.kb("disk.max_request_kb", d.max_request_kb)
+        if let Some(kb) = d.max_request_kb {
+            if d.mode == DiskMode::Block {
+                return Err(self.invalid("disk.max_request_kb", FUSE_ONLY));
+            }
+            self.kb("disk.max_request_kb", kb)?;
+        }
+        if d.mode == DiskMode::Fuse {
+            for (k, set) in [
+                ("fs", d.fs.is_some()),
+                ("fs_size", d.fs_size.is_some()),
+                ("fs_slack_pct", d.fs_slack_pct.is_some()),
+                ("fill_order", d.fill_order.is_some()),
+                ("fill_seed", d.fill_seed.is_some()),
+                ("image_cache", d.image_cache.is_some()),
+                ("scheduler", d.scheduler.is_some()),
+                ("max_sectors_kb", d.max_sectors_kb.is_some()),
+                ("nr_requests", d.nr_requests.is_some()),
+            ] {
+                if set {
+                    return Err(self.invalid(format!("disk.{k}"), BLOCK_ONLY));
+                }
+            }
+        }
+        if let Some(kb) = d.max_sectors_kb {
+            self.max_sectors("disk.max_sectors_kb", kb)?;
+        }
+        if let Some(n) = d.nr_requests {
+            self.nr_requests("disk.nr_requests", n)?;
+        }
+        if let Some(pct) = d.fs_slack_pct {
+            if d.fs_size != Some(FsSize::Packed) {
+                return Err(self.invalid("disk.fs_slack_pct", "only applies to fs_size = \"packed\""));
+            }
+            if pct == 0 || pct > 1000 {
+                return Err(self.invalid("disk.fs_slack_pct", format!("{pct} % is out of range (1..=1000)")));
+            }
+        }
+        if d.fill_seed.is_some() && d.fill_order != Some(FillOrder::Shuffled) {
+            return Err(self.invalid("disk.fill_seed", "only applies to fill_order = \"shuffled\""));
+        }
+        if let Some(bad) = d.args.iter().find(|a| DRIVER_FLAGS.contains(&a.split('=').next().unwrap_or(""))) {
+            return Err(self.invalid("disk.args", format!("{bad} is set by the driver from the experiment's keys; use the key instead")));
+        }
+        Ok(())
     }
 
     /// `[memory]`.
@@ -229,44 +343,99 @@ impl Checker<'_> {
         for r in &read_aheads {
             self.kb(&format!("{key}.read_ahead_kb"), *r)?;
         }
-        let max_request_kb = c.max_request_kb.unwrap_or(disk.max_request_kb);
-        self.kb(&format!("{key}.max_request_kb"), max_request_kb)?;
+        let max_request_kb = c.max_request_kb.or(disk.max_request_kb);
+        if let Some(kb) = c.max_request_kb {
+            if disk.mode == DiskMode::Block {
+                return Err(self.invalid(format!("{key}.max_request_kb"), FUSE_ONLY));
+            }
+            self.kb(&format!("{key}.max_request_kb"), kb)?;
+        }
+        let schedulers = self.block_sweep(key, "scheduler", &c.scheduler, disk.scheduler, disk.mode)?;
+        let max_sectors = self.block_sweep(key, "max_sectors_kb", &c.max_sectors_kb, disk.max_sectors_kb, disk.mode)?;
+        for kb in max_sectors.iter().flatten() {
+            self.max_sectors(&format!("{key}.max_sectors_kb"), *kb)?;
+        }
+        let nr_requests = self.block_sweep(key, "nr_requests", &c.nr_requests, disk.nr_requests, disk.mode)?;
+        for n in nr_requests.iter().flatten() {
+            self.nr_requests(&format!("{key}.nr_requests"), *n)?;
+        }
         for k in c.knobs.keys() {
             if k.is_empty() || !k.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_') {
                 return Err(self.invalid(format!("{key}.knobs.{k}"), "knob names use letters, digits and '_'"));
             }
         }
-        let sweep_prefetch = prefetches.len() > 1;
-        let sweep_read_ahead = read_aheads.len() > 1;
-        let mut configs = Vec::new();
-        for p in &prefetches {
-            for r in &read_aheads {
-                let mut name = c.name.clone();
-                if let Some(p) = p.filter(|_| sweep_prefetch) {
-                    name.push_str(&p.name_suffix());
-                }
-                if sweep_read_ahead {
-                    name.push_str(&format!("-ra{r}"));
-                }
-                configs.push(Config {
-                    label: c.label.clone().unwrap_or_else(|| name.clone()),
-                    name,
-                    base: c.name.clone(),
-                    kind: c.kind,
-                    server,
-                    template: template.clone(),
-                    binary: c.binary.as_ref().map(|b| resolve(self.base, b)),
-                    libception: c.libception,
-                    prefetch: p.map(PrefetchSize::to_prefetch),
-                    read_ahead_kb: *r,
-                    max_request_kb,
-                    knobs: c.knobs.clone(),
-                    rates: plan.clone(),
-                    trace: c.trace.unwrap_or(disk.trace),
-                });
-            }
+        // One configuration per combination, in key order; a swept key adds
+        // its suffix to the name.
+        let mut configs = vec![Config {
+            label: String::new(),
+            name: c.name.clone(),
+            base: c.name.clone(),
+            kind: c.kind,
+            server,
+            template,
+            binary: c.binary.as_ref().map(|b| resolve(self.base, b)),
+            libception: c.libception,
+            prefetch: None,
+            read_ahead_kb: 0,
+            max_request_kb,
+            scheduler: None,
+            max_sectors_kb: None,
+            nr_requests: None,
+            knobs: c.knobs.clone(),
+            rates: plan,
+            trace: c.trace.unwrap_or(disk.trace),
+        }];
+        sweep(&mut configs, &prefetches, |c, p| {
+            c.prefetch = p.map(PrefetchSize::to_prefetch);
+            p.map(|p| p.name_suffix()).unwrap_or_default()
+        });
+        sweep(&mut configs, &read_aheads, |c, r| {
+            c.read_ahead_kb = *r;
+            format!("-ra{r}")
+        });
+        sweep(&mut configs, &schedulers, |c, s| {
+            c.scheduler = *s;
+            s.map(|s| format!("-{}", s.name())).unwrap_or_default()
+        });
+        sweep(&mut configs, &max_sectors, |c, m| {
+            c.max_sectors_kb = *m;
+            m.map(|m| format!("-ms{m}")).unwrap_or_default()
+        });
+        sweep(&mut configs, &nr_requests, |c, n| {
+            c.nr_requests = *n;
+            n.map(|n| format!("-nr{n}")).unwrap_or_default()
+        });
+        for config in &mut configs {
+            config.label = c.label.clone().unwrap_or_else(|| config.name.clone());
         }
         Ok(configs)
+    }
+
+    /// The values of a block-only configuration key (`[None]`: unset, the
+    /// disk's default): its own list, else the `[disk]` value. Refused in FUSE
+    /// mode; in `auto` mode only a single value, since a sweep would collapse
+    /// into identical configurations in FUSE mode.
+    fn block_sweep<T: Copy>(
+        &self,
+        key: &str,
+        name: &str,
+        own: &Option<OneOrMany<T>>,
+        disk: Option<T>,
+        mode: DiskMode,
+    ) -> Result<Vec<Option<T>>, ExperimentError> {
+        let Some(own) = own else { return Ok(vec![disk]) };
+        let values = own.values();
+        match mode {
+            DiskMode::Fuse => return Err(self.invalid(format!("{key}.{name}"), BLOCK_ONLY)),
+            DiskMode::Auto if values.len() > 1 => {
+                return Err(self.invalid(format!("{key}.{name}"), "a sweep of a block-only key needs [disk] mode = \"block\" (in mode \"auto\" it would collapse into identical configurations on a machine that falls back to FUSE mode)"))
+            }
+            _ => {}
+        }
+        if values.is_empty() {
+            return Err(self.invalid(format!("{key}.{name}"), "is an empty list"));
+        }
+        Ok(values.into_iter().map(Some).collect())
     }
 
     /// A configuration's rates: its own, or the top-level ones; a `wc`

@@ -25,7 +25,7 @@ mod schema;
 
 pub use libception_proto::{Mode, Prefetch};
 use libception_proto::AdaptiveParams;
-pub use schema::{DiskSection, ExperimentFile, PathsSection, RunKind, RunSection, SearchSection, ServerKind};
+pub use schema::{DiskMode, DiskSection, ExperimentFile, FillOrder, FsKind, FsSize, PathsSection, RunKind, RunSection, Scheduler, SearchSection, ServerKind};
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -83,7 +83,17 @@ pub struct Config {
     #[serde(flatten, with = "recorded_prefetch")]
     pub prefetch: Option<Prefetch>,
     pub read_ahead_kb: u32,
-    pub max_request_kb: u32,
+    /// FUSE mode's largest request (`None` in block mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_request_kb: Option<u32>,
+    /// Block mode's queue settings (`None` in FUSE mode, or the disk's
+    /// default); what the device took is read back into each run's setup.json.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduler: Option<Scheduler>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_sectors_kb: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nr_requests: Option<u32>,
     pub knobs: BTreeMap<String, String>,
     pub rates: RatePlan,
     pub trace: bool,
@@ -168,6 +178,46 @@ impl Experiment {
             .unwrap_or(Path::new("."));
         let base = std::fs::canonicalize(base).unwrap_or_else(|_| base.to_owned());
         expand::expand(file, path, &base)
+    }
+
+    /// Fixes the disk mode before anything runs: `auto` becomes block mode
+    /// when `support` (the disk's check for the experiment's filesystem)
+    /// passes and FUSE mode otherwise; `block` needs it to pass. The other
+    /// mode's keys are then dropped, so `experiment.json` and every run record
+    /// only what was used. Returns the reason for falling back to FUSE mode.
+    pub fn resolve_disk_mode(&mut self, support: impl FnOnce(FsKind) -> anyhow::Result<()>) -> anyhow::Result<Option<String>> {
+        let fs = self.disk.fs.unwrap_or_default();
+        let (mode, fallback) = match self.disk.mode {
+            DiskMode::Fuse => (DiskMode::Fuse, None),
+            DiskMode::Block => {
+                support(fs).map_err(|e| anyhow::anyhow!("experiment {:?} asks for [disk] mode = \"block\", but {e:#} (or set mode = \"auto\" to fall back to FUSE mode)", self.name))?;
+                (DiskMode::Block, None)
+            }
+            DiskMode::Auto => match support(fs) {
+                Ok(()) => (DiskMode::Block, None),
+                Err(e) => (DiskMode::Fuse, Some(format!("{e:#}"))),
+            },
+        };
+        self.disk.mode = mode;
+        match mode {
+            DiskMode::Block => {
+                self.disk.max_request_kb = None;
+                for c in &mut self.configs {
+                    c.max_request_kb = None;
+                }
+            }
+            _ => {
+                let d = &mut self.disk;
+                let kb = *d.max_request_kb.get_or_insert(expand::DEFAULT_MAX_REQUEST_KB);
+                (d.fs, d.fs_size, d.fs_slack_pct, d.fill_order, d.fill_seed, d.image_cache) = (None, None, None, None, None, None);
+                (d.scheduler, d.max_sectors_kb, d.nr_requests) = (None, None, None);
+                for c in &mut self.configs {
+                    c.max_request_kb.get_or_insert(kb);
+                    (c.scheduler, c.max_sectors_kb, c.nr_requests) = (None, None, None);
+                }
+            }
+        }
+        Ok(fallback)
     }
 
     /// The configuration named `name`.
@@ -339,6 +389,8 @@ kind = "wc"
             let recorded: serde_json::Value = serde_json::from_str(&text).unwrap();
             let exp: Experiment = serde_json::from_value(recorded.clone()).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
             assert_eq!(serde_json::to_value(&exp).unwrap()["configs"], recorded["configs"], "{}", dir.display());
+            // --resume compares `disk` too: FUSE results record it as before block mode.
+            assert_eq!(serde_json::to_value(&exp).unwrap()["disk"], recorded["disk"], "{}", dir.display());
             for file in recorded_runs(&dir) {
                 let recorded: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
                 let config: Config = serde_json::from_value(recorded["config"].clone()).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
@@ -364,6 +416,120 @@ kind = "wc"
         assert_eq!(back.prefetch, Some(Prefetch::Adaptive(AdaptiveParams::default())));
     }
 
+    /// GOOD in block mode, with `extra` added to `[disk]`.
+    fn block(extra: &str) -> String {
+        GOOD.replace("preset = \"wd-red-1tb\"", &format!("preset = \"wd-red-1tb\"\nmode = \"block\"\n{extra}"))
+    }
+
+    #[test]
+    fn block_keys_parse_expand_into_sweeps_and_default_per_config() {
+        let text = block("fs = \"xfs\"\nfs_size = \"packed\"\nfs_slack_pct = 20\nfill_order = \"shuffled\"\nfill_seed = 7\nimage_cache = \"images\"\nnr_requests = 64")
+            .replace("name = \"vanilla\"\nserver = \"nginx\"", "name = \"vanilla\"\nserver = \"nginx\"\nscheduler = [\"mq-deadline\", \"bfq\"]\nmax_sectors_kb = [512, 1280]\nread_ahead_kb = 2048");
+        let e = parse(&text).unwrap();
+        let names: Vec<_> = e.configs.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["vanilla-mq-deadline-ms512", "vanilla-mq-deadline-ms1280", "vanilla-bfq-ms512", "vanilla-bfq-ms1280", "lib-p1024", "lib-p2048", "wc"]);
+        let c = e.config("vanilla-bfq-ms512").unwrap();
+        assert_eq!((c.scheduler, c.max_sectors_kb, c.nr_requests, c.read_ahead_kb, c.max_request_kb), (Some(Scheduler::Bfq), Some(512), Some(64), 2048, None));
+        assert_eq!(c.base, "vanilla");
+        let lib = e.config("lib-p1024").unwrap();
+        assert_eq!((lib.scheduler, lib.max_sectors_kb, lib.nr_requests), (None, None, Some(64)), "[disk] values apply to every configuration");
+        assert_eq!(e.disk.mode, DiskMode::Block);
+        assert_eq!((e.disk.fs, e.disk.fs_size, e.disk.fill_order, e.disk.fill_seed), (Some(FsKind::Xfs), Some(FsSize::Packed), Some(FillOrder::Shuffled), Some(7)));
+        let cache = e.disk.image_cache.clone().unwrap();
+        assert!(cache.is_absolute() && cache.ends_with("images"), "{}", cache.display());
+        // Recorded: the new keys where set, none of FUSE mode's.
+        let recorded = serde_json::to_value(c).unwrap();
+        assert_eq!(recorded["scheduler"], "bfq");
+        assert_eq!(recorded["max_sectors_kb"], 512);
+        assert!(recorded.get("max_request_kb").is_none());
+        let back: Config = serde_json::from_value(recorded.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&back).unwrap(), recorded);
+    }
+
+    #[test]
+    fn max_sectors_kb_above_the_loop_cap_says_why() {
+        let err = parse(&block("").replace("name = \"vanilla\"\nserver = \"nginx\"", "name = \"vanilla\"\nserver = \"nginx\"\nmax_sectors_kb = 16384")).unwrap_err().to_string();
+        assert!(err.contains("config[0] (\"vanilla\").max_sectors_kb") && err.contains("above 1280 KiB") && err.contains("loop device"), "{err}");
+        let err = parse(&block("max_sectors_kb = 2048")).unwrap_err().to_string();
+        assert!(err.contains("disk.max_sectors_kb") && err.contains("max_hw_sectors_kb"), "{err}");
+        assert!(parse(&block("max_sectors_kb = 1280")).is_ok());
+        let err = parse(&block("max_sectors_kb = 2")).unwrap_err().to_string();
+        assert!(err.contains("disk.max_sectors_kb") && err.contains("page"), "{err}");
+    }
+
+    #[test]
+    fn keys_of_the_other_mode_are_refused() {
+        let vanilla = "name = \"vanilla\"\nserver = \"nginx\"";
+        let cases = [
+            (GOOD.replace("preset = \"wd-red-1tb\"", "preset = \"wd-red-1tb\"\nscheduler = \"bfq\""), "disk.scheduler: only applies to block mode"),
+            (GOOD.replace("preset = \"wd-red-1tb\"", "preset = \"wd-red-1tb\"\nmode = \"fuse\"\nfs = \"xfs\""), "disk.fs: only applies to block mode"),
+            (GOOD.replace(vanilla, &format!("{vanilla}\nmax_sectors_kb = 1280")), "config[0] (\"vanilla\").max_sectors_kb: only applies to block mode"),
+            (GOOD.replace(vanilla, &format!("{vanilla}\nnr_requests = 64")), "config[0] (\"vanilla\").nr_requests: only applies to block mode"),
+            (block("max_request_kb = 1024"), "disk.max_request_kb: only applies to FUSE mode"),
+            (block("").replace(vanilla, &format!("{vanilla}\nmax_request_kb = 1024")), "config[0] (\"vanilla\").max_request_kb: only applies to FUSE mode"),
+            (block("fs_slack_pct = 5"), "disk.fs_slack_pct: only applies to fs_size = \"packed\""),
+            (block("fill_seed = 5"), "disk.fill_seed: only applies to fill_order = \"shuffled\""),
+            (block("nr_requests = 1"), "disk.nr_requests: 1 is out of range"),
+            (block("args = [\"--max-sectors-kb=64\"]"), "disk.args: --max-sectors-kb=64 is set by the driver"),
+            (
+                GOOD.replace("preset = \"wd-red-1tb\"", "preset = \"wd-red-1tb\"\nmode = \"auto\"").replace(vanilla, &format!("{vanilla}\nscheduler = [\"none\", \"bfq\"]")),
+                "config[0] (\"vanilla\").scheduler: a sweep of a block-only key needs [disk] mode = \"block\"",
+            ),
+        ];
+        for (text, want) in cases {
+            let err = parse(&text).unwrap_err().to_string();
+            assert!(err.contains(want), "{err:?} should mention {want:?}");
+        }
+        let err = parse(&block("scheduler = \"cfq\"")).unwrap_err().to_string();
+        assert!(err.contains("cfq") && err.contains("line "), "{err}");
+    }
+
+    #[test]
+    fn files_without_a_mode_are_fuse_mode_and_record_the_same_disk_as_before() {
+        let e = parse(GOOD).unwrap();
+        assert_eq!(e.disk.mode, DiskMode::Fuse);
+        assert_eq!(e.config("vanilla").unwrap().max_request_kb, Some(128));
+        let disk = serde_json::to_value(&e.disk).unwrap();
+        let keys: Vec<&str> = disk.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(keys, ["args", "max_request_kb", "preset", "read_ahead_kb", "trace"], "the keys results before block mode have");
+        assert_eq!(serde_json::to_value(e.config("vanilla").unwrap()).unwrap()["max_request_kb"], 128);
+    }
+
+    #[test]
+    fn auto_mode_resolves_to_block_or_falls_back_to_fuse_with_the_reason() {
+        let auto = GOOD
+            .replace("preset = \"wd-red-1tb\"", "preset = \"wd-red-1tb\"\nmode = \"auto\"\nfs = \"xfs\"\nmax_request_kb = 256")
+            .replace("name = \"vanilla\"\nserver = \"nginx\"", "name = \"vanilla\"\nserver = \"nginx\"\nmax_request_kb = 1024\nmax_sectors_kb = 1280");
+        let mut e = parse(&auto).unwrap();
+        let mut asked = None;
+        let fallback = e.resolve_disk_mode(|fs| {
+            asked = Some(fs);
+            Ok(())
+        });
+        assert_eq!(fallback.unwrap(), None);
+        assert_eq!(asked, Some(FsKind::Xfs), "the support check is for the experiment's filesystem");
+        assert_eq!(e.disk.mode, DiskMode::Block);
+        assert_eq!(e.disk.max_request_kb, None);
+        let v = e.config("vanilla").unwrap();
+        assert_eq!((v.max_request_kb, v.max_sectors_kb), (None, Some(1280)));
+
+        let mut e = parse(&auto).unwrap();
+        let why = e.resolve_disk_mode(|_| anyhow::bail!("no loop devices here")).unwrap();
+        assert_eq!(why.as_deref(), Some("no loop devices here"));
+        assert_eq!(e.disk.mode, DiskMode::Fuse);
+        assert_eq!((e.disk.fs, e.disk.max_request_kb), (None, Some(256)));
+        let v = e.config("vanilla").unwrap();
+        assert_eq!((v.max_request_kb, v.max_sectors_kb), (Some(1024), None));
+        assert_eq!(e.config("lib-p1024").unwrap().max_request_kb, Some(256));
+        assert!(serde_json::to_value(&e).unwrap().to_string().find("max_sectors_kb").is_none(), "FUSE results record no block keys");
+
+        let mut e = parse(&block("")).unwrap();
+        let err = e.resolve_disk_mode(|_| anyhow::bail!("no loop devices here")).unwrap_err().to_string();
+        assert!(err.contains("mode = \"block\"") && err.contains("no loop devices here") && err.contains("\"auto\""), "{err}");
+        let mut e = parse(GOOD).unwrap();
+        assert_eq!(e.resolve_disk_mode(|_| panic!("FUSE mode needs no check")).unwrap(), None);
+    }
+
     #[test]
     fn the_bundled_experiments_are_valid() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/experiments");
@@ -371,7 +537,11 @@ kind = "wc"
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
             if path.extension().is_some_and(|e| e == "toml") {
-                Experiment::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
+                let e = Experiment::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
+                assert_eq!(e.disk.mode, DiskMode::Auto, "{}: block mode where supported", path.display());
+                for c in e.configs.iter().filter(|c| c.max_request_kb == Some(1024)) {
+                    assert_eq!(c.max_sectors_kb, Some(1280), "{}: {} is kernel-tuned in both modes", path.display(), c.name);
+                }
                 seen += 1;
             }
         }

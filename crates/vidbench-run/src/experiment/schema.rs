@@ -49,23 +49,170 @@ pub struct WorkloadSection {
 }
 
 /// The emulated disk every run mounts.
+///
+/// `mode` chooses FUSE mode (the default, what files without the key always
+/// meant) or block mode (loop device + real filesystem, docs/disk.md "Block
+/// mode"); `auto` is block mode where the machine supports it and FUSE mode
+/// otherwise, resolved once when the driver starts
+/// ([`crate::Experiment::resolve_disk_mode`]), so results never record `auto`.
+/// Keys of one mode are refused in the other (in `auto` both may be given,
+/// and the resolved mode's are used). New keys are left out of the recorded
+/// JSON when unset, so older results record the same `disk` again.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct DiskSection {
+    #[serde(default, skip_serializing_if = "DiskMode::is_fuse")]
+    pub mode: DiskMode,
     /// Drive preset of `vidbench disk mount --preset`.
     pub preset: String,
-    /// The mount's readahead (the analogue of `read_ahead_kb`).
+    /// The readahead of the mount (FUSE) or the device (block: `read_ahead_kb`).
     #[serde(default = "default_kb")]
     pub read_ahead_kb: u32,
-    /// The largest read the kernel may send (the analogue of `max_sectors_kb`).
-    #[serde(default = "default_kb")]
-    pub max_request_kb: u32,
+    /// FUSE mode: the largest read the kernel may send (FUSE `max_pages`, the
+    /// analogue of `max_sectors_kb`); 128 when unset in FUSE mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_request_kb: Option<u32>,
+    /// Block mode: filesystem on the drive (default ext4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fs: Option<FsKind>,
+    /// Block mode: how much of the drive the filesystem covers (default whole).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fs_size: Option<FsSize>,
+    /// Block mode: free space of a packed filesystem, percent of the library.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fs_slack_pct: Option<u32>,
+    /// Block mode: order in which the image builder writes the files (default library).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fill_order: Option<FillOrder>,
+    /// Block mode: seed of a shuffled fill order (default: the manifest's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fill_seed: Option<u64>,
+    /// Block mode: directory of built images (relative to the experiment
+    /// file; default: the disk's own cache, `vidbench disk mount --image-cache`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_cache: Option<PathBuf>,
+    /// Block mode: I/O scheduler of the device (default mq-deadline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduler: Option<Scheduler>,
+    /// Block mode: `max_sectors_kb` of the device (4..=1280, the loop cap;
+    /// default the kernel's, 1280 here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_sectors_kb: Option<u32>,
+    /// Block mode: `nr_requests` of the device (default the scheduler's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nr_requests: Option<u32>,
     /// Record the disk trace in every run (configurations may override).
     #[serde(default)]
     pub trace: bool,
     /// Extra arguments for `vidbench disk mount`, passed as they are.
     #[serde(default)]
     pub args: Vec<String>,
+}
+
+/// `[disk] mode`.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum DiskMode {
+    /// The FUSE filesystem of `vidbench disk mount`.
+    #[default]
+    Fuse,
+    /// `vidbench disk mount --block`.
+    Block,
+    /// Block where supported, else FUSE (resolved when the driver starts).
+    Auto,
+}
+
+impl DiskMode {
+    pub fn is_fuse(&self) -> bool {
+        *self == DiskMode::Fuse
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            DiskMode::Fuse => "fuse",
+            DiskMode::Block => "block",
+            DiskMode::Auto => "auto",
+        }
+    }
+}
+
+/// `fs`: the filesystem of block mode (`--fs`).
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum FsKind {
+    #[default]
+    Ext4,
+    Xfs,
+}
+
+impl FsKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            FsKind::Ext4 => "ext4",
+            FsKind::Xfs => "xfs",
+        }
+    }
+    /// The disk crate's value, for its support check.
+    pub fn to_disk(self) -> vidbench_disk::block::FsKind {
+        match self {
+            FsKind::Ext4 => vidbench_disk::block::FsKind::Ext4,
+            FsKind::Xfs => vidbench_disk::block::FsKind::Xfs,
+        }
+    }
+}
+
+/// `fs_size` (`--fs-size`).
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum FsSize {
+    Whole,
+    Packed,
+}
+
+impl FsSize {
+    pub fn name(self) -> &'static str {
+        match self {
+            FsSize::Whole => "whole",
+            FsSize::Packed => "packed",
+        }
+    }
+}
+
+/// `fill_order` (`--fill-order`).
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum FillOrder {
+    Library,
+    Shuffled,
+}
+
+impl FillOrder {
+    pub fn name(self) -> &'static str {
+        match self {
+            FillOrder::Library => "library",
+            FillOrder::Shuffled => "shuffled",
+        }
+    }
+}
+
+/// `scheduler`: the blk-mq I/O schedulers (`--scheduler`).
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scheduler {
+    None,
+    MqDeadline,
+    Bfq,
+    Kyber,
+}
+
+impl Scheduler {
+    pub fn name(self) -> &'static str {
+        match self {
+            Scheduler::None => "none",
+            Scheduler::MqDeadline => "mq-deadline",
+            Scheduler::Bfq => "bfq",
+            Scheduler::Kyber => "kyber",
+        }
+    }
 }
 
 fn default_kb() -> u32 {
@@ -336,7 +483,13 @@ pub struct ConfigSection {
     pub libception: Option<Mode>,
     pub prefetch_kb: Option<OneOrMany<PrefetchSize>>,
     pub read_ahead_kb: Option<OneOrMany<u32>>,
+    /// FUSE mode only.
     pub max_request_kb: Option<u32>,
+    /// Block mode only: the device's I/O scheduler(s), `max_sectors_kb`,
+    /// `nr_requests`; a list is a sweep, like `read_ahead_kb`.
+    pub scheduler: Option<OneOrMany<Scheduler>>,
+    pub max_sectors_kb: Option<OneOrMany<u32>>,
+    pub nr_requests: Option<OneOrMany<u32>>,
     /// Template variables (e.g. `aio = "threads"`), checked against the template.
     #[serde(default)]
     pub knobs: BTreeMap<String, String>,

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# vidbench run in block mode ([disk] mode = "block") never leaves a mount, a
+# loop device, an image server or a cgroup behind, on any exit path:
+#  1. a server that dies at start-up (/bin/false as nginx), after the image was
+#     built and the disk mounted: the error names it, nothing is left;
+#  2. SIGINT during the load of a real nginx run;
+#  3. SIGTERM during the load;
+#  4. SIGKILL of the driver during the load, then a later run into the same
+#     results directory (its stale sweep): nothing is left.
+# Also checks what a block run records: OUT/image.json (key hash, placement) and,
+# in a run's setup.json, the queue settings read back from the loop device.
+# "Left behind" is precise: a loop device or image-server mount created during
+# the test whose mount process is gone, a mount under the test's directory, a
+# process naming it, a cgroup of the driver.
+# Needs root, /dev/fuse, loop devices, mkfs.ext4, the cgroup v1 memory
+# controller and nginx (skips otherwise).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+VB=${VIDBENCH:-${LIBCEPTION_BUILD:-$PWD/build}/bin/vidbench}
+if [ "$(id -u)" -ne 0 ]; then echo "skip: needs root (cgroups, loop devices, mounts)"; exit 77; fi
+[ -c /dev/fuse ] || { echo "skip: /dev/fuse is missing"; exit 77; }
+[ -e /dev/loop-control ] || { echo "skip: no loop devices (/dev/loop-control)"; exit 77; }
+command -v losetup > /dev/null || { echo "skip: losetup is missing"; exit 77; }
+command -v mkfs.ext4 > /dev/null || { echo "skip: mkfs.ext4 is missing"; exit 77; }
+[ -e /sys/fs/cgroup/memory/memory.limit_in_bytes ] || { echo "skip: no cgroup v1 memory controller"; exit 77; }
+[ -x /usr/sbin/nginx ] || { echo "skip: nginx is not installed"; exit 77; }
+[ -x "$VB" ] || { echo "FAIL: $VB not built (run make)"; exit 1; }
+
+tmp=$(mktemp -d /tmp/run-block-cleanup.XXXXXX)
+chmod 755 "$tmp"
+driver=
+cleanup() {
+  [ -n "$driver" ] && kill -KILL "$driver" 2>/dev/null || true
+  for m in $(grep -o " $tmp[^ ]*" /proc/mounts || true); do "$VB" disk unmount "$m" > /dev/null 2>&1 || umount -l "$m" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; [ -f "$tmp/log" ] && tail -20 "$tmp/log"; exit 1; }
+
+# Loop devices and image-server mounts of block mounts (mount-PID) whose process is gone.
+orphans() {
+  { losetup -a -O NAME,BACK-FILE -n 2>/dev/null || true; grep -o ' /run/vidbench/block/mount-[0-9]*/fuse ' /proc/mounts || true; } |
+    { grep -o '/run/vidbench/block/mount-[0-9]*' || true; } | sort -u | while read -r dir; do
+      pid=${dir##*-}
+      kill -0 "$pid" 2>/dev/null || echo "$dir"
+    done
+}
+orphans > "$tmp/orphans-before"
+
+"$VB" workload gen bench/specs/small.toml --out "$tmp/w" > /dev/null
+experiment() { # binary
+  cat <<EOT
+name = "block-cleanup"
+templates = "$PWD/bench/servers"
+[workload]
+dir = "$tmp/w"
+[disk]
+preset = "wd-red-1tb"
+mode = "block"
+image_cache = "$tmp/images"
+[memory]
+limit_mb = 256
+[run]
+duration_s = 60
+warm = false
+port = 18098
+[rates]
+fixed = [5]
+[[config]]
+name = "srv"
+server = "nginx"
+binary = "$1"
+max_sectors_kb = 512
+scheduler = "bfq"
+EOT
+}
+no_leftovers() { # driver pid
+  grep -q " $tmp" /proc/mounts && fail "a mount under $tmp is left: $(grep " $tmp" /proc/mounts)"
+  orphans > "$tmp/orphans-after"
+  new=$(comm -13 "$tmp/orphans-before" "$tmp/orphans-after")
+  [ -z "$new" ] && true || fail "loop device or image server left by a dead mount process: $new ($(losetup -a))"
+  ls -d /sys/fs/cgroup/memory/vidbench-"$1"-* 2>/dev/null && fail "cgroup of driver $1 left behind"
+  ls -d /sys/fs/cgroup/cpuacct/vidbench-"$1"-* 2>/dev/null && fail "cpuacct cgroup of driver $1 left behind"
+  pgrep -f "$tmp" > /dev/null && fail "processes left: $(pgrep -af "$tmp")"
+  return 0
+}
+wait_load() { # results dir
+  for _ in $(seq 900); do grep -q "    load " "$tmp/log" && break; sleep 0.1; done
+  grep -q "    load " "$tmp/log" || fail "the load never started"
+  grep -q " $1/mnt ext4 " /proc/mounts || fail "$1/mnt is not an ext4 mount during the load (block mode was not used)"
+  pgrep -f "$1/runs" > /dev/null || fail "no nginx was running during the load"
+}
+
+# 1. Server dying at start-up, after the image and the mount.
+experiment /bin/false > "$tmp/e1.toml"
+"$VB" run "$tmp/e1.toml" --out "$tmp/r1" > /dev/null 2> "$tmp/log" & driver=$!
+if wait $driver; then fail "a server that exits at once was accepted"; fi
+grep -q "nginx exited during start-up" "$tmp/log" || fail "the error does not say the server died"
+no_leftovers $driver
+grep -q '"image_key_hash"' "$tmp/r1/image.json" || fail "no image key recorded before the runs"
+grep -q "ext4 on /dev/loop" "$tmp/r1/runs/srv/rate-5.00-rep0/disk.log" || fail "the run did not mount in block mode (nothing was tested)"
+[ ! -e "$tmp/r1/runs/srv/rate-5.00-rep0/DONE" ] || fail "a failed run is marked complete"
+
+# 2, 3. SIGINT and SIGTERM during the load.
+experiment /usr/sbin/nginx > "$tmp/e.toml"
+for sig in INT TERM; do
+  out="$tmp/r-$sig"
+  "$VB" run "$tmp/e.toml" --out "$out" > /dev/null 2> "$tmp/log" & driver=$!
+  wait_load "$out"
+  # What the run records is written before the load: the queue as the device took it.
+  setup=$(ls "$out"/runs/srv/*/disk-before.json)
+  grep -q '"max_sectors_kb": "512"' "$setup" || fail "the device did not get max_sectors_kb 512"
+  kill -"$sig" $driver
+  if wait $driver; then fail "an experiment stopped by SIG$sig exited 0"; fi
+  grep -q -- "--resume" "$tmp/log" || fail "the driver did not say how to resume after SIG$sig"
+  no_leftovers $driver
+  [ ! -e "$out/runs/srv/rate-5.00-rep0/DONE" ] || fail "the run stopped by SIG$sig is marked complete"
+done
+
+# 4. SIGKILL of the driver, then a later run into the same directory.
+out="$tmp/r-KILL"
+"$VB" run "$tmp/e.toml" --out "$out" > /dev/null 2> "$tmp/log" & driver=$!
+wait_load "$out"
+kill -KILL $driver
+wait $driver 2>/dev/null || true
+killed=$driver
+driver=
+# The disk process and nginx die with their parent (PR_SET_PDEATHSIG); the
+# cgroups stay until a later run sweeps them.
+for _ in $(seq 100); do pgrep -f "$out" > /dev/null || break; sleep 0.2; done
+experiment /nonexistent/nginx > "$tmp/e4.toml"
+if "$VB" run "$tmp/e4.toml" --out "$out" --resume 2> "$tmp/log"; then fail "a missing server binary was accepted"; fi
+no_leftovers $killed
+echo "run-block-cleanup: ok"
