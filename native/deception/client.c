@@ -8,12 +8,25 @@
  * outstanding per connection, and each carries a sequence number that the
  * reply must echo.
  *
- * Failing open: any failure (cannot connect, send fails, daemon closes,
- * garbage or out-of-sequence reply, stray fds in the reply, timeout) drops the
- * connection - so a late reply can never be taken for the answer to a later
- * request - and arms a process-wide back-off: for the next 100 ms, doubling up
- * to 30 s, no thread tries the daemon again and calls go straight to libc. The
- * first good reply clears the back-off. No connect storm, no repeated waits.
+ * Trust: right after connecting, SO_PEERCRED must show a daemon whose uid
+ * config.c trusts (root, LIBCEPTION_DAEMON_UID, or outside AT_SECURE our own
+ * euid); anyone else who bound the socket path gets no fd - the connection is
+ * closed, stderr says so once, and calls go to libc as with no daemon.
+ *
+ * A late reply is not a dead daemon: when the wait for a reply runs out (a
+ * long disk queue), the call goes on to libc but the connection stays, with
+ * the request counted as stale; its reply, when it comes, is recognised by its
+ * older sequence number and taken in. While a late reply is still owed, that
+ * thread's calls go to libc without waiting (other threads and the back-off
+ * are untouched); a reply owed for longer than the longest back-off (30 s)
+ * means the daemon is stuck, and the connection is dropped as failed.
+ *
+ * Failing open: any failure (cannot connect, untrusted peer, send fails,
+ * daemon closes, garbage or out-of-sequence reply, stray fds in the reply, a
+ * dead daemon) drops the connection and arms a process-wide back-off: for the
+ * next 100 ms, doubling up to 30 s, no thread tries the daemon again and calls
+ * go straight to libc. The first good reply clears the back-off. No connect
+ * storm, no repeated waits.
  *
  * Ownership and locks: a thread's conn is touched only by that thread, except
  * in the fork child handler (single-threaded by then). thread.c calls in here
@@ -24,9 +37,10 @@
  *
  * Our socket can be closed behind our back (closefrom-style loops, close_range,
  * dup2 onto it, a vfork child's close() that cleared our fd table entry):
- * before each use fstat must show the very socket we connected (same device
- * and inode), else the number is someone else's and is forgotten without being
- * closed or written to. The fd table is only a hint here (it cannot describe
+ * before each use, and before closing it at thread exit or in a fork child,
+ * fstat must show the very socket we connected (same device and inode), else
+ * the number is someone else's and is forgotten without being closed or
+ * written to. The fd table is only a hint here (it cannot describe
  * fds beyond its size, and other processes sharing our memory can edit it);
  * when the socket is still ours, its SHIM entry is restored.
  *
@@ -44,6 +58,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <string.h>
 #include <unistd.h>
@@ -64,6 +79,8 @@ struct conn {
 	int registered;      /* linked in the registry */
 	uint64_t ino, dev;   /* socket identity, to notice the fd being replaced */
 	uint64_t seq;        /* last sequence number sent */
+	uint64_t stale;      /* requests whose reply came too late, still owed */
+	uint64_t stale_since_ns; /* when the oldest of them timed out */
 	pid_t tid;
 	struct conn *next, *prev;
 };
@@ -145,6 +162,7 @@ static void conn_drop(struct conn *c, int close_fd)
 		return;
 	registry_unlink(c);
 	c->fd = -1;
+	c->stale = 0;
 	if (close_fd) {
 		lcp__fdtab_forget(fd);
 		lcp__sys_close(fd);
@@ -156,6 +174,30 @@ static void conn_fail(struct conn *c, enum lcp__counter why)
 	lcp__stats_count(why, 1);
 	conn_drop(c, 1);
 	backoff_failure();
+}
+
+/* Is the daemon on the other end one we may hand fds to? */
+static int peer_trusted(int fd)
+{
+	static int warned;
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	char line[256];
+	int n;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && len == sizeof(cred) &&
+	    lcp__daemon_uid_trusted(cred.uid))
+		return 1;
+	if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED)) {
+		n = snprintf(line, sizeof(line),
+			     "libdeception: not using the daemon at %.108s: it runs as uid %ld, not root%s; "
+			     "reads go straight to libc (set LIBCEPTION_DAEMON_UID to trust it)\n",
+			     lcp__cfg.socket_path, len == sizeof(cred) ? (long)cred.uid : -1L,
+			     lcp__cfg.secure ? "" : " nor our own uid");
+		if (n > 0)
+			(void)!write(2, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+	}
+	return 0;
 }
 
 static int conn_open(struct conn *c)
@@ -183,6 +225,12 @@ static int conn_open(struct conn *c)
 		backoff_failure();
 		return -ENOTCONN;
 	}
+	if (!peer_trusted(fd)) {
+		lcp__sys_close(fd);
+		lcp__stats_count(LCP_CTR_UNTRUSTED, 1);
+		backoff_failure();
+		return -ENOTCONN;
+	}
 	c->fd = fd;
 	c->ino = st.st_ino;
 	c->dev = st.st_dev;
@@ -193,15 +241,21 @@ static int conn_open(struct conn *c)
 	return 0;
 }
 
-/* Is c->fd still the socket we connected? */
-static int conn_valid(struct conn *c)
+/* Does c->fd still name the socket we connected? */
+static int conn_is_ours(const struct conn *c)
 {
 	struct stat st;
 
+	return c->fd >= 0 && fstat(c->fd, &st) == 0 && S_ISSOCK(st.st_mode) && (uint64_t)st.st_ino == c->ino &&
+	       (uint64_t)st.st_dev == c->dev;
+}
+
+/* Is c->fd still the socket we connected? If not, forget it untouched. */
+static int conn_valid(struct conn *c)
+{
 	if (c->fd < 0)
 		return 0;
-	if (fstat(c->fd, &st) != 0 || !S_ISSOCK(st.st_mode) || (uint64_t)st.st_ino != c->ino ||
-	    (uint64_t)st.st_dev != c->dev) {
+	if (!conn_is_ours(c)) {
 		conn_drop(c, 0);
 		return 0;
 	}
@@ -266,11 +320,12 @@ static int send_request(struct conn *c, const struct lcp_request *req, int fd)
 }
 
 /*
- * Receive the reply to seq. 0, -ETIMEDOUT, -EPIPE (closed or broken) or -EPROTO.
+ * Receive one well-formed reply by deadline (lcp__now_ns clock; a deadline
+ * already past still takes a reply that is waiting). 0, -ETIMEDOUT, -EPIPE
+ * (closed or broken) or -EPROTO.
  */
-static int receive_reply(struct conn *c, const struct lcp_request *req, struct lcp_reply *reply)
+static int receive_one(struct conn *c, uint64_t deadline, struct lcp_reply *reply)
 {
-	uint64_t deadline = lcp__now_ns() + (uint64_t)lcp__cfg.timeout_ms * 1000000u;
 	union {
 		char bytes[LCP_MAX_MESSAGE];
 		struct lcp_reply reply;
@@ -288,15 +343,16 @@ static int receive_reply(struct conn *c, const struct lcp_request *req, struct l
 		long got;
 		int ready;
 
-		if (now >= deadline)
-			return -ETIMEDOUT;
-		ready = wait_readable(c, (int)((deadline - now + 999999u) / 1000000u));
+		ready = wait_readable(c, now >= deadline ? 0 : (int)((deadline - now + 999999u) / 1000000u));
 		if (ready == -EINTR)
 			continue; /* the handler ran; keep waiting within the bound */
 		if (ready < 0)
 			return -EPIPE;
-		if (ready == 0)
-			continue; /* re-check the deadline */
+		if (ready == 0) {
+			if (lcp__now_ns() >= deadline)
+				return -ETIMEDOUT;
+			continue;
+		}
 		got = syscall(SYS_recvmsg, c->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 		if (got < 0) {
 			if (errno == EAGAIN || errno == EINTR)
@@ -308,10 +364,56 @@ static int receive_reply(struct conn *c, const struct lcp_request *req, struct l
 		if (got == 0)
 			return -EPIPE;
 		if (got != (long)sizeof(struct lcp_reply) || buf.reply.magic != LCP_REPLY_MAGIC ||
-		    buf.reply.version != LCP_PROTO_VERSION || buf.reply.seq != req->seq ||
-		    buf.reply.op != req->op)
+		    buf.reply.version != LCP_PROTO_VERSION)
 			return -EPROTO;
 		*reply = buf.reply;
+		return 0;
+	}
+}
+
+/* Is this the late reply to one of the requests we gave up on? Those are
+ * the last c->stale ones sent before next_seq. */
+static int is_stale_reply(const struct conn *c, const struct lcp_reply *reply, uint64_t next_seq)
+{
+	return reply->seq < next_seq && reply->seq + c->stale >= next_seq;
+}
+
+/* Take in the late replies that have arrived. 0 when none is owed any more,
+ * -EAGAIN while one is, or the error that ended the connection. */
+static int drain_stale(struct conn *c)
+{
+	struct lcp_reply late;
+
+	while (c->stale > 0) {
+		int err = receive_one(c, 0, &late);
+
+		if (err == -ETIMEDOUT)
+			return -EAGAIN;
+		if (err < 0)
+			return err;
+		if (!is_stale_reply(c, &late, c->seq + 1))
+			return -EPROTO;
+		c->stale--;
+	}
+	return 0;
+}
+
+/* Receive the reply to req, taking late replies in on the way. */
+static int receive_reply(struct conn *c, const struct lcp_request *req, struct lcp_reply *reply)
+{
+	uint64_t deadline = lcp__now_ns() + (uint64_t)lcp__cfg.timeout_ms * 1000000u;
+
+	for (;;) {
+		int err = receive_one(c, deadline, reply);
+
+		if (err < 0)
+			return err;
+		if (is_stale_reply(c, reply, req->seq)) {
+			c->stale--;
+			continue;
+		}
+		if (reply->seq != req->seq || reply->op != req->op)
+			return -EPROTO;
 		return 0;
 	}
 }
@@ -329,6 +431,24 @@ int lcp__daemon_request(uint16_t op, int fd, uint64_t off, uint64_t len, uint32_
 		err = conn_open(c);
 		if (err < 0)
 			return err;
+	}
+	if (c->stale > 0) {
+		err = drain_stale(c);
+		if (err == -EAGAIN) {
+			/* Still owed a late reply: this call goes to libc
+			 * without waiting; a reply owed for longer than the
+			 * longest back-off means the daemon is stuck. */
+			if (lcp__now_ns() - c->stale_since_ns > (uint64_t)BACKOFF_MAX_MS * 1000000u) {
+				conn_fail(c, LCP_CTR_TIMEOUTS);
+				return -ETIMEDOUT;
+			}
+			lcp__stats_count(LCP_CTR_LATE_SKIPS, 1);
+			return -EBUSY;
+		}
+		if (err < 0) {
+			conn_fail(c, err == -EPROTO ? LCP_CTR_PROTOCOL_ERRORS : LCP_CTR_BROKEN);
+			return err;
+		}
 	}
 	memset(&req, 0, sizeof(req));
 	req.magic = LCP_REQUEST_MAGIC;
@@ -348,6 +468,13 @@ int lcp__daemon_request(uint16_t op, int fd, uint64_t off, uint64_t len, uint32_
 		return err == -EPROTO ? -EPROTO : -EPIPE;
 	}
 	err = receive_reply(c, &req, reply);
+	if (err == -ETIMEDOUT) {
+		/* Late, not dead: keep the connection, take the reply later. */
+		if (c->stale++ == 0)
+			c->stale_since_ns = lcp__now_ns();
+		lcp__stats_count(LCP_CTR_TIMEOUTS, 1);
+		return err;
+	}
 	if (err < 0) {
 		conn_fail(c, err == -ETIMEDOUT ? LCP_CTR_TIMEOUTS :
 			     err == -EPROTO ? LCP_CTR_PROTOCOL_ERRORS : LCP_CTR_BROKEN);
@@ -366,7 +493,8 @@ void lcp__client_thread_exit(void)
 	struct conn *c = &tls_conn;
 
 	c->dead = 1;
-	conn_drop(c, 1);
+	if (conn_valid(c))
+		conn_drop(c, 1);
 }
 
 void lcp__client_fork_prepare(void)
@@ -380,17 +508,20 @@ void lcp__client_fork_parent(void)
 }
 
 /* The child is single-threaded: close every inherited connection (they are
- * the parent's sockets) so each thread of the child connects afresh. */
+ * the parent's sockets) so each thread of the child connects afresh - but
+ * only a number that still names our socket: after the application's
+ * close_range or dup2 it is the application's. */
 void lcp__client_fork_child(void)
 {
 	for (struct conn *c = registry; c != NULL;) {
 		struct conn *next = c->next;
 
-		if (c->fd >= 0) {
+		if (conn_is_ours(c)) {
 			lcp__fdtab_forget(c->fd);
 			lcp__sys_close(c->fd);
 		}
 		c->fd = -1;
+		c->stale = 0;
 		c->registered = 0;
 		c->next = c->prev = NULL;
 		c = next;

@@ -1,6 +1,6 @@
 /*
- * config.c - the shim's settings (struct lcp__config) read from the
- * environment once at start-up.
+ * config.c - the shim's settings (struct lcp__config), read once at start-up
+ * from the system-wide configuration file and the environment.
  *
  * The names of the variables and of the modes come from
  * <libception/shim.h>, their single source (the Rust side that builds a
@@ -14,9 +14,21 @@
  *   LCP_ENV_STATS        JSON stats path written at exit (%p = pid)
  *   LCP_ENV_WINDOW_MS    how long a range the daemon confirmed resident is
  *                        trusted without asking again (default 250, 0 off)
+ *   LCP_ENV_DAEMON_UID   a uid besides root whose daemon is trusted
  *   LCP_ENV_FORCE_CHECK  testing aid: mincore | daemon forces that residency
  *                        check path (cachestat exists on the kernels we test
  *                        on, so its fallbacks would otherwise never run)
+ *
+ * Trust (docs/shim.md): the shim may sit in /etc/ld.so.preload and so run
+ * inside setuid programs, whose environment belongs to the user who started
+ * them. Hence two sources, the same NAME=value pairs in both:
+ *   - the configuration file LCP_CONF_PATH (a build may point LCP_CONF_FILE
+ *     elsewhere, as the tests do), used only if it is a regular file owned by
+ *     root and writable by nobody else (otherwise ignored, with a warning);
+ *   - the environment, through secure_getenv, which overrides the file - but
+ *     in AT_SECURE processes it is not read at all, statistics files are
+ *     refused whatever the file says, and only root's daemon or the file's
+ *     LIBCEPTION_DAEMON_UID is trusted (otherwise also our own euid's).
  *
  * Invalid values are reported once on stderr ("libdeception: ...") naming the
  * variable; an invalid mode turns the shim off (the safe choice), an invalid
@@ -24,13 +36,28 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
+#include <sys/auxv.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 
 #include "deception.h"
+
+#ifndef LCP_CONF_FILE
+#define LCP_CONF_FILE LCP_CONF_PATH
+#endif
+
+/* The configuration file's pairs, pointing into conf_text (start-up only). */
+#define CONF_MAX_BYTES 8192
+#define CONF_MAX_PAIRS 32
+static char conf_text[CONF_MAX_BYTES + 1];
+static struct { const char *name, *value; } conf_pairs[CONF_MAX_PAIRS];
+static int conf_npairs;
 
 struct lcp__config lcp__cfg = {
 	.mode = LCP_MODE_OFF,
@@ -107,15 +134,128 @@ const char *lcp__mode_name(enum lcp_mode mode)
 	return LCP_MODE_NAME_OFF;
 }
 
-/* The variable's value, or NULL when it is unset or empty (the default). */
+static void warn_conf(const char *why)
+{
+	char line[512];
+	int n = snprintf(line, sizeof(line), "libdeception: ignoring %s: %s\n", LCP_CONF_FILE, why);
+
+	if (n > 0)
+		(void)!write(2, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+}
+
+/* Split conf_text into NAME=value pairs: '#' starts a comment, blanks around
+ * names and values are dropped, lines without '=' are reported. */
+static void parse_conf(char *text)
+{
+	for (char *line = text, *next; line != NULL && *line != '\0'; line = next) {
+		char *eq, *end;
+
+		next = strchr(line, '\n');
+		if (next != NULL)
+			*next++ = '\0';
+		if ((end = strchr(line, '#')) != NULL)
+			*end = '\0';
+		while (*line == ' ' || *line == '\t')
+			line++;
+		end = line + strlen(line);
+		while (end > line && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r'))
+			*--end = '\0';
+		if (*line == '\0')
+			continue;
+		eq = strchr(line, '=');
+		if (eq == NULL || conf_npairs == CONF_MAX_PAIRS) {
+			warn_conf(eq == NULL ? "a line without NAME=value" : "too many lines; the rest is ignored");
+			continue;
+		}
+		end = eq;
+		while (end > line && (end[-1] == ' ' || end[-1] == '\t'))
+			end--;
+		*end = '\0';
+		for (eq++; *eq == ' ' || *eq == '\t'; eq++)
+			;
+		conf_pairs[conf_npairs].name = line;
+		conf_pairs[conf_npairs].value = eq;
+		conf_npairs++;
+	}
+}
+
+/* Read the configuration file if it is one root vouches for. */
+static void read_conf_file(void)
+{
+	struct stat st;
+	size_t used = 0;
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, LCP_CONF_FILE, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY |
+			      O_NONBLOCK);
+
+	if (fd < 0) {
+		if (errno != ENOENT)
+			warn_conf(strerror(errno));
+		return;
+	}
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+		warn_conf("not a regular file owned by root and writable by root alone");
+		syscall(SYS_close, fd);
+		return;
+	}
+	for (;;) {
+		long got = syscall(SYS_read, fd, conf_text + used, CONF_MAX_BYTES - used);
+
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			break;
+		used += (size_t)got;
+		if (used == CONF_MAX_BYTES) {
+			warn_conf("longer than 8 KiB; the rest is ignored");
+			break;
+		}
+	}
+	syscall(SYS_close, fd);
+	conf_text[used] = '\0';
+	parse_conf(conf_text);
+}
+
+static const char *conf_value(const char *var)
+{
+	const char *value = NULL;
+
+	for (int i = 0; i < conf_npairs; i++)
+		if (strcmp(conf_pairs[i].name, var) == 0)
+			value = conf_pairs[i].value; /* the last one wins */
+	return value;
+}
+
+/* The variable's value (environment, else configuration file), or NULL when
+ * it is unset or empty (the default). AT_SECURE: the file alone. */
 static const char *setting(const char *var)
 {
-	const char *value = getenv(var);
+	const char *value = lcp__cfg.secure ? NULL : secure_getenv(var);
 
+	if (value == NULL || *value == '\0')
+		value = conf_value(var);
 	return value != NULL && *value != '\0' ? value : NULL;
 }
 
-static void read_environment(void)
+int lcp__daemon_uid_trusted(uid_t uid)
+{
+	return uid == 0 || (lcp__cfg.have_daemon_uid && uid == lcp__cfg.daemon_uid) ||
+	       (!lcp__cfg.secure && uid == geteuid());
+}
+
+/* Track mode's statistics without LIBCEPTION_STATS: a directory of the
+ * user's own (stats.c creates it 0700 and checks it before writing). */
+static void default_stats_path(void)
+{
+	int n = snprintf(lcp__cfg.stats_path, sizeof(lcp__cfg.stats_path), "/tmp/libception-%u/stats.%%p.json",
+			 (unsigned)geteuid());
+
+	if (n > 0 && (size_t)n < sizeof(lcp__cfg.stats_path)) {
+		lcp__cfg.stats_enabled = 1;
+		lcp__cfg.stats_private_dir = 1;
+	}
+}
+
+static void read_settings(void)
 {
 	const char *mode = setting(LCP_ENV_MODE);
 	const char *socket_path = setting(LCP_ENV_SOCKET);
@@ -125,6 +265,7 @@ static void read_environment(void)
 	const char *stats = setting(LCP_ENV_STATS);
 	const char *force_check = setting(LCP_ENV_FORCE_CHECK);
 	const char *window = setting(LCP_ENV_WINDOW_MS);
+	const char *daemon_uid = setting(LCP_ENV_DAEMON_UID);
 	uint64_t size;
 	long ms;
 
@@ -192,6 +333,24 @@ static void read_environment(void)
 				 "expected mincore or daemon (a testing aid); residency checks are chosen as usual");
 	}
 
+	if (daemon_uid != NULL) {
+		char *end;
+		unsigned long uid;
+
+		errno = 0;
+		uid = strtoul(daemon_uid, &end, 10);
+		if (errno != 0 || *end != '\0' || *daemon_uid < '0' || *daemon_uid > '9' || uid >= (uid_t)-1)
+			warn_env(LCP_ENV_DAEMON_UID, daemon_uid, "expected a numeric uid; only root's daemon is trusted");
+		else {
+			lcp__cfg.daemon_uid = (uid_t)uid;
+			lcp__cfg.have_daemon_uid = 1;
+		}
+	}
+
+	/* Statistics: never in mode off; never in AT_SECURE processes, where a
+	 * file created with our privileges could be aimed by the caller. */
+	if (lcp__cfg.mode == LCP_MODE_OFF || lcp__cfg.secure)
+		return;
 	if (stats != NULL) {
 		if (strlen(stats) >= sizeof(lcp__cfg.stats_path) - 16) {
 			warn_env(LCP_ENV_STATS, stats, "path too long; no statistics file");
@@ -200,8 +359,7 @@ static void read_environment(void)
 			lcp__cfg.stats_enabled = 1;
 		}
 	} else if (lcp__cfg.mode == LCP_MODE_TRACK) {
-		strcpy(lcp__cfg.stats_path, "/tmp/libception-stats.%p.json");
-		lcp__cfg.stats_enabled = 1;
+		default_stats_path();
 	}
 }
 
@@ -210,5 +368,7 @@ void lcp__config_read(void)
 	long page = sysconf(_SC_PAGESIZE);
 
 	lcp__cfg.page_shift = (unsigned)__builtin_ctzl(page > 0 ? (unsigned long)page : 4096ul);
-	read_environment();
+	lcp__cfg.secure = getauxval(AT_SECURE) != 0;
+	read_conf_file();
+	read_settings();
 }

@@ -14,7 +14,8 @@
  *               residency check works for it, and the residency window
  *   stats.c     counters and latency histograms, JSON at exit
  *   usermem.c   reading the caller's memory without trusting its pointers
- *   config.c    settings from the environment (names: <libception/shim.h>)
+ *   config.c    settings from the configuration file and the environment
+ *               (names: <libception/shim.h>), which daemon uid is trusted
  *   libc.c      the real libc functions (dlsym), the interposed names
  *   fdpass.h    a datagram carrying one fd (client.c; the tests' fake daemon)
  *
@@ -72,12 +73,24 @@ struct lcp__config {
 	/* How long a range confirmed resident stays trusted without asking
 	 * again (LIBCEPTION_WINDOW_MS; 0 = never). */
 	uint64_t window_ns;
+	/* AT_SECURE process: settings come from the configuration file only,
+	 * no statistics file, a daemon of our own uid is not trusted. */
+	int secure;
+	/* The daemon may run as this uid besides root (LIBCEPTION_DAEMON_UID). */
+	int have_daemon_uid;
+	uid_t daemon_uid;
+	/* stats_path lies in the per-uid directory of track mode's default,
+	 * which stats.c creates private and checks before writing into it. */
+	int stats_private_dir;
 };
 
 extern struct lcp__config lcp__cfg;
 
-/* Fills lcp__cfg from the environment; warns about invalid values. */
+/* Fills lcp__cfg from the configuration file and (unless AT_SECURE) the
+ * environment; warns about invalid values. */
 void lcp__config_read(void);
+/* May a daemon running as uid receive this process's descriptors? */
+int lcp__daemon_uid_trusted(uid_t uid);
 const char *lcp__mode_name(enum lcp_mode mode);
 /* Parses "2M", "512K", "1G", "4096", "2MiB". 0 or -EINVAL. */
 int lcp__parse_size(const char *text, uint64_t *out);
@@ -238,6 +251,7 @@ enum lcp__counter {
 	LCP_CTR_CONNECTS,          /* connections established */
 	LCP_CTR_CONNECT_FAILURES,  /* connect attempts that failed */
 	LCP_CTR_BACKOFF_SKIPS,     /* requests not sent: backing off */
+	LCP_CTR_LATE_SKIPS,        /* requests not sent: a late reply still owed */
 	LCP_CTR_REQUESTS,          /* requests sent */
 	LCP_CTR_FETCHES,           /* FETCH requests answered */
 	LCP_CTR_CHECKS,            /* CHECK requests answered */
@@ -245,6 +259,7 @@ enum lcp__counter {
 	LCP_CTR_TIMEOUTS,          /* no reply within the bound */
 	LCP_CTR_PROTOCOL_ERRORS,   /* garbage, wrong seq, truncated, stray fds */
 	LCP_CTR_BROKEN,            /* send/recv failures, daemon closed */
+	LCP_CTR_UNTRUSTED,         /* connections refused: the daemon's uid is not trusted */
 	LCP_CTR_CHECK_CACHESTAT,   /* residency answered by cachestat */
 	LCP_CTR_CHECK_MINCORE,     /* ... by mmap+mincore */
 	LCP_CTR_CHECK_DAEMON,      /* ... by the daemon */

@@ -207,25 +207,50 @@ static int prefetch_in_process(struct lcp__file *file, uint64_t off, uint64_t le
 }
 
 /*
- * First look at an fd: a regular file read through the page cache becomes
- * REGULAR. O_DIRECT reads bypass the cache, so a fetch would only read the
- * same bytes twice (and the daemon's pread through the shared O_DIRECT file
- * description would not fill the cache either): such fds are OTHER. 0, or
- * -errno when libc alone should answer.
+ * O_DIRECT reads bypass the cache, so a fetch would only read the same bytes
+ * twice (and the daemon's pread through the shared O_DIRECT file description
+ * would not fill the cache either): such fds are left to libc. But the flag
+ * comes and goes with fcntl(F_SETFL) (nginx's "directio" sets it after open),
+ * so the verdict is never final: an fd left alone for O_DIRECT is marked
+ * OTHER with DIRECT_MARK and its flags are read again on each call (one fcntl
+ * beside an uncached read), and a REGULAR fd's flags are read again on each
+ * miss, before anything is fetched.
  */
-static int classify(struct lcp__file *file)
-{
-	int flags, err = lcp__file_stat(file); /* marks non-regular fds OTHER */
+#define DIRECT_MARK LCP_METHOD_CACHESTAT
 
-	if (err < 0)
-		return err;
-	flags = fcntl(file->fd, F_GETFL);
+static int is_direct(int fd)
+{
+	int flags = fcntl(fd, F_GETFL);
+
 	if (flags < 0)
 		return -errno;
 	if (flags & O_DIRECT) {
-		lcp__fdtab_set(file->fd, LCP_FD_OTHER, LCP_METHOD_UNLEARNED);
-		return -ENOTSUP;
+		lcp__fdtab_set(fd, LCP_FD_OTHER, DIRECT_MARK);
+		return 1;
 	}
+	return 0;
+}
+
+/* Must the shim leave fd to libc at once, from its table entry alone? */
+static int left_to_libc(uint32_t state)
+{
+	return lcp__fd_kind(state) == LCP_FD_OTHER && lcp__fd_method(state) != DIRECT_MARK;
+}
+
+/*
+ * First look at an fd: a regular file read through the page cache becomes
+ * REGULAR; O_DIRECT ones are left to libc (above). 0, or -errno when libc
+ * alone should answer.
+ */
+static int classify(struct lcp__file *file)
+{
+	int err = lcp__file_stat(file); /* marks non-regular fds OTHER */
+
+	if (err < 0)
+		return err;
+	err = is_direct(file->fd);
+	if (err != 0)
+		return err < 0 ? err : -ENOTSUP;
 	lcp__fdtab_set(file->fd, LCP_FD_REGULAR, LCP_METHOD_UNLEARNED);
 	return 0;
 }
@@ -243,7 +268,9 @@ static void before_range(struct call *c, int fd, int have_offset, int64_t off, u
 
 	switch (lcp__fd_kind(state)) {
 	case LCP_FD_OTHER:
-		return;
+		if (left_to_libc(state) || classify(&file) < 0)
+			return;
+		break;
 	case LCP_FD_SHIM:
 		/* Our socket, or a number that was ours until it was closed
 		 * behind our back (close_range) and reused for a file opened
@@ -282,6 +309,8 @@ static void before_range(struct call *c, int fd, int have_offset, int64_t off, u
 		lcp__stats_count(LCP_CTR_CHECK_WINDOW, 1);
 		verdict = LCP_RES_HIT;
 	}
+	if (verdict != LCP_RES_HIT && lcp__cfg.mode != LCP_MODE_TRACK && is_direct(fd) != 0)
+		return; /* O_DIRECT set since the fd was classified */
 
 	switch (lcp__cfg.mode) {
 	case LCP_MODE_FULL:
@@ -519,9 +548,10 @@ LCP_EXPORT ssize_t __pread64_chk(int fd, void *buf, size_t nbytes, off64_t offse
 static void before_vector(struct call *c, int fd, int have_offset, int64_t offset, const struct iovec *iov,
 			  int iovcnt)
 {
+	uint32_t state = lcp__fdtab_get(fd);
 	int64_t total;
 
-	if (lcp__fd_kind(lcp__fdtab_get(fd)) >= LCP_FD_OTHER || fd < 0)
+	if (left_to_libc(state) || lcp__fd_kind(state) == LCP_FD_SHIM || fd < 0)
 		return;
 	if (have_offset && offset < 0)
 		return;
@@ -603,12 +633,14 @@ static ssize_t sendfile_common(enum lcp__fn fn, int out_fd, int in_fd, off_t *of
 {
 	ssize_t (*real)(int, int, off_t *, size_t) = lcp__real(fn);
 	struct call c;
+	uint32_t state;
 
 	if (real == NULL)
 		return enosys();
 	if (!enter(&c, fn))
 		return real(out_fd, in_fd, offset, count);
-	if (lcp__fd_kind(lcp__fdtab_get(in_fd)) < LCP_FD_OTHER && in_fd >= 0) {
+	state = lcp__fdtab_get(in_fd);
+	if (!left_to_libc(state) && lcp__fd_kind(state) != LCP_FD_SHIM && in_fd >= 0) {
 		if (offset == NULL) {
 			before_range(&c, in_fd, 0, 0, count, LCP_CALL_SENDFILE);
 		} else {

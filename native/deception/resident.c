@@ -251,6 +251,12 @@ int lcp__check_local(struct lcp__file *file, uint64_t off, uint64_t len, enum lc
 			}
 			if (err == -EBADF)
 				return err;
+			if (err == -ENOMEM || err == -EAGAIN) {
+				/* Out of address space or locked memory for now:
+				 * the daemon answers this call, mincore the next. */
+				*method_out = LCP_METHOD_DAEMON;
+				return LCP_RES_UNKNOWN;
+			}
 			/* Cannot map it (ENODEV, EACCES...): the daemon will know. */
 			method = LCP_METHOD_DAEMON;
 			lcp__fdtab_set(file->fd, LCP_FD_REGULAR, method);

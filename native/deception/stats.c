@@ -11,8 +11,12 @@
  * [2^b, 2^(b+1)) ns (bucket 0 also holds 0 ns).
  *
  * The file is written by the library destructor (normal exit) to the
- * LIBCEPTION_STATS path with %p replaced by the pid, via a temporary file and
- * rename so readers never see half a file. A fork child starts from zero and
+ * LIBCEPTION_STATS path with %p replaced by the pid, via a temporary file
+ * (unpredictable name, O_EXCL|O_NOFOLLOW, in the target's directory) and
+ * rename so readers never see half a file and nobody can aim the write. Never
+ * in mode off, never in AT_SECURE processes (config.c, and checked again
+ * here); track mode's default lies in a per-uid directory that must be the
+ * user's own. A fork child starts from zero and
  * writes its own file; if the path has no %p the child appends ".<pid>" so it
  * cannot overwrite its parent's.
  */
@@ -24,6 +28,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 
 #include "deception.h"
 
@@ -40,10 +47,11 @@ static int is_fork_child;
 
 static const char *const counter_names[LCP_CTR_COUNT] = {
 	[LCP_CTR_CONNECTS] = "connects", [LCP_CTR_CONNECT_FAILURES] = "connect_failures",
-	[LCP_CTR_BACKOFF_SKIPS] = "backoff_skips", [LCP_CTR_REQUESTS] = "requests",
+	[LCP_CTR_BACKOFF_SKIPS] = "backoff_skips", [LCP_CTR_LATE_SKIPS] = "late_skips", [LCP_CTR_REQUESTS] = "requests",
 	[LCP_CTR_FETCHES] = "fetches", [LCP_CTR_CHECKS] = "checks",
 	[LCP_CTR_DAEMON_ERRORS] = "daemon_errors", [LCP_CTR_TIMEOUTS] = "timeouts",
 	[LCP_CTR_PROTOCOL_ERRORS] = "protocol_errors", [LCP_CTR_BROKEN] = "broken",
+	[LCP_CTR_UNTRUSTED] = "untrusted",
 	[LCP_CTR_CHECK_CACHESTAT] = "cachestat", [LCP_CTR_CHECK_MINCORE] = "mincore",
 	[LCP_CTR_CHECK_DAEMON] = "daemon", [LCP_CTR_CHECK_WINDOW] = "window", [LCP_CTR_CHECK_UNKNOWN] = "unknown",
 	[LCP_CTR_PREFETCH_CALLS] = "calls", [LCP_CTR_PREFETCH_BYTES] = "bytes",
@@ -185,7 +193,7 @@ static void emit_json(struct writer *w)
 		emit(w, "}}%s\n", fn + 1 < LCP_FN_COUNT ? "," : "");
 	}
 	emit(w, "  },\n  \"daemon\": {");
-	for (int c = LCP_CTR_CONNECTS; c <= LCP_CTR_BROKEN; c++)
+	for (int c = LCP_CTR_CONNECTS; c <= LCP_CTR_UNTRUSTED; c++)
 		emit(w, "%s\"%s\": %llu", c == LCP_CTR_CONNECTS ? "" : ", ", counter_names[c],
 		     (unsigned long long)load(&counters[c]));
 	emit(w, "},\n  \"residency_checks\": {");
@@ -232,22 +240,88 @@ static int expand_path(char *out, size_t size)
 	return 0;
 }
 
+/* An unpredictable temporary name: ".NAME.XXXXXXXXXXXXXXXX". */
+static void temp_name(char *out, size_t size, const char *base)
+{
+	uint64_t r = 0;
+
+	if (syscall(SYS_getrandom, &r, sizeof(r), GRND_NONBLOCK) != (long)sizeof(r))
+		r = lcp__now_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid() << 32;
+	snprintf(out, size, ".%.200s.%016llx", base, (unsigned long long)r);
+}
+
+/*
+ * The directory of path, opened (O_PATH would do, but renameat wants a real
+ * directory fd either way). For track mode's default it is the user's own:
+ * created 0700 if missing, and refused unless it is a directory that we own
+ * and nobody else may enter - someone who made it first could otherwise
+ * read or replace our files.
+ */
+static int open_parent(char *path, const char **base)
+{
+	char *slash = strrchr(path, '/');
+	struct stat st;
+	int dirfd;
+
+	if (slash == NULL) {
+		*base = path;
+		return (int)syscall(SYS_openat, AT_FDCWD, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	}
+	*slash = '\0';
+	*base = slash + 1;
+	if (lcp__cfg.stats_private_dir)
+		(void)mkdir(path, 0700);
+	dirfd = (int)syscall(SYS_openat, AT_FDCWD, slash == path ? "/" : path,
+			     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	*slash = '/';
+	if (dirfd < 0)
+		return -errno;
+	if (lcp__cfg.stats_private_dir &&
+	    (fstat(dirfd, &st) != 0 || st.st_uid != geteuid() || (st.st_mode & 077) != 0)) {
+		static const char msg[] = "libdeception: no statistics file: its directory is not the user's own "
+					  "(owned by us, mode 0700); set LIBCEPTION_STATS\n";
+
+		(void)!write(2, msg, sizeof(msg) - 1);
+		lcp__sys_close(dirfd);
+		return -EPERM;
+	}
+	return dirfd;
+}
+
+/*
+ * Write the JSON beside the target under a temporary name that nobody can
+ * predict, created exclusively and without following links, then rename it
+ * over the target: nobody can aim the write elsewhere by planting a link,
+ * and readers never see half a file.
+ */
 void lcp__stats_write(void)
 {
-	char path[4200], tmp[4300];
+	char path[4200], tmp[300];
+	const char *base;
 	struct writer w;
+	int dirfd;
 
-	if (expand_path(path, sizeof(path)) < 0)
+	if (lcp__cfg.secure || expand_path(path, sizeof(path)) < 0)
 		return;
-	snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, (int)getpid());
-	w.fd = lcp__real_open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	dirfd = open_parent(path, &base);
+	if (dirfd < 0)
+		return;
+	w.fd = -1;
+	for (int attempt = 0; attempt < 4 && w.fd < 0; attempt++) {
+		temp_name(tmp, sizeof(tmp), base);
+		w.fd = (int)syscall(SYS_openat, dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+				    0644);
+		if (w.fd < 0 && errno != EEXIST)
+			break;
+	}
 	w.err = 0;
 	w.used = 0;
-	if (w.fd < 0)
-		return;
-	emit_json(&w);
-	flush(&w);
-	lcp__sys_close(w.fd);
-	if (w.err != 0 || rename(tmp, path) != 0)
-		unlink(tmp);
+	if (w.fd >= 0) {
+		emit_json(&w);
+		flush(&w);
+		lcp__sys_close(w.fd);
+		if (w.err != 0 || renameat(dirfd, tmp, dirfd, base) != 0)
+			unlinkat(dirfd, tmp, 0);
+	}
+	lcp__sys_close(dirfd);
 }

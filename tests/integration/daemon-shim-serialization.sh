@@ -6,7 +6,9 @@
 # stdio's internal read: neither is visible to an LD_PRELOAD shim). The copies must be
 # identical to the files, every process must
 # have fetched through the daemon, and the daemon must never have had more
-# than one read in flight on the disk (serialization seen from outside).
+# than one read in flight on the disk. That last check only counts the
+# daemon's own reads; shim-serialization-drive.sh observes serialization from
+# outside, at the emulated drive.
 set -u
 cd "$(dirname "$0")/../.."
 BUILD=${LIBCEPTION_BUILD:-$PWD/build}

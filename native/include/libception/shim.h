@@ -9,6 +9,11 @@
  * shim_env), and a test there compiles a C program against this header to
  * prove that names, values and mode names agree. docs/man/libdeception.7
  * documents each variable for users.
+ *
+ * Trust: the same names, as NAME=value lines, make up the system-wide
+ * configuration file (LCP_CONF_PATH), read by every process the shim runs in.
+ * The environment overrides the file, except in AT_SECURE processes (setuid,
+ * setgid, file capabilities), which read the file alone.
  */
 #ifndef LIBCEPTION_SHIM_H
 #define LIBCEPTION_SHIM_H
@@ -31,6 +36,12 @@
 #define LCP_ENV_WINDOW_MS "LIBCEPTION_WINDOW_MS"
 /* Testing aid: force the "mincore" or "daemon" residency check. */
 #define LCP_ENV_FORCE_CHECK "LIBCEPTION_FORCE_CHECK"
+/* A uid besides root whose daemon may receive this process's fds (SO_PEERCRED). */
+#define LCP_ENV_DAEMON_UID "LIBCEPTION_DAEMON_UID"
+
+/* The system-wide configuration file: root-owned, not group- or
+ * world-writable, NAME=value lines with the names above, '#' comments. */
+#define LCP_CONF_PATH "/etc/libception/shim.conf"
 
 /*
  * The modes. The numbering is part of this header's contract (the Rust mirror
