@@ -24,7 +24,12 @@ block_scratch() {
 
 block_cleanup() {
   local m d
-  for m in $(awk -v p="$tmp" 'index($2, p) == 1 { print $2 }' /proc/mounts | sort -r); do umount -l "$m" 2>/dev/null || true; done
+  for m in $(awk -v p="$tmp" 'index($2, p) == 1 { print $2 }' /proc/mounts | sort -r); do
+    "$VB" disk unmount "$m" --wait-s 10 > /dev/null 2>&1 || umount -l "$m" 2>/dev/null || true
+  done
+  # A mount process whose filesystem is already gone still holds its loop
+  # device and image server until it is told to stop.
+  pkill -TERM -f "disk mount $tmp" 2>/dev/null || true
   for d in $(losetup -a -O NAME,BACK-FILE -n 2>/dev/null | awk -v p="$tmp" 'index($2, p) == 1 { print $1 }'); do losetup -d "$d" 2>/dev/null || true; done
   [ -f "$tmp/pids" ] && while read -r p; do kill -TERM "$p" 2>/dev/null || true; done < "$tmp/pids"
   rm -rf "$tmp"

@@ -26,7 +26,7 @@
 use super::image::{BuildFigures, Extent, Image, ImageKey};
 use super::imagefs::{ImageFs, Mode, Overlay, IMAGE_FILE};
 use super::loopdev;
-use super::reaper::{Guard, Resource};
+use super::reaper::{image_inode, Guard, Resource};
 use super::FsKind;
 use anyhow::{bail, Context};
 use std::ffi::CString;
@@ -277,7 +277,7 @@ pub fn build(library: &Library, key: &ImageKey, fs: FsKind, work: &Path, guard: 
 fn populate(library: &Library, key: &ImageKey, fs: FsKind, fuse_dir: &Path, fs_dir: &Path, guard: &mut Guard, overlay: &Arc<Mutex<Overlay>>, started: Instant, check: &dyn Fn() -> anyhow::Result<()>) -> anyhow::Result<Image> {
     let img = fuse_dir.join(IMAGE_FILE);
     let dev = loopdev::attach(&img, false).with_context(|| "attaching the capture image to a loop device".to_string())?;
-    let loop_res = Resource::Loop { dev: dev.name.clone(), backing: img.clone() };
+    let loop_res = Resource::Loop { dev: dev.name.clone(), backing: img.clone(), inode: image_inode(&img) };
     guard.add(loop_res.clone());
     let mkfs_version = mkfs(fs, &dev.dev_path(), key.fs_bytes, key)?;
     let mount_res = Resource::Mount { at: fs_dir.to_owned(), source: dev.dev_path().display().to_string() };

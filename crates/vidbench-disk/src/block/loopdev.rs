@@ -41,6 +41,38 @@ impl LoopDev {
         (!t.is_empty()).then(|| PathBuf::from(t.trim_end_matches(" (deleted)")))
     }
 
+    /// `(st_dev, st_ino)` of the file the device is attached to, from the
+    /// kernel (LOOP_GET_STATUS64). Unlike `backing_file`, it still names the
+    /// file once the filesystem holding it was lazily unmounted (the path then
+    /// reads as if from that filesystem's root).
+    pub fn backing_inode(&self) -> Option<(u64, u64)> {
+        /// `struct loop_info64` of <linux/loop.h>.
+        #[repr(C)]
+        struct LoopInfo64 {
+            lo_device: u64,
+            lo_inode: u64,
+            lo_rdevice: u64,
+            lo_offset: u64,
+            lo_sizelimit: u64,
+            lo_number: u32,
+            lo_encrypt_type: u32,
+            lo_encrypt_key_size: u32,
+            lo_flags: u32,
+            lo_file_name: [u8; 64],
+            lo_crypt_name: [u8; 64],
+            lo_encrypt_key: [u8; 32],
+            lo_init: [u64; 2],
+        }
+        const LOOP_GET_STATUS64: libc::c_ulong = 0x4C05;
+        use std::os::fd::AsRawFd;
+        let file = std::fs::File::open(self.dev_path()).ok()?;
+        // SAFETY: all-zero bytes are a valid LoopInfo64 (integers and arrays).
+        let mut info: LoopInfo64 = unsafe { std::mem::zeroed() };
+        // SAFETY: the ioctl fills a struct loop_info64, which LoopInfo64 mirrors.
+        let rc = unsafe { libc::ioctl(file.as_raw_fd(), LOOP_GET_STATUS64, &mut info as *mut LoopInfo64) };
+        (rc == 0).then_some((info.lo_device, info.lo_inode))
+    }
+
     /// `MAJ:MIN` of the device.
     pub fn dev_numbers(&self) -> anyhow::Result<(u32, u32)> {
         let text = std::fs::read_to_string(self.sys().join("dev")).with_context(|| format!("reading {}/dev", self.sys().display()))?;

@@ -38,7 +38,7 @@ use anyhow::{bail, Context};
 use image::{Image, ImageError, ImageKey};
 use imagefs::{ImageFs, Mode, Timed, IMAGE_FILE};
 use loopdev::{LoopDev, QueueSettings};
-use reaper::{Guard, Resource};
+use reaper::{image_inode, Guard, Resource};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -314,7 +314,7 @@ fn run_mount(ctx: Ctx, guard: &mut Guard, ready: &mut dyn FnMut(&str)) -> anyhow
 
     let img = fuse_dir.join(IMAGE_FILE);
     let dev = loopdev::attach(&img, true)?;
-    let loop_res = Resource::Loop { dev: dev.name.clone(), backing: img.clone() };
+    let loop_res = Resource::Loop { dev: dev.name.clone(), backing: img.clone(), inode: image_inode(&img) };
     guard.add(loop_res.clone());
     loopdev::apply(&dev, &settings)?;
     let (major, minor) = dev.dev_numbers()?;

@@ -31,8 +31,14 @@ pub enum Resource {
     Dir(PathBuf),
     /// The image server's FUSE mount.
     Fuse(PathBuf),
-    /// A loop device and the file it was attached to.
-    Loop { dev: String, backing: PathBuf },
+    /// A loop device and the file it was attached to, with that file's
+    /// `(st_dev, st_ino)` (absent in journals of older builds).
+    Loop {
+        dev: String,
+        backing: PathBuf,
+        #[serde(default)]
+        inode: Option<(u64, u64)>,
+    },
     /// A filesystem mount of `source` (e.g. /dev/loop3) at `at`.
     Mount { at: PathBuf, source: String },
 }
@@ -54,9 +60,16 @@ pub fn release(r: &Resource) -> anyhow::Result<()> {
             Some(m) if m.fstype.starts_with("fuse") && m.source == super::imagefs::FSNAME => unmount_block_fs(path).map(|_| ()),
             _ => Ok(()),
         },
-        Resource::Loop { dev, backing } => {
+        Resource::Loop { dev, backing, inode } => {
             let d = LoopDev { name: dev.clone() };
-            if d.backing_file().as_deref() == Some(backing.as_path()) {
+            // By inode first: after a lazy unmount of the image server (a
+            // test's or an operator's `umount -l`) the path no longer matches,
+            // and a device left attached would keep that server alive forever.
+            let ours = match inode {
+                Some(i) => d.backing_inode() == Some(*i),
+                None => d.backing_file().as_deref() == Some(backing.as_path()),
+            };
+            if ours {
                 loopdev::detach(&d)?;
             }
             Ok(())
@@ -245,4 +258,10 @@ pub fn run_reaper() -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// `(st_dev, st_ino)` of a file, as LOOP_GET_STATUS64 reports a loop device's backing file.
+pub fn image_inode(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
