@@ -478,6 +478,71 @@ mod tests {
         assert_eq!(tally.read_bytes % M, 0);
     }
 
+    /// A synthetic trace with known truth: streams request 512 KiB chunks
+    /// every 10 s; each prefetch of 8 chunks stays cached exactly `life`
+    /// seconds. With `forward_hits` the shim forwards every request (it
+    /// cannot check residency), else only misses.
+    fn eviction_trace(life: u64, forward_hits: bool) -> UsageTally {
+        const CHUNK: u64 = 512 << 10;
+        let mut t = PrefetchTracker::new(s(600), 1000);
+        for stream in 0..20u64 {
+            let f = FileKey { dev: 1, ino: stream };
+            let start = stream * 3; // staggered
+            let mut read: Option<(u64, u64, u64)> = None; // (start, end, read at)
+            for k in 0..40u64 {
+                let now = start + 10 * k;
+                let off = k * CHUNK;
+                let resident = matches!(read, Some((a, b, at)) if a <= off && off < b && now < at + life);
+                if resident && forward_hits {
+                    t.record_request(f, off, off + CHUNK, true, s(now));
+                }
+                if !resident {
+                    t.record_request(f, off, off + CHUNK, false, s(now));
+                    t.record_read(f, off, off + CHUNK, off, off + 8 * CHUNK, s(now));
+                    read = Some((off, off + 8 * CHUNK, now));
+                }
+            }
+        }
+        t.take_tally()
+    }
+
+    #[test]
+    fn eviction_time_bracket_holds_the_truth_of_a_synthetic_trace() {
+        for life in [25, 42, 61] {
+            // The shim forwards hits: the bracket is [last resident request,
+            // discovery], 10 s wide, and its middle is off by at most 5 s.
+            let tally = eviction_trace(life, true);
+            assert!(tally.evictions > 0);
+            let (lo, hi, est) = (tally.mean_eviction_time_lower_s().unwrap(), tally.mean_eviction_time_s().unwrap(), tally.mean_eviction_time_estimate_s().unwrap());
+            let life = life as f64;
+            assert!(lo < life && life <= hi, "truth {life} in [{lo}, {hi}]");
+            assert!(hi - lo <= 10.0 + 1e-9, "one request period wide: [{lo}, {hi}]");
+            assert!((est - life).abs() <= 5.0, "estimate {est} for truth {life}");
+            // Only misses reach the daemon: the bracket is open below and the
+            // estimate is the discovery time, at most one period late.
+            let tally = eviction_trace(life as u64, false);
+            let (lo, hi, est) = (tally.mean_eviction_time_lower_s().unwrap(), tally.mean_eviction_time_s().unwrap(), tally.mean_eviction_time_estimate_s().unwrap());
+            assert_eq!(lo, 0.0);
+            assert_eq!(est, hi);
+            assert!(life <= hi && hi < life + 10.0, "truth {life}, discovered at {hi}");
+        }
+    }
+
+    #[test]
+    fn reading_requested_data_again_is_a_reread() {
+        let mut t = tracker();
+        // Viewer 1 reads and uses [0, 4M); later viewer 2's miss reads it again.
+        t.record_read(F, 0, M, 0, 4 * M, s(0));
+        t.record_request(F, 4 * M, 4 * M + 1, false, s(40));
+        t.record_read(F, 0, M, 0, 4 * M, s(500));
+        assert_eq!(t.take_tally().reread_bytes, 4 * M);
+        // A prefetch past what anybody used is not a re-read.
+        t.record_read(G, 0, M, 0, 4 * M, s(0));
+        t.record_request(G, 0, M, true, s(1));
+        t.record_read(G, 2 * M, 3 * M, 2 * M, 6 * M, s(2));
+        assert_eq!(t.take_tally().reread_bytes, 0, "[2M, 4M) was prefetched, never requested");
+    }
+
     #[test]
     fn a_new_read_over_a_range_supersedes_it() {
         let mut t = tracker();

@@ -498,3 +498,37 @@ fn rates_within_a_factor_two_share_one_size() {
         assert_eq!(q.prefetch_for(f, Duration::from_secs(200)), 4 * MIB_U);
     }
 }
+
+#[test]
+fn starting_below_and_above_the_best_size_both_converge_to_it() {
+    // Paper 001 Figures 3 and 4: 4 MB below the best, 8 MB (and 12) above.
+    for start in [2.0, 4.0, 8.0, 12.0] {
+        let mut model = Model::new(21);
+        let mut core = AdaptiveCore::new(params(start));
+        let sizes = run(&mut core, &mut model, 100);
+        let near = sizes[60..].iter().filter(|&&s| s.abs_diff(6 * MIB_U) <= 512 * KIB).count();
+        assert!(near >= 35, "start {start} MiB: {near}/40 late intervals within a step of 6 MiB: {sizes:?}");
+    }
+}
+
+#[test]
+fn the_score_is_disk_ms_per_transaction_times_the_miss_ratio() {
+    let p = AdaptiveParams { start: Some(MIB_U), interval: Duration::from_secs(10), ..AdaptiveParams::default() };
+    let mut q = QueueControl::new(p, Duration::ZERO);
+    // 100 reads of 1 MiB (8 transactions of 128 KiB) at 80 ms each: 10 ms per
+    // transaction, 80 % busy. Half the streams use their range, half are
+    // found evicted halfway: 100 MiB read for 75 MiB requested.
+    for i in 0..100u64 {
+        let f = FileKey { dev: 1, ino: i };
+        let t = Duration::from_millis(i * 90);
+        q.observe_read(f, 0, 1, 0, MIB_U, Duration::from_millis(80), t);
+        let back = if i % 2 == 0 { MIB_U } else { MIB_U / 2 };
+        q.observe_request(f, back, back + 1, false, t + Duration::from_millis(10));
+    }
+    q.advance(Duration::from_secs(10));
+    let r = q.history().back().expect("an interval closed");
+    assert_eq!((r.reads, r.transactions), (100, 800));
+    assert!((r.disk_ms_per_transaction.unwrap() - 10.0).abs() < 1e-9, "{r:?}");
+    assert!((r.miss_ratio.unwrap() - 100.0 / 75.0).abs() < 1e-9, "{r:?}");
+    assert!((r.score.unwrap() - 10.0 * 100.0 / 75.0).abs() < 1e-9, "{r:?}");
+}
