@@ -56,8 +56,9 @@
 //! whose transfer time equals the average seek time, measured by a short
 //! probe of the disk ([`super::probe`]) before the worker's first read.
 
-use super::snapshot::{ControllerSnapshot, Decision, IntervalRecord, QueueSnapshot, SizeScore, UsageTally};
+use super::snapshot::{ControllerSnapshot, Decision, IntervalRecord, ProbeSnapshot, QueueSnapshot, SizeScore, UsageTally};
 use super::tracker::PrefetchTracker;
+use super::probe::ProbeResult;
 use super::{FileKey, PrefetchContext, PrefetchController, ReadObservation, RequestObservation};
 use libception_proto::{AdaptiveParams, BitrateScale, ParamError, DEFAULT_START};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -263,11 +264,15 @@ pub struct QueueControl {
     usage_total: UsageTally,
     decisions: BTreeMap<&'static str, u64>,
     disks: BTreeSet<String>,
+    /// The probe is still to run (no start size given, probe on).
+    probe_pending: bool,
+    probe: Option<ProbeResult>,
 }
 
 impl QueueControl {
     pub fn new(params: AdaptiveParams, now: Duration) -> Self {
         let tracker = PrefetchTracker::new(params.waste_after, MAX_TRACKED_RANGES);
+        let probe_pending = params.start.is_none() && params.probe;
         QueueControl {
             core: AdaptiveCore::new(params),
             tracker,
@@ -278,6 +283,8 @@ impl QueueControl {
             usage_total: UsageTally::default(),
             decisions: BTreeMap::new(),
             disks: BTreeSet::new(),
+            probe_pending,
+            probe: None,
         }
     }
 
@@ -470,6 +477,11 @@ impl QueueControl {
             scores: self.core.scores().iter().map(|(&bytes, &score)| SizeScore { bytes, score }).collect(),
             tracked_ranges: self.tracker.tracked() as u64,
             usage: self.usage_total,
+            probe: self.probe.map(|p| ProbeSnapshot {
+                access_ms: p.access.as_secs_f64() * 1e3,
+                transfer_bps: p.transfer_bps,
+                start_bytes: p.start_bytes,
+            }),
             history: self.history.iter().cloned().collect(),
         }
     }
@@ -527,6 +539,20 @@ impl PrefetchController for AdaptivePrefetch {
         let end = if obs.ok { obs.read_start + obs.bytes_read } else { obs.read_start };
         self.with_queue(obs.worker, obs.disk, |q, now| {
             q.observe_read(obs.file, obs.plan.start, obs.plan.want_end, obs.read_start, end, obs.busy, now)
+        });
+    }
+
+    fn wants_probe(&self, worker: usize) -> bool {
+        self.with_queue(worker, "", |q, _| std::mem::take(&mut q.probe_pending))
+    }
+
+    fn observe_probe(&self, worker: usize, disk: &str, result: Option<ProbeResult>) {
+        self.with_queue(worker, disk, |q, now| {
+            q.probe = result;
+            if let Some(r) = result {
+                let to = q.set_start(r.start_bytes, now);
+                tracing::info!(worker, measured = r.start_bytes, start = to, "adaptive prefetch starts at the probed size");
+            }
         });
     }
 

@@ -191,8 +191,22 @@ pub struct QueueSnapshot {
     pub tracked_ranges: u64,
     /// Cumulative usage since start (paper 001 Table 1's evicted and wasted bytes).
     pub usage: UsageTally,
+    /// What the start-up disk probe measured (absent: not run or no result).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<ProbeSnapshot>,
     /// The last `history` intervals, oldest first.
     pub history: Vec<IntervalRecord>,
+}
+
+/// The start-up disk probe's measurement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeSnapshot {
+    /// Mean time of a small read (seek + rotation), ms.
+    pub access_ms: f64,
+    /// Transfer rate, bytes per second.
+    pub transfer_bps: f64,
+    /// access x rate: the start size before rounding to the step.
+    pub start_bytes: u64,
 }
 
 /// The controller's part of the stats document.

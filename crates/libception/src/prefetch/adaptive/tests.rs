@@ -532,3 +532,25 @@ fn the_score_is_disk_ms_per_transaction_times_the_miss_ratio() {
     assert!((r.miss_ratio.unwrap() - 100.0 / 75.0).abs() < 1e-9, "{r:?}");
     assert!((r.score.unwrap() - 10.0 * 100.0 / 75.0).abs() < 1e-9, "{r:?}");
 }
+
+#[test]
+fn the_probe_runs_once_and_only_without_a_start_size() {
+    let probed = |p: AdaptiveParams| {
+        let c = AdaptivePrefetch::new(p).unwrap();
+        (c.wants_probe(0), c.wants_probe(0), c.wants_probe(1))
+    };
+    assert_eq!(probed(AdaptiveParams::default()), (true, false, true), "once per worker");
+    assert_eq!(probed(AdaptiveParams { start: Some(3 * MIB_U), ..AdaptiveParams::default() }), (false, false, false));
+    assert_eq!(probed(AdaptiveParams { probe: false, ..AdaptiveParams::default() }), (false, false, false));
+    // The measured size, rounded to the step, becomes the start.
+    let c = AdaptivePrefetch::new(AdaptiveParams::default()).unwrap();
+    assert!(c.wants_probe(0));
+    let r = crate::prefetch::probe::start_from(Duration::from_millis(15), Duration::from_millis(23), MIB_U).unwrap();
+    c.observe_probe(0, "d", Some(r));
+    assert_eq!(c.current_bytes("d"), 2 * MIB_U, "1.875 MiB rounds to 2 MiB");
+    let c = AdaptivePrefetch::new(AdaptiveParams::default()).unwrap();
+    let r = crate::prefetch::probe::start_from(Duration::from_millis(30), Duration::from_millis(38), MIB_U).unwrap();
+    c.observe_probe(0, "d", Some(r));
+    assert_eq!(c.current_bytes("d"), 4 * MIB_U, "3.75 MiB rounds to 4 MiB");
+    assert_eq!(c.snapshot().unwrap().queues[0].probe.as_ref().unwrap().start_bytes, r.start_bytes);
+}
