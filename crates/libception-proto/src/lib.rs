@@ -25,7 +25,7 @@ use std::mem::{offset_of, size_of};
 pub mod prefetch;
 pub mod shim_env;
 
-pub use prefetch::{AdaptiveParams, ParamError, Prefetch};
+pub use prefetch::{AdaptiveParams, BitrateScale, ParamError, Prefetch, DEFAULT_START};
 pub use shim_env::{Mode, ShimEnv};
 
 /// `LCP_PROTO_VERSION`.

@@ -52,7 +52,10 @@ impl Prefetch {
             args.push(format!("--adaptive-{flag}"));
             args.push(value);
         };
-        for (flag, value, default) in [("start", p.start, d.start), ("min", p.min, d.min), ("max", p.max, d.max), ("step", p.step, d.step), ("ramp-rate", p.ramp_rate, d.ramp_rate)] {
+        if let Some(start) = p.start {
+            put("start", start.to_string());
+        }
+        for (flag, value, default) in [("min", p.min, d.min), ("max", p.max, d.max), ("step", p.step, d.step), ("ramp-rate", p.ramp_rate, d.ramp_rate), ("transaction", p.transaction, d.transaction)] {
             if value != default {
                 put(flag, value.to_string());
             }
@@ -73,8 +76,11 @@ impl Prefetch {
         if p.history != d.history {
             put("history", p.history.to_string());
         }
-        if p.bitrate_scaling {
-            args.push("--adaptive-bitrate-scaling".into());
+        if p.scale != d.scale {
+            put("scale", p.scale.name().to_string());
+        }
+        if !p.probe {
+            args.push("--adaptive-no-probe".into());
         }
         args
     }
@@ -90,17 +96,81 @@ impl fmt::Display for Prefetch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Prefetch::Fixed(bytes) => write!(f, "{bytes}"),
-            Prefetch::Adaptive(p) => write!(f, "adaptive (start {}, {}..{})", p.start, p.min, p.max),
+            Prefetch::Adaptive(p) => match p.start {
+                Some(start) => write!(f, "adaptive (start {start}, {}..{})", p.min, p.max),
+                None if p.probe => write!(f, "adaptive (start probed, {}..{})", p.min, p.max),
+                None => write!(f, "adaptive (start {}, {}..{})", DEFAULT_START, p.min, p.max),
+            },
         }
     }
 }
 
+/// The start size when none is given and the disk probe is off or fails:
+/// paper 000's fixed size.
+pub const DEFAULT_START: u64 = 2 << 20;
+
+/// How a stream's prefetch size follows its bitrate (paper 001 sections 5
+/// and 7.4): the size in force is the size of the fastest streams, and a
+/// stream of rate `b` next to a reference rate `B` gets
+/// `size x sqrt(b / B)`, `size x b / B` or `size`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum BitrateScale {
+    /// Paper 001's seek-minimising rule (scale 0.45 for SD next to HD).
+    #[default]
+    Sqrt,
+    /// Gill and Bathen's rule (scale 0.2 for SD next to HD).
+    Proportional,
+    /// One size for every stream.
+    None,
+}
+
+impl BitrateScale {
+    pub const ALL: [BitrateScale; 3] = [BitrateScale::Sqrt, BitrateScale::Proportional, BitrateScale::None];
+
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            BitrateScale::Sqrt => "sqrt",
+            BitrateScale::Proportional => "proportional",
+            BitrateScale::None => "none",
+        }
+    }
+
+    /// The factor for a stream whose rate is `ratio` times the reference
+    /// (clamped to `(0, 1]`: no stream gets more than the size in force).
+    pub fn factor(self, ratio: f64) -> f64 {
+        let r = if ratio.is_finite() { ratio.clamp(0.0, 1.0) } else { 1.0 };
+        match self {
+            BitrateScale::Sqrt => r.sqrt(),
+            BitrateScale::Proportional => r,
+            BitrateScale::None => 1.0,
+        }
+    }
+}
+
+impl std::str::FromStr for BitrateScale {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        BitrateScale::ALL
+            .into_iter()
+            .find(|b| b.name().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| format!("{s:?} is not a bitrate scale rule (sqrt, proportional or none)"))
+    }
+}
+
 /// Parameters of the algorithm; defaults are paper 001's Table 2 where it
-/// gives one.
+/// gives one. Fields added after the first recorded runs carry
+/// `#[serde(default)]` so that recorded stats documents still parse.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AdaptiveParams {
-    /// Initial size (the paper's start_size).
-    pub start: u64,
+    /// Initial size (the paper's start_size); `None`: measured by the disk
+    /// probe (section 7: transfer time = average seek time), or
+    /// [`DEFAULT_START`] when the probe is off or fails.
+    pub start: Option<u64>,
+    /// Probe the disk for the start size when `start` is not given.
+    #[serde(default = "yes")]
+    pub probe: bool,
     /// Smallest and largest size the controller may choose.
     pub min: u64,
     pub max: u64,
@@ -118,18 +188,34 @@ pub struct AdaptiveParams {
     pub ramp_rate: u64,
     /// Stream rate for the eviction-time jump, bytes per second (None: estimated).
     pub stream_rate: Option<f64>,
-    /// Scale each file's size by sqrt(its rate / the highest rate).
-    pub bitrate_scaling: bool,
+    /// How each stream's size follows its estimated bitrate.
+    #[serde(default)]
+    pub scale: BitrateScale,
+    /// Largest disk transaction, bytes: a read counts as
+    /// `ceil(bytes / transaction)` transactions in the score's ms per
+    /// transaction (paper 001 measured iostat's transactions, at most
+    /// FreeBSD's MAXPHYS of 128 KiB each).
+    #[serde(default = "default_transaction")]
+    pub transaction: u64,
     /// A prefetched range nobody comes back to within this long counts as wasted.
     pub waste_after: Duration,
     /// Intervals kept in the history ring of the stats.
     pub history: usize,
 }
 
+fn yes() -> bool {
+    true
+}
+
+fn default_transaction() -> u64 {
+    128 << 10
+}
+
 impl Default for AdaptiveParams {
     fn default() -> Self {
         AdaptiveParams {
-            start: 2 << 20,
+            start: None,
+            probe: true,
             min: 512 << 10,
             max: 16 << 20,
             step: 512 << 10,
@@ -139,7 +225,8 @@ impl Default for AdaptiveParams {
             evict: 0.05,
             ramp_rate: 16 << 10,
             stream_rate: None,
-            bitrate_scaling: false,
+            scale: BitrateScale::Sqrt,
+            transaction: default_transaction(),
             waste_after: Duration::from_secs(600),
             history: 32,
         }
@@ -162,8 +249,13 @@ impl AdaptiveParams {
         if self.max < self.min {
             return bad("max", self.max.to_string(), "must be at least --adaptive-min");
         }
-        if self.start < self.min || self.start > self.max {
-            return bad("start", self.start.to_string(), "must lie between --adaptive-min and --adaptive-max");
+        if let Some(start) = self.start {
+            if start < self.min || start > self.max {
+                return bad("start", start.to_string(), "must lie between --adaptive-min and --adaptive-max");
+            }
+        }
+        if self.transaction < 512 {
+            return bad("transaction", self.transaction.to_string(), "must be at least one sector (512)");
         }
         if self.step < PAGE {
             return bad("step", self.step.to_string(), "must be at least one page (4K)");
@@ -206,11 +298,40 @@ mod tests {
     fn fixed_renders_bytes_and_adaptive_only_what_differs() {
         assert_eq!(Prefetch::Fixed(2 << 20).daemon_args(), ["--prefetch", "2097152"]);
         assert_eq!(Prefetch::Adaptive(AdaptiveParams::default()).daemon_args(), ["--prefetch", "adaptive"]);
-        let p = AdaptiveParams { interval: Duration::from_secs(30), busy: 0.5, bitrate_scaling: true, ..AdaptiveParams::default() };
+        let p = AdaptiveParams { interval: Duration::from_secs(30), busy: 0.5, scale: BitrateScale::None, probe: false, ..AdaptiveParams::default() };
         assert_eq!(
             Prefetch::Adaptive(p).daemon_args(),
-            ["--prefetch", "adaptive", "--adaptive-interval", "30", "--adaptive-busy", "0.5", "--adaptive-bitrate-scaling"]
+            ["--prefetch", "adaptive", "--adaptive-interval", "30", "--adaptive-busy", "0.5", "--adaptive-scale", "none", "--adaptive-no-probe"]
         );
+        let p = AdaptiveParams { start: Some(3 << 20), transaction: 1 << 20, ..AdaptiveParams::default() };
+        assert_eq!(
+            Prefetch::Adaptive(p).daemon_args(),
+            ["--prefetch", "adaptive", "--adaptive-start", "3145728", "--adaptive-transaction", "1048576"]
+        );
+    }
+
+    #[test]
+    fn scale_rules_follow_paper_001_section_7_4() {
+        // HD is 5x SD: sqrt gives 0.45, proportional 0.2, none 1.
+        assert!((BitrateScale::Sqrt.factor(0.2) - 0.447).abs() < 1e-3);
+        assert_eq!(BitrateScale::Proportional.factor(0.2), 0.2);
+        assert_eq!(BitrateScale::None.factor(0.2), 1.0);
+        assert_eq!(BitrateScale::Sqrt.factor(3.0), 1.0, "never above the size in force");
+        assert_eq!(AdaptiveParams::default().scale, BitrateScale::Sqrt, "paper 001's rule is the default");
+        for b in BitrateScale::ALL {
+            assert_eq!(b.name().parse::<BitrateScale>(), Ok(b));
+        }
+        assert!("cube".parse::<BitrateScale>().unwrap_err().contains("sqrt, proportional or none"));
+    }
+
+    #[test]
+    fn params_recorded_before_the_new_fields_still_parse() {
+        let old = r#"{"start":2097152,"min":524288,"max":16777216,"step":524288,"interval":{"secs":180,"nanos":0},
+            "deflation":0.05,"busy":0.6,"evict":0.05,"ramp_rate":16384,"stream_rate":null,"bitrate_scaling":false,
+            "waste_after":{"secs":600,"nanos":0},"history":32}"#;
+        let p: AdaptiveParams = serde_json::from_str(old).unwrap();
+        assert_eq!(p.start, Some(2 << 20));
+        assert_eq!(p.transaction, 128 << 10);
     }
 
     #[test]

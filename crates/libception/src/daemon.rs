@@ -131,7 +131,7 @@ pub fn run(cfg: DaemonConfig) -> Result<()> {
         socket = %cfg.socket.display(),
         mode = %format!("{:o}", cfg.socket_mode),
         prefetch = %match &cfg.prefetch {
-            Prefetch::Adaptive(p) => format!("adaptive (start {}, {}..{}, step {}, interval {:?})", p.start, p.min, p.max, p.step, p.interval),
+            Prefetch::Adaptive(p) => format!("{} step {}, interval {:?}, scale {}", Prefetch::Adaptive(p.clone()), p.step, p.interval, p.scale.name()),
             Prefetch::Fixed(bytes) => bytes.to_string(),
         },
         per_disk = cfg.per_disk,

@@ -50,7 +50,7 @@ mod worker;
 
 pub use client::Client;
 pub use daemon::{run as run_daemon, DaemonConfig};
-pub use prefetch::{ControllerSnapshot, Decision, IntervalRecord, QueueSnapshot, SizeScore, UsageTally};
+pub use prefetch::{ControllerSnapshot, Decision, IntervalRecord, ProbeSnapshot, QueueSnapshot, SizeScore, UsageTally};
 pub use residency::{is_resident, page_size, resident_prefix};
 pub use size::{human_size, parse_size, SizeError};
 pub use stats::{

@@ -9,7 +9,7 @@ use clap::{ArgAction, Parser, Subcommand};
 use cli::run::RunOptions;
 use libception::parse_size;
 use libception::DaemonConfig;
-use libception_proto::{AdaptiveParams, Mode, ParamError, Prefetch};
+use libception_proto::{AdaptiveParams, BitrateScale, Mode, ParamError, Prefetch};
 use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -174,7 +174,7 @@ impl PrefetchArgs {
 /// Parameters of `--prefetch adaptive` (paper 001 Table 2 defaults).
 #[derive(clap::Args, Debug, Default)]
 struct AdaptiveArgs {
-    /// Adaptive: initial prefetch size [default: 2M]
+    /// Adaptive: initial prefetch size (skips the disk probe) [default: where transfer time = average seek time, probed; 2M without the probe]
     #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
     adaptive_start: Option<u64>,
     /// Adaptive: smallest prefetch size [default: 512K]
@@ -204,9 +204,15 @@ struct AdaptiveArgs {
     /// Adaptive: stream rate in bytes per second for the eviction-time jump [default: estimated from request timing]
     #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
     adaptive_stream_rate: Option<u64>,
-    /// Adaptive: scale each file's prefetch by sqrt(its estimated rate / the highest rate)
+    /// Adaptive: how each stream's prefetch follows its estimated bitrate: sqrt, proportional or none [default: sqrt]
+    #[arg(long, value_name = "RULE", value_parser = parse_scale)]
+    adaptive_scale: Option<BitrateScale>,
+    /// Adaptive: largest disk transaction, for the score's ms per transaction [default: 128K]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
+    adaptive_transaction: Option<u64>,
+    /// Adaptive: do not probe the disk for the start size (start at --adaptive-start or 2M)
     #[arg(long)]
-    adaptive_bitrate_scaling: bool,
+    adaptive_no_probe: bool,
     /// Adaptive: seconds after which a prefetched range nobody came back to counts as wasted [default: 600]
     #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
     adaptive_waste_after: Option<f64>,
@@ -227,7 +233,9 @@ impl AdaptiveArgs {
             || self.adaptive_evict.is_some()
             || self.adaptive_ramp_rate.is_some()
             || self.adaptive_stream_rate.is_some()
-            || self.adaptive_bitrate_scaling
+            || self.adaptive_scale.is_some()
+            || self.adaptive_transaction.is_some()
+            || self.adaptive_no_probe
             || self.adaptive_waste_after.is_some()
             || self.adaptive_history.is_some()
     }
@@ -235,7 +243,8 @@ impl AdaptiveArgs {
     fn params(&self) -> Result<AdaptiveParams, ParamError> {
         let d = AdaptiveParams::default();
         let p = AdaptiveParams {
-            start: self.adaptive_start.unwrap_or(d.start),
+            start: self.adaptive_start,
+            probe: !self.adaptive_no_probe,
             min: self.adaptive_min.unwrap_or(d.min),
             max: self.adaptive_max.unwrap_or(d.max),
             step: self.adaptive_step.unwrap_or(d.step),
@@ -245,13 +254,18 @@ impl AdaptiveArgs {
             evict: self.adaptive_evict.unwrap_or(d.evict),
             ramp_rate: self.adaptive_ramp_rate.unwrap_or(d.ramp_rate),
             stream_rate: self.adaptive_stream_rate.map(|r| r as f64).or(d.stream_rate),
-            bitrate_scaling: self.adaptive_bitrate_scaling,
+            scale: self.adaptive_scale.unwrap_or(d.scale),
+            transaction: self.adaptive_transaction.unwrap_or(d.transaction),
             waste_after: self.adaptive_waste_after.map(std::time::Duration::from_secs_f64).unwrap_or(d.waste_after),
             history: self.adaptive_history.unwrap_or(d.history),
         };
         p.validate()?;
         Ok(p)
     }
+}
+
+fn parse_scale(s: &str) -> Result<BitrateScale, String> {
+    s.parse()
 }
 
 fn parse_seconds(s: &str) -> Result<f64, String> {
@@ -397,7 +411,8 @@ mod tests {
     #[test]
     fn prefetch_flags_parse_back_to_the_same_setting() {
         let every_parameter_changed = AdaptiveParams {
-            start: 3 << 20,
+            start: Some(3 << 20),
+            probe: false,
             min: 1 << 20,
             max: 8 << 20,
             step: 256 << 10,
@@ -407,7 +422,8 @@ mod tests {
             evict: 0.25,
             ramp_rate: 64 << 10,
             stream_rate: Some(125_000.0),
-            bitrate_scaling: true,
+            scale: BitrateScale::Proportional,
+            transaction: 1 << 20,
             waste_after: Duration::from_millis(90_500),
             history: 7,
         };

@@ -198,6 +198,11 @@ impl DiskWorker {
         disk.begin_read(queue_wait);
         self.stats.begin_read();
 
+        if self.controller.wants_probe(self.index) {
+            let result = crate::prefetch::probe::run(&file);
+            tracing::info!(disk = %disk.name, worker = self.index, ?result, "disk probe for the start size");
+            self.controller.observe_probe(self.index, &disk.name, result);
+        }
         let prefix = residency::resident_prefix(file.as_fd(), plan.start, plan.end).unwrap_or(0);
         let (bytes, result) = pread_range(&file, plan.start + prefix, plan.end, buf);
 

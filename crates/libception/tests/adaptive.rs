@@ -92,6 +92,7 @@ fn adaptive_daemon_changes_the_prefetch_size_and_reports_its_state() {
         let ratio = r.miss_ratio.unwrap();
         assert!((0.5..=1.5).contains(&ratio), "sequential streams use what they prefetch: {r:?}");
         assert!(r.disk_ms_per_mib.unwrap() > 0.0);
+        assert!(r.disk_ms_per_transaction.unwrap() > 0.0 && r.transactions >= r.reads, "the score's disk time: {r:?}");
     }
     assert!((512 * KIB..=4 * MIB).contains(&snapshot.daemon.prefetch_bytes), "the size in force, not a fixed one");
 
@@ -107,6 +108,9 @@ fn adaptive_daemon_changes_the_prefetch_size_and_reports_its_state() {
     assert!(queue["history"].as_array().is_some_and(|h| !h.is_empty()), "{json}");
     assert!(queue["last_decision"]["decision"].is_string(), "{json}");
     assert!(queue["score"].is_number(), "{json}");
+    for field in ["read_bytes", "used_bytes", "evicted_bytes", "wasted_bytes", "reread_bytes", "eviction_time_sum_s", "eviction_time_lower_sum_s"] {
+        assert!(queue["usage"][field].is_number(), "paper 001 Table 1's {field} in the JSON: {json}");
+    }
 }
 
 #[test]

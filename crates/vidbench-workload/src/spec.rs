@@ -446,8 +446,40 @@ impl Spec {
         }
         let shares: Vec<f64> = ses.classes.iter().map(|c| c.share).collect();
         check_share_sum("sessions.classes", &shares)?;
+        check_classes_receive_a_chunk(ses, &bitrates)?;
         Ok(Validated { spec: self, durations, watched_fraction, bitrates })
     }
+}
+
+/// Every capped client class must be able to receive the largest chunk
+/// within the deadline: chunk bytes at the class's rate plus one round trip
+/// (request out, first byte back). A class that cannot fails every session
+/// whatever the server does, and no maximum failure-free rate exists.
+fn check_classes_receive_a_chunk(ses: &SessionSpec, bitrates: &[(u32, f64)]) -> Result<(), (String, String)> {
+    let Some(kbps) = bitrates.iter().map(|&(k, _)| k).max() else { return Ok(()) };
+    let chunk = chunk_bytes(kbps, ses.chunk_duration_s);
+    for (i, c) in ses.classes.iter().enumerate() {
+        if c.rate_mbps == 0.0 {
+            continue;
+        }
+        let seconds = chunk as f64 * 8.0 / (c.rate_mbps * 1e6) + 2.0 * f64::from(c.delay_ms) / 1e3;
+        if seconds > ses.timeout_s {
+            return Err((
+                format!("sessions.classes[{i}].rate_mbps"),
+                format!(
+                    "class {:?} at {} Mbit/s needs {seconds:.1} s to receive one {chunk}-byte chunk ({kbps} kbit/s x {} s, plus a {} ms round trip), \
+                     more than the {} s deadline (sessions.timeout_s): every such session would fail; raise its rate to at least {:.2} Mbit/s or drop the class",
+                    c.name,
+                    c.rate_mbps,
+                    ses.chunk_duration_s,
+                    2 * c.delay_ms,
+                    ses.timeout_s,
+                    chunk as f64 * 8.0 / 1e6 / (ses.timeout_s - 2.0 * f64::from(c.delay_ms) / 1e3).max(1e-3),
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn check_share(key: &str, share: f64) -> Result<(), (String, String)> {

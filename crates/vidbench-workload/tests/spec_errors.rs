@@ -146,3 +146,21 @@ fn bundled_specs_are_valid_and_state_their_memory_limit() {
         assert_eq!(v.spec.name, path.file_stem().unwrap().to_string_lossy(), "{}", path.display());
     }
 }
+
+/// Regression: hd-paper001.toml and mixed-sdhd.toml had a 1 Mbit/s class,
+/// which needs 21 s for a 2,618,750-byte HD chunk against a 10 s deadline:
+/// every one of its sessions failed whatever the server did.
+#[test]
+fn a_class_that_cannot_receive_a_chunk_in_time_is_refused() {
+    let hd = "[library]\nbitrate_kbps = 2095\n[sessions]\nclasses = [\n  { name = \"high\", rate_mbps = 10, share = 0.8 },\n  { name = \"medium\", rate_mbps = 1.0, share = 0.2 },\n]\n";
+    assert_mentions(
+        hd,
+        &["bad.toml:6", "sessions.classes[1].rate_mbps", "\"medium\"", "1 Mbit/s", "2618750-byte chunk", "10 s deadline", "raise its rate"],
+    );
+    // A mix is judged by its largest chunk.
+    let mixed = "[library]\nbitrate_mix = [{ kbps = 419, share = 0.5 }, { kbps = 2095, share = 0.5 }]\n[sessions]\nclasses = [{ name = \"slow\", rate_mbps = 1.0, share = 1.0 }]\n";
+    assert_mentions(mixed, &["\"slow\"", "2618750-byte chunk"]);
+    // The same class is fine for SD (0.5 MB in 4.3 s), and uncapped is always fine.
+    let sd = "[library]\nbitrate_kbps = 419\n[sessions]\nclasses = [{ name = \"medium\", rate_mbps = 1.0, share = 0.5 }, { name = \"lan\", rate_mbps = 0, share = 0.5 }]\n";
+    assert!(vidbench_workload::Spec::parse(sd, Path::new("sd.toml")).is_ok());
+}

@@ -161,7 +161,7 @@ fn client_classes_follow_their_shares() {
 #[test]
 fn bitrate_mix_is_split_exactly_and_chunks_follow_the_bitrate() {
     let v = spec(
-        "[library]\nvideos = 1001\nbitrate_mix = [ { kbps = 419, share = 0.5 }, { kbps = 2095, share = 0.5 } ]\n[sessions]\ncount = 2000\nramp_up = 10\nramp_down = 10\n",
+        "[library]\nvideos = 1001\nbitrate_mix = [ { kbps = 419, share = 0.5 }, { kbps = 2095, share = 0.5 } ]\n[sessions]\ncount = 2000\nramp_up = 10\nramp_down = 10\nclasses = [ { name = \"high\", rate_mbps = 10, share = 1 } ]\n",
     );
     let w = generate(&v);
     let sd = w.videos.iter().filter(|x| x.bitrate_kbps == 419).count();

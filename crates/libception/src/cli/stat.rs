@@ -138,22 +138,33 @@ pub fn render_controller(c: &ControllerSnapshot) -> String {
         let u = &q.usage;
         let share = |b: u64| if u.used_bytes > 0 { format!("{:.1}%", 100.0 * b as f64 / u.used_bytes as f64) } else { "-".into() };
         out.push_str(&format!(
-            "  prefetched ranges: read {} used {} evicted-before-use {} ({}) wasted {} ({})  tracked {}  miss ratio {}\n",
+            "  prefetched ranges: read {} requested {} evicted-before-use {} ({}) wasted {} ({}) re-read {} ({})  tracked {}  miss ratio {}\n",
             human_size(u.read_bytes),
             human_size(u.used_bytes),
             human_size(u.evicted_bytes),
             share(u.evicted_bytes),
             human_size(u.wasted_bytes),
             share(u.wasted_bytes),
+            human_size(u.reread_bytes),
+            share(u.reread_bytes),
             q.tracked_ranges,
             opt(u.miss_ratio(), 2)
         ));
+        if u.evictions > 0 {
+            out.push_str(&format!(
+                "  eviction time: {} evictions, between {} s and {} s after the read, estimate {} s\n",
+                u.evictions,
+                opt(u.mean_eviction_time_lower_s(), 1),
+                opt(u.mean_eviction_time_s(), 1),
+                opt(u.mean_eviction_time_estimate_s(), 1),
+            ));
+        }
         if q.history.is_empty() {
             continue;
         }
         out.push_str(&format!(
             "  {:>5} {:>8} {:>7} {:>7} {:<13} {:>6} {:>8} {:>6} {:>8} {:>7} {:>7} {:>9}\n",
-            "#", "END_S", "SIZE", "NEXT", "DECISION", "BUSY%", "MS/MiB", "MISS", "SCORE", "EVICT%", "EVICT_T", "RATE/s"
+            "#", "END_S", "SIZE", "NEXT", "DECISION", "BUSY%", "MS/TXN", "MISS", "SCORE", "EVICT%", "EVICT_T", "RATE/s"
         ));
         for r in q.history.iter().rev().take(HISTORY_ROWS).rev() {
             out.push_str(&format!(
@@ -164,11 +175,11 @@ pub fn render_controller(c: &ControllerSnapshot) -> String {
                 human_size(r.next_bytes),
                 serde_json::to_value(r.decision).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
                 100.0 * r.busy_fraction,
-                opt(r.disk_ms_per_mib, 2),
+                opt(r.disk_ms_per_transaction, 2),
                 opt(r.miss_ratio, 2),
                 opt(r.score, 2),
                 100.0 * r.evicted_fraction.min(100.0),
-                opt(r.eviction_time_s, 1),
+                opt(r.eviction_time_estimate_s.or(r.eviction_time_s), 1),
                 r.stream_rate_bps.map_or("-".to_string(), |b| human_size(b as u64)),
             ));
         }

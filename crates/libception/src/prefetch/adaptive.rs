@@ -2,17 +2,21 @@
 //!
 //! Three layers, each testable on its own:
 //!
-//! * [`AdaptiveCore`] is the algorithm as a pure function of interval
-//!   measurements: the score `S = disk time x cache-miss ratio` of the size in
-//!   force is stored, then compared with the stored scores of the next larger
-//!   and smaller sizes (`size ± step`, within `[min, max]`): move to a
-//!   neighbour that scored lower; else try an unmeasured neighbour (the larger
-//!   one first); else the size is a minimum and the neighbours' stored scores
-//!   are deflated by `deflation` so that a rejected neighbour is retried
-//!   eventually. Before that, two thresholds of the paper: below `busy` (the
-//!   disk worker's busy fraction) nothing is adjusted, and when prefetch
-//!   evictions reach `evict` of the requested bytes the target jumps to
-//!   `eviction time x stream rate` (rounded down to the step grid).
+//! * [`AdaptiveCore`] is the algorithm of paper 001 section 4.1 as a pure
+//!   function of interval measurements: the score `S = disk ms per
+//!   transaction x cache-miss ratio` of the size in force is stored, then
+//!   compared with the stored scores of the next larger and smaller sizes
+//!   (`size ± step`, within `[min, max]`): move to a neighbour that scored
+//!   lower; else try an unmeasured neighbour (the larger one when neither is
+//!   measured); else the size is a minimum and every stored score but its own
+//!   is deflated by `deflation` (the paper's "deflate the past scores"), so
+//!   that a rejected size is retried eventually. Before that, two thresholds
+//!   of the paper: below `busy` (the disk worker's busy fraction) nothing is
+//!   adjusted, and when prefetch evictions reach `evict` of the requested
+//!   bytes the target jumps to `eviction time x stream rate` (rounded down to
+//!   the step grid): the size a stream consumes before its prefetched data is
+//!   evicted. Without a rate estimate there is no jump (the paper has no
+//!   other rule) and the gradient descent carries on.
 //! * [`QueueControl`] wraps a core with time: measurement intervals of
 //!   `interval`, the gradual change (the size in force moves towards the
 //!   target at `ramp_rate` bytes per second, and an interval is measured only
@@ -25,24 +29,38 @@
 //!   one worker), behind one mutex taken for a few hundred nanoseconds per
 //!   request and per read.
 //!
-//! Disk time is the worker's busy time per MiB read in the interval (the
-//! paper's "time to read from disk", normalised by the bytes read so that the
-//! score does not follow the offered load up and down); the miss ratio is
-//! disk bytes / requested bytes of the prefetched ranges retired in the
-//! interval. Their product is disk milliseconds per MiB actually requested.
+//! Disk time is the worker's busy time per disk transaction in the interval
+//! (the paper's iostat "ms per transaction"): a read of `n` bytes counts as
+//! `ceil(n / transaction)` transactions, `transaction` being the largest I/O
+//! the disk is sent (FreeBSD's MAXPHYS, 128 KiB, in the paper). The miss
+//! ratio is disk bytes / requested bytes of the prefetched ranges retired in
+//! the interval (see the tracker for what "requested" can and cannot see).
+//! With full-size transactions, ms per transaction is proportional to ms per
+//! byte read, so the product approaches disk time per byte requested: the
+//! paper's score has that property too; the transaction count keeps what it
+//! adds (short reads and partial last transactions cost a transaction each).
 //!
-//! Bitrate: the protocol carries no bitrate, so the stream rate is estimated
-//! from when a stream comes back after a prefetch (see the tracker). The
-//! eviction-time jump uses the mean estimate (or `stream_rate` when given).
-//! With `bitrate_scaling`, a file with an estimate gets
-//! `size x sqrt(rate / highest rate)` (paper 001 section 5), never less than
-//! `min`; off by default because single-rate workloads gain nothing from it
-//! and the estimate is noisy.
+//! Bitrate: the protocol carries no bitrate, so each file's stream rate is
+//! estimated from when a stream comes back after a prefetch (see the
+//! tracker). The eviction-time jump uses the median of the files' estimates
+//! (or `stream_rate` when given). The size in force is the size of the
+//! fastest streams (paper 001 section 5: "specify the prefetch size for the
+//! highest bitrate"); a file whose rate is below half the reference rate
+//! (the 90th percentile of the files' rates) gets `size x factor(rate /
+//! reference)` by `scale` (sqrt by default, proportional, or none), never
+//! less than `min`. Rates within a factor two of the reference count as the
+//! reference's class: the paper uses one size per bitrate, and a single-rate
+//! workload must not shrink its sizes because of estimation noise.
+//!
+//! Start size: `start`, or (paper 001 section 7, after Li et al.) the size
+//! whose transfer time equals the average seek time, measured by a short
+//! probe of the disk ([`super::probe`]) before the worker's first read.
 
-use super::snapshot::{ControllerSnapshot, Decision, IntervalRecord, QueueSnapshot, SizeScore, UsageTally};
+use super::snapshot::{ControllerSnapshot, Decision, IntervalRecord, ProbeSnapshot, QueueSnapshot, SizeScore, UsageTally};
 use super::tracker::PrefetchTracker;
+use super::probe::ProbeResult;
 use super::{FileKey, PrefetchContext, PrefetchController, ReadObservation, RequestObservation};
-use libception_proto::{AdaptiveParams, ParamError};
+use libception_proto::{AdaptiveParams, BitrateScale, ParamError, DEFAULT_START};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -52,6 +70,11 @@ const MIB: f64 = (1u64 << 20) as f64;
 const PAGE: u64 = 4096;
 /// Tracked prefetched ranges per disk worker (about 50 bytes each).
 pub const MAX_TRACKED_RANGES: usize = 1 << 16;
+/// The reference rate of bitrate scaling: this quantile of the files' rates
+/// (the highest class, robust to a few overestimates).
+const REFERENCE_QUANTILE: f64 = 0.9;
+/// A rate at least this fraction of the reference is the reference's class.
+const SAME_CLASS: f64 = 0.5;
 
 /// What one interval measured, the core's only input.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -60,8 +83,8 @@ pub struct IntervalMeasurement {
     pub size: u64,
     /// Busy time of the disk worker / interval length.
     pub busy_fraction: f64,
-    /// Disk busy milliseconds per MiB read (None: nothing read).
-    pub disk_ms_per_mib: Option<f64>,
+    /// Disk busy milliseconds per transaction (None: nothing read).
+    pub disk_ms_per_transaction: Option<f64>,
     /// Disk bytes / requested bytes (None: nothing confirmed requested).
     pub miss_ratio: Option<f64>,
     /// Prefetch-evicted bytes / requested bytes.
@@ -73,9 +96,9 @@ pub struct IntervalMeasurement {
 }
 
 impl IntervalMeasurement {
-    /// Paper 001's score: disk time x cache-miss ratio.
+    /// Paper 001's score: disk ms per transaction x cache-miss ratio.
     pub fn score(&self) -> Option<f64> {
-        match (self.disk_ms_per_mib, self.miss_ratio) {
+        match (self.disk_ms_per_transaction, self.miss_ratio) {
             (Some(d), Some(m)) if d.is_finite() && m.is_finite() => Some(d * m),
             _ => None,
         }
@@ -86,8 +109,15 @@ impl IntervalMeasurement {
 #[derive(Debug, Clone)]
 pub struct AdaptiveCore {
     params: AdaptiveParams,
+    /// The size the step grid runs through (the start size).
+    origin: u64,
     target: u64,
+    /// Stored scores, deflated at every minimum.
     scores: BTreeMap<u64, f64>,
+    /// The same scores as measured.
+    measured: BTreeMap<u64, f64>,
+    /// The last decision was a minimum at this size.
+    minimum: Option<u64>,
 }
 
 fn page_round(bytes: f64) -> u64 {
@@ -97,8 +127,20 @@ fn page_round(bytes: f64) -> u64 {
 
 impl AdaptiveCore {
     pub fn new(params: AdaptiveParams) -> Self {
-        let target = params.start;
-        AdaptiveCore { params, target, scores: BTreeMap::new() }
+        let target = params.start.unwrap_or(DEFAULT_START.clamp(params.min, params.max));
+        AdaptiveCore { params, origin: target, target, scores: BTreeMap::new(), measured: BTreeMap::new(), minimum: None }
+    }
+
+    /// Starts at the probed size `bytes`, rounded to a multiple of the step
+    /// within `[min, max]`; ignored once anything was scored.
+    pub fn set_start(&mut self, bytes: u64) -> u64 {
+        if self.scores.is_empty() {
+            let p = &self.params;
+            let steps = (bytes as f64 / p.step as f64).round().max(1.0);
+            self.target = page_round(steps * p.step as f64).clamp(p.min, p.max);
+            self.origin = self.target;
+        }
+        self.target
     }
 
     pub fn params(&self) -> &AdaptiveParams {
@@ -131,8 +173,8 @@ impl AdaptiveCore {
         let p = &self.params;
         // The epsilon keeps an estimate that is on the grid but for float
         // rounding (60 s x 0.05 MiB/s) on it.
-        let steps = ((bytes - p.start as f64) / p.step as f64 + 1e-9).floor();
-        let on_grid = p.start as f64 + steps * p.step as f64;
+        let steps = ((bytes - self.origin as f64) / p.step as f64 + 1e-9).floor();
+        let on_grid = self.origin as f64 + steps * p.step as f64;
         page_round(on_grid).clamp(p.min, p.max)
     }
 
@@ -146,13 +188,20 @@ impl AdaptiveCore {
         let Some(score) = m.score() else { return Decision::NoData };
         let size = m.size;
         self.scores.insert(size, score);
+        self.measured.insert(size, score);
+        // Deflated scores only serve to leave a minimum (the retry of a
+        // rejected size); anywhere else the gradient is computed from the
+        // scores as measured, so that a retried size that measures worse
+        // sends the search back (the paper: "recompute the gradient using the
+        // newly measured score") instead of on to stale, deflated sizes.
+        let at_minimum = self.minimum.take() == Some(size);
+        let table = if at_minimum { &self.scores } else { &self.measured };
         if m.evicted_fraction >= p.evict && p.evict.is_finite() {
-            if let Some(t) = m.eviction_time_s {
-                let estimate = match p.stream_rate.or(m.stream_rate_bps) {
-                    Some(rate) => t * rate,
-                    None => size as f64 / 2.0,
-                };
-                let to = self.grid_floor(estimate);
+            // A stream reading at `rate` reaches the end of a prefetch of
+            // `p` bytes after p / rate seconds; prefetched data lives about
+            // `t` seconds: sizes above t x rate are evicted before use.
+            if let (Some(t), Some(rate)) = (m.eviction_time_s, p.stream_rate.or(m.stream_rate_bps)) {
+                let to = self.grid_floor(t * rate);
                 if to < size {
                     self.target = to;
                     return Decision::EvictionJump;
@@ -163,7 +212,7 @@ impl AdaptiveCore {
         let lowest_known = neighbours
             .iter()
             .flatten()
-            .filter_map(|&n| self.scores.get(&n).map(|&s| (n, s)))
+            .filter_map(|&n| table.get(&n).map(|&s| (n, s)))
             .filter(|&(_, s)| s < score)
             .min_by(|a, b| a.1.total_cmp(&b.1));
         if let Some((n, _)) = lowest_known {
@@ -174,18 +223,15 @@ impl AdaptiveCore {
             self.target = n;
             return Decision::Explore;
         }
-        // Deflate the past scores that made this a minimum (the neighbours'),
-        // so one of them is retried after a few intervals. Deflating every
-        // stored score instead would let stale scores far away, deflated at
-        // every minimum, pull the search off a good size as soon as it
-        // retries a neighbour.
+        // A minimum: deflate the past scores (every stored score but the
+        // one just measured), so that a rejected neighbour is retried once
+        // its score has shrunk below this one.
         let keep = 1.0 - p.deflation;
-        for n in neighbours.into_iter().flatten() {
-            if let Some(v) = self.scores.get_mut(&n) {
-                *v *= keep;
-            }
+        for (_, v) in self.scores.iter_mut().filter(|(&s, _)| s != size) {
+            *v *= keep;
         }
         self.target = size;
+        self.minimum = Some(size);
         Decision::Minimum
     }
 }
@@ -203,6 +249,7 @@ struct Counters {
     busy: Duration,
     bytes_read: u64,
     reads: u64,
+    transactions: u64,
 }
 
 /// The adaptive state of one disk worker.
@@ -217,11 +264,15 @@ pub struct QueueControl {
     usage_total: UsageTally,
     decisions: BTreeMap<&'static str, u64>,
     disks: BTreeSet<String>,
+    /// The probe is still to run (no start size given, probe on).
+    probe_pending: bool,
+    probe: Option<ProbeResult>,
 }
 
 impl QueueControl {
     pub fn new(params: AdaptiveParams, now: Duration) -> Self {
         let tracker = PrefetchTracker::new(params.waste_after, MAX_TRACKED_RANGES);
+        let probe_pending = params.start.is_none() && params.probe;
         QueueControl {
             core: AdaptiveCore::new(params),
             tracker,
@@ -232,6 +283,8 @@ impl QueueControl {
             usage_total: UsageTally::default(),
             decisions: BTreeMap::new(),
             disks: BTreeSet::new(),
+            probe_pending,
+            probe: None,
         }
     }
 
@@ -293,7 +346,7 @@ impl QueueControl {
         let m = IntervalMeasurement {
             size,
             busy_fraction: c.busy.as_secs_f64() / length,
-            disk_ms_per_mib: (c.bytes_read > 0).then(|| c.busy.as_secs_f64() * 1e3 / (c.bytes_read as f64 / MIB)),
+            disk_ms_per_transaction: (c.transactions > 0).then(|| c.busy.as_secs_f64() * 1e3 / c.transactions as f64),
             miss_ratio: tally.miss_ratio(),
             evicted_fraction: if tally.used_bytes > 0 {
                 tally.evicted_bytes as f64 / tally.used_bytes as f64
@@ -302,8 +355,8 @@ impl QueueControl {
             } else {
                 0.0
             },
-            eviction_time_s: tally.mean_eviction_time_s(),
-            stream_rate_bps: tally.mean_rate_bps(),
+            eviction_time_s: tally.mean_eviction_time_estimate_s(),
+            stream_rate_bps: self.tracker.rate_quantile(0.5).or(tally.mean_rate_bps()),
         };
         let decision = self.core.decide(&m);
         self.intervals += 1;
@@ -318,7 +371,9 @@ impl QueueControl {
             busy_fraction: m.busy_fraction,
             reads: c.reads,
             bytes_read: c.bytes_read,
-            disk_ms_per_mib: m.disk_ms_per_mib,
+            disk_ms_per_mib: (c.bytes_read > 0).then(|| c.busy.as_secs_f64() * 1e3 / (c.bytes_read as f64 / MIB)),
+            transactions: c.transactions,
+            disk_ms_per_transaction: m.disk_ms_per_transaction,
             miss_ratio: m.miss_ratio,
             score: m.score(),
             used_bytes: tally.used_bytes,
@@ -326,7 +381,9 @@ impl QueueControl {
             evicted_fraction: if m.evicted_fraction.is_finite() { m.evicted_fraction } else { f64::MAX },
             wasted_bytes: tally.wasted_bytes,
             evictions: tally.evictions,
-            eviction_time_s: m.eviction_time_s,
+            eviction_time_s: tally.mean_eviction_time_s(),
+            eviction_time_lower_s: tally.mean_eviction_time_lower_s(),
+            eviction_time_estimate_s: m.eviction_time_s,
             stream_rate_bps: m.stream_rate_bps,
         };
         tracing::info!(
@@ -356,15 +413,29 @@ impl QueueControl {
         self.advance(now);
         let size = self.size_at(now);
         let p = self.core.params();
-        if !p.bitrate_scaling {
+        if p.scale == BitrateScale::None {
             return size;
         }
-        match (self.tracker.file_rate(file), self.tracker.max_file_rate()) {
-            (Some(rate), Some(highest)) if highest > 0.0 && rate < highest => {
-                page_round(size as f64 * (rate / highest).sqrt()).clamp(p.min.min(size), size)
+        match (self.tracker.file_rate(file), self.tracker.rate_quantile(REFERENCE_QUANTILE)) {
+            (Some(rate), Some(reference)) if reference > 0.0 && rate < reference * SAME_CLASS => {
+                page_round(size as f64 * p.scale.factor(rate / reference)).clamp(p.min.min(size), size)
             }
             _ => size,
         }
+    }
+
+    /// Starts at the size the disk probe measured (before any interval was
+    /// scored); returns the target.
+    pub fn set_start(&mut self, bytes: u64, now: Duration) -> u64 {
+        self.advance(now);
+        let before = self.core.target();
+        let to = self.core.set_start(bytes);
+        if to != before && self.intervals == 0 {
+            // The probe runs before the first read: nothing measured yet.
+            self.phase = Phase::Measuring { since: now };
+            self.counters = Counters::default();
+        }
+        to
     }
 
     pub fn observe_request(&mut self, file: FileKey, offset: u64, end: u64, resident: bool, now: Duration) {
@@ -382,6 +453,7 @@ impl QueueControl {
         self.counters.bytes_read += bytes;
         if bytes > 0 {
             self.counters.reads += 1;
+            self.counters.transactions += bytes.div_ceil(self.core.params().transaction);
         }
         self.tracker.record_read(file, start, want_end, read_start, end, now);
     }
@@ -405,6 +477,11 @@ impl QueueControl {
             scores: self.core.scores().iter().map(|(&bytes, &score)| SizeScore { bytes, score }).collect(),
             tracked_ranges: self.tracker.tracked() as u64,
             usage: self.usage_total,
+            probe: self.probe.map(|p| ProbeSnapshot {
+                access_ms: p.access.as_secs_f64() * 1e3,
+                transfer_bps: p.transfer_bps,
+                start_bytes: p.start_bytes,
+            }),
             history: self.history.iter().cloned().collect(),
         }
     }
@@ -465,6 +542,20 @@ impl PrefetchController for AdaptivePrefetch {
         });
     }
 
+    fn wants_probe(&self, worker: usize) -> bool {
+        self.with_queue(worker, "", |q, _| std::mem::take(&mut q.probe_pending))
+    }
+
+    fn observe_probe(&self, worker: usize, disk: &str, result: Option<ProbeResult>) {
+        self.with_queue(worker, disk, |q, now| {
+            q.probe = result;
+            if let Some(r) = result {
+                let to = q.set_start(r.start_bytes, now);
+                tracing::info!(worker, measured = r.start_bytes, start = to, "adaptive prefetch starts at the probed size");
+            }
+        });
+    }
+
     fn current_bytes(&self, disk: &str) -> u64 {
         let now = self.epoch.elapsed();
         let mut queues = self.queues.lock().unwrap();
@@ -478,7 +569,7 @@ impl PrefetchController for AdaptivePrefetch {
                 q.advance(now);
                 q.size_at(now)
             }
-            None => self.params.start,
+            None => self.params.start.unwrap_or(DEFAULT_START),
         }
     }
 

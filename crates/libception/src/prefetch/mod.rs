@@ -17,10 +17,11 @@
 //! and [`adaptive`] build on both, and nothing here imports them.
 
 pub mod adaptive;
+pub mod probe;
 mod snapshot;
 mod tracker;
 
-pub use snapshot::{ControllerSnapshot, Decision, IntervalRecord, QueueSnapshot, SizeScore, UsageTally};
+pub use snapshot::{ControllerSnapshot, Decision, IntervalRecord, ProbeSnapshot, QueueSnapshot, SizeScore, UsageTally};
 use std::time::Duration;
 
 /// Identity of a file across different descriptors.
@@ -82,6 +83,13 @@ pub trait PrefetchController: Send + Sync {
     fn observe_request(&self, _obs: &RequestObservation<'_>) {}
     /// Called after each read; controllers that adapt learn from it.
     fn observe_read(&self, _obs: &ReadObservation<'_>) {}
+    /// Whether `worker` should probe its disk before its next read (asked
+    /// before every read; true at most once per worker).
+    fn wants_probe(&self, _worker: usize) -> bool {
+        false
+    }
+    /// What the probe of `worker` measured (`None`: nothing usable).
+    fn observe_probe(&self, _worker: usize, _disk: &str, _result: Option<probe::ProbeResult>) {}
     /// The size currently in force for `disk` (`""`: the first disk queue),
     /// for stats.
     fn current_bytes(&self, disk: &str) -> u64;

@@ -44,7 +44,14 @@ pub struct IntervalRecord {
     pub busy_fraction: f64,
     pub reads: u64,
     pub bytes_read: u64,
+    /// Disk busy ms per MiB read (for comparison; not the score's factor).
     pub disk_ms_per_mib: Option<f64>,
+    /// Disk transactions (reads split at `transaction` bytes) and busy ms per
+    /// transaction: the score's disk-time factor.
+    #[serde(default)]
+    pub transactions: u64,
+    #[serde(default)]
+    pub disk_ms_per_transaction: Option<f64>,
     pub miss_ratio: Option<f64>,
     pub score: Option<f64>,
     pub used_bytes: u64,
@@ -52,7 +59,15 @@ pub struct IntervalRecord {
     pub evicted_fraction: f64,
     pub wasted_bytes: u64,
     pub evictions: u64,
+    /// Mean eviction time as discovered (upper bound), seconds.
     pub eviction_time_s: Option<f64>,
+    /// Mean lower bound of the eviction time (last time the range was seen
+    /// resident), and the estimate the eviction-time jump used (the middle
+    /// of the bracket), seconds.
+    #[serde(default)]
+    pub eviction_time_lower_s: Option<f64>,
+    #[serde(default)]
+    pub eviction_time_estimate_s: Option<f64>,
     pub stream_rate_bps: Option<f64>,
 }
 
@@ -71,8 +86,22 @@ pub struct UsageTally {
     pub evicted_bytes: u64,
     /// Ranges retired by an eviction.
     pub evictions: u64,
-    /// Sum of the observed eviction times, seconds.
+    /// Sum of the eviction times as discovered (read to the miss that found
+    /// the range gone: upper bounds), seconds.
     pub eviction_time_sum_s: f64,
+    /// Sum of the eviction times' lower bounds (read to the last time the
+    /// range was seen resident), seconds.
+    #[serde(default)]
+    pub eviction_time_lower_sum_s: f64,
+    /// Sum of the estimates: the middle of the bracket where a resident
+    /// observation narrowed it, else the discovery time (all the paper's
+    /// server observed), seconds.
+    #[serde(default)]
+    pub eviction_time_estimate_sum_s: f64,
+    /// Bytes read again after they had been requested from an earlier read
+    /// (paper 001's cache evictions: data evicted between two viewers).
+    #[serde(default)]
+    pub reread_bytes: u64,
     /// Bytes of ranges retired unconfirmed (never requested, as far as seen).
     pub wasted_bytes: u64,
     /// Ranges retired unconfirmed (aged out or pushed out).
@@ -94,6 +123,9 @@ impl UsageTally {
         self.evicted_bytes += o.evicted_bytes;
         self.evictions += o.evictions;
         self.eviction_time_sum_s += o.eviction_time_sum_s;
+        self.eviction_time_lower_sum_s += o.eviction_time_lower_sum_s;
+        self.eviction_time_estimate_sum_s += o.eviction_time_estimate_sum_s;
+        self.reread_bytes += o.reread_bytes;
         self.wasted_bytes += o.wasted_bytes;
         self.wasted_ranges += o.wasted_ranges;
         self.consumed_ranges += o.consumed_ranges;
@@ -108,9 +140,19 @@ impl UsageTally {
         (self.used_bytes > 0).then(|| self.read_bytes as f64 / self.used_bytes as f64)
     }
 
-    /// Mean observed eviction time, seconds.
+    /// Mean eviction time as discovered (an upper bound), seconds.
     pub fn mean_eviction_time_s(&self) -> Option<f64> {
         (self.evictions > 0).then(|| self.eviction_time_sum_s / self.evictions as f64)
+    }
+
+    /// Mean lower bound of the eviction time, seconds.
+    pub fn mean_eviction_time_lower_s(&self) -> Option<f64> {
+        (self.evictions > 0).then(|| self.eviction_time_lower_sum_s / self.evictions as f64)
+    }
+
+    /// Mean estimate of the eviction time, seconds (see the tracker).
+    pub fn mean_eviction_time_estimate_s(&self) -> Option<f64> {
+        (self.evictions > 0).then(|| self.eviction_time_estimate_sum_s / self.evictions as f64)
     }
 
     /// Mean stream rate, bytes per second.
@@ -149,8 +191,22 @@ pub struct QueueSnapshot {
     pub tracked_ranges: u64,
     /// Cumulative usage since start (paper 001 Table 1's evicted and wasted bytes).
     pub usage: UsageTally,
+    /// What the start-up disk probe measured (absent: not run or no result).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<ProbeSnapshot>,
     /// The last `history` intervals, oldest first.
     pub history: Vec<IntervalRecord>,
+}
+
+/// The start-up disk probe's measurement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeSnapshot {
+    /// Mean time of a small read (seek + rotation), ms.
+    pub access_ms: f64,
+    /// Transfer rate, bytes per second.
+    pub transfer_bps: f64,
+    /// access x rate: the start size before rounding to the step.
+    pub start_bytes: u64,
 }
 
 /// The controller's part of the stats document.

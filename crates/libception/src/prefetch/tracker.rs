@@ -14,9 +14,14 @@
 //!   (a client is reading the range; seen when the shim forwards hits);
 //! * a FETCH inside the range that is NOT resident is a prefetch eviction: the
 //!   bytes from the request (or the mark, if further) to the range's end were
-//!   read and evicted before anybody asked for them; the time since the read
-//!   is the eviction time as observed (an upper bound: the eviction happened
-//!   at some point before it was discovered);
+//!   read and evicted before anybody asked for them. The eviction happened
+//!   between the last time the range was seen resident (a resident FETCH
+//!   inside it; else the read itself) and this FETCH: both ends of the
+//!   bracket are kept. The estimate is its middle (off by at most half its
+//!   width) when a resident FETCH narrowed it, else the discovery time (the
+//!   upper bound, all that paper 001's server observed too). Assumption: the pages of one read age together (they entered
+//!   the page cache at once), so a resident page of the range stands for the
+//!   range;
 //! * a FETCH that starts at or just after the range's end (within one range
 //!   length) means the stream consumed the whole range and moved on;
 //! * a range nobody comes back to within `waste_after` is retired as
@@ -32,7 +37,14 @@
 //!
 //! Each follow-up gives a stream-rate sample: bytes consumed from the range
 //! divided by the time since it was read. They give the eviction-time jump its
-//! rate and, optionally, a per-file rate for the sqrt(bitrate) scaling.
+//! rate and a per-file rate for bitrate scaling. A file's first sample is
+//! left out of its rate: a session's first requests come back to back (the
+//! play-out buffer), which makes the first range look consumed far faster
+//! than the bitrate.
+//!
+//! Re-reads (paper 001's cache evictions): the requested parts of retired
+//! ranges are remembered per file (a few extents per file, a bounded number
+//! of files); a later read over them counts those bytes in `reread_bytes`.
 //!
 //! Memory is bounded: at most [`MAX_RANGES_PER_FILE`] ranges per file (the
 //! oldest is retired as unconfirmed) and `max_ranges` in all (further reads
@@ -50,6 +62,9 @@ pub const MAX_RANGES_PER_FILE: usize = 8;
 const MIN_FOLLOW_SLACK: u64 = 1 << 20;
 /// Weight of a new sample in a file's stream-rate estimate.
 const RATE_EWMA_WEIGHT: f64 = 0.5;
+/// Used extents remembered per file, and files remembered, for re-reads.
+const USED_EXTENTS_PER_FILE: usize = 16;
+const MAX_USED_FILES: usize = 1 << 16;
 
 #[derive(Debug, Clone, Copy)]
 struct TrackedRange {
@@ -58,12 +73,45 @@ struct TrackedRange {
     confirmed: u64,
     read_bytes: u64,
     read_at: Duration,
+    /// Last time the range was seen resident (the read, or a resident FETCH).
+    seen_resident: Duration,
 }
 
 #[derive(Debug, Clone, Copy)]
 struct FileRate {
-    bps: f64,
+    /// The estimate; `None` until the second sample (the first is the burst).
+    bps: Option<f64>,
     seen: Duration,
+}
+
+/// Requested extents of a file, for re-read detection.
+#[derive(Debug, Default)]
+struct UsedExtents {
+    extents: Vec<(u64, u64)>,
+    seen: Duration,
+}
+
+impl UsedExtents {
+    fn overlap(&self, start: u64, end: u64) -> u64 {
+        self.extents.iter().map(|&(s, e)| end.min(e).saturating_sub(start.max(s))).sum()
+    }
+
+    fn add(&mut self, start: u64, end: u64, now: Duration) {
+        self.seen = now;
+        let (mut s, mut e) = (start, end);
+        self.extents.retain(|&(a, b)| {
+            let touches = a <= e && s <= b;
+            if touches {
+                s = s.min(a);
+                e = e.max(b);
+            }
+            !touches
+        });
+        if self.extents.len() >= USED_EXTENTS_PER_FILE {
+            self.extents.remove(0);
+        }
+        self.extents.push((s, e));
+    }
 }
 
 /// The tracked ranges of one disk queue. Times are durations since a fixed
@@ -75,6 +123,7 @@ pub struct PrefetchTracker {
     files: HashMap<FileKey, Vec<TrackedRange>>,
     ranges: usize,
     rates: HashMap<FileKey, FileRate>,
+    used: HashMap<FileKey, UsedExtents>,
     tally: UsageTally,
 }
 
@@ -86,6 +135,7 @@ impl PrefetchTracker {
             files: HashMap::new(),
             ranges: 0,
             rates: HashMap::new(),
+            used: HashMap::new(),
             tally: UsageTally::default(),
         }
     }
@@ -102,6 +152,9 @@ impl PrefetchTracker {
             return;
         }
         let read_bytes = end.saturating_sub(read_start);
+        if let Some(u) = self.used.get(&file) {
+            self.tally.reread_bytes += u.overlap(read_start, end);
+        }
         let list = self.files.entry(file).or_default();
         // A new read over a tracked range supersedes it: the old range's
         // confirmed part was used, the rest is being read again.
@@ -122,7 +175,7 @@ impl PrefetchTracker {
         }
         let removed = retired.len();
         let tracked_now = self.ranges - removed;
-        let range = TrackedRange { start, end, confirmed: want_end.clamp(start, end), read_bytes, read_at: now };
+        let range = TrackedRange { start, end, confirmed: want_end.clamp(start, end), read_bytes, read_at: now, seen_resident: now };
         let keep = tracked_now < self.max_ranges;
         if keep {
             list.push(range);
@@ -134,11 +187,11 @@ impl PrefetchTracker {
         }
         self.ranges = tracked_now + usize::from(keep);
         for r in retired {
-            self.retire(&r, r.confirmed);
+            self.retire(file, &r, r.confirmed, now);
         }
         if !keep {
             // Untracked: its bytes still count as read and its request as used.
-            self.retire(&range, range.confirmed);
+            self.retire(file, &range, range.confirmed, now);
         }
     }
 
@@ -148,20 +201,21 @@ impl PrefetchTracker {
             return;
         }
         let Some(list) = self.files.get_mut(&file) else {
-            self.untracked_request(offset, end, resident);
+            self.untracked_request(file, offset, end, resident, now);
             return;
         };
         if let Some(i) = list.iter().position(|r| r.start <= offset && offset < r.end) {
             let r = &mut list[i];
             if resident {
                 r.confirmed = r.confirmed.max(end.min(r.end));
+                r.seen_resident = now;
                 if r.confirmed < r.end {
                     return;
                 }
                 let r = self.remove(file, i);
                 self.rate_sample(file, r.end - r.start, now.saturating_sub(r.read_at), now);
                 self.tally.consumed_ranges += 1;
-                self.retire(&r, r.end);
+                self.retire(file, &r, r.end, now);
                 return;
             }
             let r = self.remove(file, i);
@@ -172,8 +226,11 @@ impl PrefetchTracker {
                 self.tally.evictions += 1;
                 self.tally.evicted_bytes += r.end - used_to;
                 self.tally.eviction_time_sum_s += age.as_secs_f64();
+                let lower = r.seen_resident.saturating_sub(r.read_at).as_secs_f64();
+                self.tally.eviction_time_lower_sum_s += lower;
+                self.tally.eviction_time_estimate_sum_s += if lower > 0.0 { (lower + age.as_secs_f64()) / 2.0 } else { age.as_secs_f64() };
             }
-            self.retire(&r, used_to);
+            self.retire(file, &r, used_to, now);
             return;
         }
         // The nearest range ending at or before the offset, within one range length.
@@ -187,9 +244,9 @@ impl PrefetchTracker {
             let r = self.remove(file, i);
             self.rate_sample(file, r.end - r.start, now.saturating_sub(r.read_at), now);
             self.tally.consumed_ranges += 1;
-            self.retire(&r, r.end);
+            self.retire(file, &r, r.end, now);
         }
-        self.untracked_request(offset, end, resident);
+        self.untracked_request(file, offset, end, resident, now);
     }
 
     /// Retires every range read more than `waste_after` ago as unconfirmed
@@ -197,21 +254,21 @@ impl PrefetchTracker {
     pub fn sweep(&mut self, now: Duration) {
         let waste_after = self.waste_after;
         let mut aged = Vec::new();
-        self.files.retain(|_, list| {
+        self.files.retain(|&file, list| {
             list.retain(|r| {
                 let old = now.saturating_sub(r.read_at) > waste_after;
                 if old {
-                    aged.push(*r);
+                    aged.push((file, *r));
                 }
                 !old
             });
             !list.is_empty()
         });
         self.ranges -= aged.len();
-        for r in aged {
+        for (file, r) in aged {
             self.tally.wasted_ranges += 1;
             self.tally.wasted_bytes += r.end - r.confirmed;
-            self.retire(&r, r.confirmed);
+            self.retire(file, &r, r.confirmed, now);
         }
         self.rates.retain(|_, rate| now.saturating_sub(rate.seen) <= waste_after);
     }
@@ -223,19 +280,40 @@ impl PrefetchTracker {
 
     /// The file's estimated stream rate, bytes per second.
     pub fn file_rate(&self, file: FileKey) -> Option<f64> {
-        self.rates.get(&file).map(|r| r.bps)
+        self.rates.get(&file).and_then(|r| r.bps)
     }
 
-    /// The highest stream rate among files with an estimate.
-    pub fn max_file_rate(&self) -> Option<f64> {
-        self.rates.values().map(|r| r.bps).filter(|r| r.is_finite()).reduce(f64::max)
+    /// The `q` quantile (0..=1) of the files' estimated rates.
+    pub fn rate_quantile(&self, q: f64) -> Option<f64> {
+        let mut rates: Vec<f64> = self.rates.values().filter_map(|r| r.bps).filter(|r| r.is_finite()).collect();
+        if rates.is_empty() {
+            return None;
+        }
+        rates.sort_by(f64::total_cmp);
+        let i = ((rates.len() - 1) as f64 * q.clamp(0.0, 1.0)).round() as usize;
+        Some(rates[i])
     }
 
-    fn untracked_request(&mut self, offset: u64, end: u64, resident: bool) {
+    fn untracked_request(&mut self, file: FileKey, offset: u64, end: u64, resident: bool, now: Duration) {
         if resident {
             self.tally.used_bytes += end - offset;
             self.tally.untracked_hit_bytes += end - offset;
+            self.remember_used(file, offset, end, now);
         }
+    }
+
+    fn remember_used(&mut self, file: FileKey, start: u64, end: u64, now: Duration) {
+        if start >= end {
+            return;
+        }
+        if self.used.len() >= MAX_USED_FILES && !self.used.contains_key(&file) {
+            // Forget the older half of the files.
+            let mut seen: Vec<Duration> = self.used.values().map(|u| u.seen).collect();
+            seen.sort();
+            let cut = seen[seen.len() / 2];
+            self.used.retain(|_, u| u.seen > cut);
+        }
+        self.used.entry(file).or_default().add(start, end, now);
     }
 
     fn remove(&mut self, file: FileKey, i: usize) -> TrackedRange {
@@ -248,9 +326,11 @@ impl PrefetchTracker {
         r
     }
 
-    fn retire(&mut self, r: &TrackedRange, used_to: u64) {
+    fn retire(&mut self, file: FileKey, r: &TrackedRange, used_to: u64, now: Duration) {
+        let used_to = used_to.clamp(r.start, r.end);
         self.tally.read_bytes += r.read_bytes;
-        self.tally.used_bytes += used_to.clamp(r.start, r.end) - r.start;
+        self.tally.used_bytes += used_to - r.start;
+        self.remember_used(file, r.start, used_to, now);
     }
 
     fn rate_sample(&mut self, file: FileKey, bytes: u64, over: Duration, now: Duration) {
@@ -260,9 +340,18 @@ impl PrefetchTracker {
         let bps = bytes as f64 / over.as_secs_f64();
         self.tally.rate_samples += 1;
         self.tally.rate_sum_bps += bps;
-        let rate = self.rates.entry(file).or_insert(FileRate { bps, seen: now });
-        rate.bps += RATE_EWMA_WEIGHT * (bps - rate.bps);
-        rate.seen = now;
+        match self.rates.get_mut(&file) {
+            None => {
+                self.rates.insert(file, FileRate { bps: None, seen: now });
+            }
+            Some(rate) => {
+                rate.bps = Some(match rate.bps {
+                    None => bps,
+                    Some(old) => old + RATE_EWMA_WEIGHT * (bps - old),
+                });
+                rate.seen = now;
+            }
+        }
     }
 }
 
@@ -295,6 +384,9 @@ mod tests {
         assert_eq!(tally.consumed_ranges, 1);
         assert_eq!(tally.miss_ratio(), Some(1.0));
         assert_eq!(tally.mean_rate_bps(), Some((4 * M) as f64 / 40.0));
+        assert_eq!(t.file_rate(F), None, "a file's first sample may be its start-up burst");
+        t.record_read(F, 4 * M, 4 * M + 1, 4 * M, 8 * M, s(40));
+        t.record_request(F, 8 * M, 8 * M + 1, false, s(80));
         assert_eq!(t.file_rate(F), Some((4 * M) as f64 / 40.0));
     }
 
@@ -384,6 +476,71 @@ mod tests {
         let tally = t.take_tally();
         assert!(tally.untracked_reads > 0);
         assert_eq!(tally.read_bytes % M, 0);
+    }
+
+    /// A synthetic trace with known truth: streams request 512 KiB chunks
+    /// every 10 s; each prefetch of 8 chunks stays cached exactly `life`
+    /// seconds. With `forward_hits` the shim forwards every request (it
+    /// cannot check residency), else only misses.
+    fn eviction_trace(life: u64, forward_hits: bool) -> UsageTally {
+        const CHUNK: u64 = 512 << 10;
+        let mut t = PrefetchTracker::new(s(600), 1000);
+        for stream in 0..20u64 {
+            let f = FileKey { dev: 1, ino: stream };
+            let start = stream * 3; // staggered
+            let mut read: Option<(u64, u64, u64)> = None; // (start, end, read at)
+            for k in 0..40u64 {
+                let now = start + 10 * k;
+                let off = k * CHUNK;
+                let resident = matches!(read, Some((a, b, at)) if a <= off && off < b && now < at + life);
+                if resident && forward_hits {
+                    t.record_request(f, off, off + CHUNK, true, s(now));
+                }
+                if !resident {
+                    t.record_request(f, off, off + CHUNK, false, s(now));
+                    t.record_read(f, off, off + CHUNK, off, off + 8 * CHUNK, s(now));
+                    read = Some((off, off + 8 * CHUNK, now));
+                }
+            }
+        }
+        t.take_tally()
+    }
+
+    #[test]
+    fn eviction_time_bracket_holds_the_truth_of_a_synthetic_trace() {
+        for life in [25, 42, 61] {
+            // The shim forwards hits: the bracket is [last resident request,
+            // discovery], 10 s wide, and its middle is off by at most 5 s.
+            let tally = eviction_trace(life, true);
+            assert!(tally.evictions > 0);
+            let (lo, hi, est) = (tally.mean_eviction_time_lower_s().unwrap(), tally.mean_eviction_time_s().unwrap(), tally.mean_eviction_time_estimate_s().unwrap());
+            let life = life as f64;
+            assert!(lo < life && life <= hi, "truth {life} in [{lo}, {hi}]");
+            assert!(hi - lo <= 10.0 + 1e-9, "one request period wide: [{lo}, {hi}]");
+            assert!((est - life).abs() <= 5.0, "estimate {est} for truth {life}");
+            // Only misses reach the daemon: the bracket is open below and the
+            // estimate is the discovery time, at most one period late.
+            let tally = eviction_trace(life as u64, false);
+            let (lo, hi, est) = (tally.mean_eviction_time_lower_s().unwrap(), tally.mean_eviction_time_s().unwrap(), tally.mean_eviction_time_estimate_s().unwrap());
+            assert_eq!(lo, 0.0);
+            assert_eq!(est, hi);
+            assert!(life <= hi && hi < life + 10.0, "truth {life}, discovered at {hi}");
+        }
+    }
+
+    #[test]
+    fn reading_requested_data_again_is_a_reread() {
+        let mut t = tracker();
+        // Viewer 1 reads and uses [0, 4M); later viewer 2's miss reads it again.
+        t.record_read(F, 0, M, 0, 4 * M, s(0));
+        t.record_request(F, 4 * M, 4 * M + 1, false, s(40));
+        t.record_read(F, 0, M, 0, 4 * M, s(500));
+        assert_eq!(t.take_tally().reread_bytes, 4 * M);
+        // A prefetch past what anybody used is not a re-read.
+        t.record_read(G, 0, M, 0, 4 * M, s(0));
+        t.record_request(G, 0, M, true, s(1));
+        t.record_read(G, 2 * M, 3 * M, 2 * M, 6 * M, s(2));
+        assert_eq!(t.take_tally().reread_bytes, 0, "[2M, 4M) was prefetched, never requested");
     }
 
     #[test]

@@ -9,12 +9,15 @@ use rand_chacha::ChaCha8Rng;
 
 const KIB: u64 = 1 << 10;
 const MIB_U: u64 = 1 << 20;
+/// Paper 001's transaction size (FreeBSD MAXPHYS), the default.
+const TXN: u64 = 128 * KIB;
 
 fn mib(x: f64) -> u64 {
     (x * MIB) as u64
 }
 
-/// A disk whose time per MiB is `seek_ms / p + transfer_ms` and a cache in
+/// A disk whose time per MiB is `seek_ms / p + transfer_ms` (reads split
+/// into 128 KiB transactions, so ms per transaction is 1/8 of that) and a cache in
 /// which prefetches up to `fit_mib` survive; beyond it the miss ratio grows by
 /// `evict_slope` per MiB. Noise is multiplicative and uniform.
 struct Model {
@@ -47,7 +50,7 @@ impl Model {
 
     fn true_score(&self, size: u64) -> f64 {
         let p = size as f64 / MIB;
-        (self.seek_ms / p + self.transfer_ms) * (1.0 + self.evict_slope * (p - self.fit_mib).max(0.0))
+        (self.seek_ms + p * self.transfer_ms) / size.div_ceil(TXN) as f64 * (1.0 + self.evict_slope * (p - self.fit_mib).max(0.0))
     }
 
     fn measure(&mut self, size: u64) -> IntervalMeasurement {
@@ -57,7 +60,7 @@ impl Model {
         IntervalMeasurement {
             size,
             busy_fraction: 0.9,
-            disk_ms_per_mib: Some((self.seek_ms / p + self.transfer_ms) * jitter),
+            disk_ms_per_transaction: Some((self.seek_ms + p * self.transfer_ms) / size.div_ceil(TXN) as f64 * jitter),
             miss_ratio: Some(1.0 + extra),
             evicted_fraction: if self.report_evictions { extra } else { 0.0 },
             eviction_time_s: (self.report_evictions && extra > 0.0).then_some(self.eviction_time_s),
@@ -67,13 +70,13 @@ impl Model {
 }
 
 fn params(start_mib: f64) -> AdaptiveParams {
-    AdaptiveParams { start: mib(start_mib), ..AdaptiveParams::default() }
+    AdaptiveParams { start: Some(mib(start_mib)), ..AdaptiveParams::default() }
 }
 
 /// Runs `n` intervals; returns the size measured in each.
 /// A busy interval at `size` whose score is `score` (every byte read was requested).
 fn busy_interval(size: u64, score: f64) -> IntervalMeasurement {
-    IntervalMeasurement { size, busy_fraction: 0.9, disk_ms_per_mib: Some(score), miss_ratio: Some(1.0), ..Default::default() }
+    IntervalMeasurement { size, busy_fraction: 0.9, disk_ms_per_transaction: Some(score), miss_ratio: Some(1.0), ..Default::default() }
 }
 
 fn run(core: &mut AdaptiveCore, model: &mut Model, n: usize) -> Vec<u64> {
@@ -94,15 +97,18 @@ fn defaults_are_paper_001_table_2() {
     assert_eq!(p.deflation, 0.05);
     assert_eq!(p.busy, 0.60);
     assert_eq!(p.evict, 0.05);
-    assert_eq!(p.start, 2 * MIB_U, "the fixed controller's default size");
+    assert_eq!(p.start, None, "measured by the disk probe");
+    assert!(p.probe);
+    assert_eq!(p.transaction, TXN);
+    assert_eq!(AdaptiveCore::new(p.clone()).target(), 2 * MIB_U, "before the probe: the fixed controller's default size");
     assert!(p.validate().is_ok());
 }
 
 #[test]
 fn bad_parameters_are_named() {
     let cases: [(AdaptiveParams, &str); 5] = [
-        (AdaptiveParams { min: 8 * MIB_U, max: 4 * MIB_U, start: 4 * MIB_U, ..Default::default() }, "--adaptive-max"),
-        (AdaptiveParams { start: 32 * MIB_U, ..Default::default() }, "--adaptive-start"),
+        (AdaptiveParams { min: 8 * MIB_U, max: 4 * MIB_U, start: Some(4 * MIB_U), ..Default::default() }, "--adaptive-max"),
+        (AdaptiveParams { start: Some(32 * MIB_U), ..Default::default() }, "--adaptive-start"),
         (AdaptiveParams { deflation: 1.0, ..Default::default() }, "--adaptive-deflation"),
         (AdaptiveParams { interval: Duration::ZERO, ..Default::default() }, "--adaptive-interval"),
         (AdaptiveParams { ramp_rate: 0, ..Default::default() }, "--adaptive-ramp-rate"),
@@ -162,7 +168,7 @@ fn eviction_jump_rounds_down_to_the_grid_and_needs_the_threshold() {
     let mut m = IntervalMeasurement {
         size: 8 * MIB_U,
         busy_fraction: 0.9,
-        disk_ms_per_mib: Some(10.0),
+        disk_ms_per_transaction: Some(10.0),
         miss_ratio: Some(1.2),
         evicted_fraction: 0.04,
         eviction_time_s: Some(72.0),
@@ -176,19 +182,20 @@ fn eviction_jump_rounds_down_to_the_grid_and_needs_the_threshold() {
 }
 
 #[test]
-fn eviction_jump_without_a_rate_halves_and_never_grows() {
+fn eviction_jump_needs_a_rate_and_never_grows() {
     let m = IntervalMeasurement {
         size: 8 * MIB_U,
         busy_fraction: 0.9,
-        disk_ms_per_mib: Some(10.0),
+        disk_ms_per_transaction: Some(10.0),
         miss_ratio: Some(1.5),
         evicted_fraction: 0.5,
         eviction_time_s: Some(30.0),
         stream_rate_bps: None,
     };
+    // No rate, no jump (the paper has no other rule): gradient descent.
     let mut core = AdaptiveCore::new(params(8.0));
-    assert_eq!(core.decide(&m), Decision::EvictionJump);
-    assert_eq!(core.target(), 4 * MIB_U);
+    assert_eq!(core.decide(&m), Decision::Explore);
+    assert_eq!(core.target(), mib(8.5));
     // A configured rate wins over the (missing) estimate.
     let mut core = AdaptiveCore::new(AdaptiveParams { stream_rate: Some(0.1 * MIB), ..params(8.0) });
     assert_eq!(core.decide(&m), Decision::EvictionJump);
@@ -204,11 +211,14 @@ fn light_load_and_missing_data_change_nothing() {
     let mut core = AdaptiveCore::new(params(4.0));
     let mut m = Model::new(1).measure(4 * MIB_U);
     m.busy_fraction = 0.59;
+    m.evicted_fraction = 0.5;
+    m.eviction_time_s = Some(10.0);
     assert_eq!(core.decide(&m), Decision::LightLoad);
     assert_eq!(core.target(), 4 * MIB_U);
     assert!(core.scores().is_empty(), "light-load intervals are not scored");
     m.busy_fraction = 0.6;
     m.miss_ratio = None;
+    m.evicted_fraction = 0.0;
     assert_eq!(core.decide(&m), Decision::NoData);
     assert_eq!(core.target(), 4 * MIB_U);
     assert!(core.scores().is_empty());
@@ -238,10 +248,14 @@ fn deflation_retries_a_rejected_size_after_the_expected_number_of_minima() {
     for (size, score) in [(4.0, 10.0), (4.5, 11.0), (4.0, 10.0), (3.5, 11.0)] {
         core.decide(&busy_interval(mib(size), score));
     }
+    // A score far away, stored earlier (paper 001 deflates all past scores).
+    core.scores.insert(8 * MIB_U, 20.0);
     // At 4 MiB, neighbours stored at 11 (10 % worse). Each minimum deflates
     // them by 5 %: 11 -> 10.45 -> 9.93, below 10 after two minima.
     assert_eq!(core.decide(&busy_interval(4 * MIB_U, 10.0)), Decision::Minimum);
     assert!((core.scores()[&mib(4.5)] - 10.45).abs() < 1e-9);
+    assert!((core.scores()[&mib(3.5)] - 10.45).abs() < 1e-9);
+    assert!((core.scores()[&(8 * MIB_U)] - 19.0).abs() < 1e-9, "every past score is deflated, not only the neighbours'");
     assert_eq!(core.scores()[&(4 * MIB_U)], 10.0, "the current size is not deflated");
     assert_eq!(core.decide(&busy_interval(4 * MIB_U, 10.0)), Decision::Minimum);
     assert_eq!(core.decide(&busy_interval(4 * MIB_U, 10.0)), Decision::Descend);
@@ -266,7 +280,7 @@ fn deflation_escapes_a_local_minimum_caused_by_one_bad_measurement() {
         let mut m = model.measure(size);
         if size == mib(4.5) && !spiked {
             spiked = true;
-            m.disk_ms_per_mib = m.disk_ms_per_mib.map(|d| d * 1.3);
+            m.disk_ms_per_transaction = m.disk_ms_per_transaction.map(|d| d * 1.3);
         }
         core.decide(&m);
         sizes.push(size);
@@ -362,7 +376,7 @@ impl StreamSim {
 /// per second and measures every `interval_s` seconds.
 fn gradual_queue(start: u64, max: u64, interval_s: u64) -> (AdaptiveParams, QueueControl) {
     let p = AdaptiveParams {
-        start,
+        start: Some(start),
         min: MIB_U,
         max,
         interval: Duration::from_secs(interval_s),
@@ -430,20 +444,113 @@ fn queue_control_detects_prefetch_evictions_and_jumps_down() {
     assert!(usage.evicted_bytes > 0 && usage.used_bytes > 0);
 }
 
-#[test]
-fn bitrate_scaling_gives_slower_streams_smaller_prefetches() {
-    let p = AdaptiveParams { start: 4 * MIB_U, bitrate_scaling: true, ..AdaptiveParams::default() };
+/// A queue that has seen an HD file (4 MiB consumed in 10 s) and an SD
+/// file (the same in 50 s), twice each after a first burst, under `scale`.
+fn two_rates(scale: BitrateScale) -> (QueueControl, FileKey, FileKey) {
+    let p = AdaptiveParams { start: Some(4 * MIB_U), scale, ..AdaptiveParams::default() };
     let mut q = QueueControl::new(p, Duration::ZERO);
-    let (hd, sd, new) = (FileKey { dev: 1, ino: 1 }, FileKey { dev: 1, ino: 2 }, FileKey { dev: 1, ino: 3 });
-    // HD consumes 4 MiB in 10 s, SD in 50 s (5x slower).
-    for (file, secs) in [(hd, 10), (sd, 50)] {
-        q.observe_read(file, 0, 1, 0, 4 * MIB_U, Duration::from_millis(50), Duration::ZERO);
-        q.observe_request(file, 4 * MIB_U, 5 * MIB_U, false, Duration::from_secs(secs));
+    let (hd, sd) = (FileKey { dev: 1, ino: 1 }, FileKey { dev: 1, ino: 2 });
+    for (file, secs) in [(hd, 10u64), (sd, 50)] {
+        // The session's start: three chunks back to back, the range gone in 1 s.
+        let mut t = Duration::ZERO;
+        let mut pos = 0;
+        for gap in [Duration::from_secs(1), Duration::from_secs(secs), Duration::from_secs(secs)] {
+            q.observe_read(file, pos, pos + 1, pos, pos + 4 * MIB_U, Duration::from_millis(50), t);
+            t += gap;
+            pos += 4 * MIB_U;
+            q.observe_request(file, pos, pos + MIB_U, false, t);
+        }
     }
-    let now = Duration::from_secs(51);
-    assert_eq!(q.prefetch_for(hd, now), 4 * MIB_U);
-    let sd_size = q.prefetch_for(sd, now);
-    let want = 4.0 * MIB * (1.0f64 / 5.0).sqrt();
-    assert!((sd_size as f64 - want).abs() <= PAGE as f64, "sqrt(1/5) of 4 MiB: {sd_size}");
-    assert_eq!(q.prefetch_for(new, now), 4 * MIB_U, "no estimate yet: full size");
+    (q, hd, sd)
+}
+
+#[test]
+fn bitrate_scaling_gives_slower_streams_smaller_prefetches_by_the_chosen_rule() {
+    let now = Duration::from_secs(120);
+    let new = FileKey { dev: 1, ino: 3 };
+    for (scale, factor) in [(BitrateScale::Sqrt, (1.0f64 / 5.0).sqrt()), (BitrateScale::Proportional, 0.2), (BitrateScale::None, 1.0)] {
+        let (mut q, hd, sd) = two_rates(scale);
+        assert_eq!(q.tracker.file_rate(hd), Some(0.4 * MIB), "the first, bursty sample is left out");
+        assert_eq!(q.prefetch_for(hd, now), 4 * MIB_U, "{scale:?}: the fastest class gets the size in force");
+        let sd_size = q.prefetch_for(sd, now);
+        let want = (4.0 * MIB * factor).max(AdaptiveParams::default().min as f64);
+        assert!((sd_size as f64 - want).abs() <= PAGE as f64, "{scale:?}: {sd_size}, want {want}");
+        assert_eq!(q.prefetch_for(new, now), 4 * MIB_U, "no estimate yet: full size");
+    }
+}
+
+#[test]
+fn rates_within_a_factor_two_share_one_size() {
+    // A single-rate workload's estimates scatter; none of it shrinks sizes.
+    let p = AdaptiveParams { start: Some(4 * MIB_U), ..AdaptiveParams::default() };
+    let mut q = QueueControl::new(p, Duration::ZERO);
+    let files: Vec<FileKey> = (0..10).map(|i| FileKey { dev: 1, ino: i }).collect();
+    for (i, &f) in files.iter().enumerate() {
+        let spacing = Duration::from_secs(60 + 5 * i as u64);
+        let mut t = Duration::ZERO;
+        for k in 0..3u64 {
+            q.observe_read(f, k * 4 * MIB_U, k * 4 * MIB_U + 1, k * 4 * MIB_U, (k + 1) * 4 * MIB_U, Duration::from_millis(50), t);
+            t += spacing;
+            q.observe_request(f, (k + 1) * 4 * MIB_U, (k + 1) * 4 * MIB_U + 1, false, t);
+        }
+    }
+    for f in files {
+        assert_eq!(q.prefetch_for(f, Duration::from_secs(200)), 4 * MIB_U);
+    }
+}
+
+#[test]
+fn starting_below_and_above_the_best_size_both_converge_to_it() {
+    // Paper 001 Figures 3 and 4: 4 MB below the best, 8 MB (and 12) above.
+    for start in [2.0, 4.0, 8.0, 12.0] {
+        let mut model = Model::new(21);
+        let mut core = AdaptiveCore::new(params(start));
+        let sizes = run(&mut core, &mut model, 100);
+        let near = sizes[60..].iter().filter(|&&s| s.abs_diff(6 * MIB_U) <= 512 * KIB).count();
+        assert!(near >= 35, "start {start} MiB: {near}/40 late intervals within a step of 6 MiB: {sizes:?}");
+    }
+}
+
+#[test]
+fn the_score_is_disk_ms_per_transaction_times_the_miss_ratio() {
+    let p = AdaptiveParams { start: Some(MIB_U), interval: Duration::from_secs(10), ..AdaptiveParams::default() };
+    let mut q = QueueControl::new(p, Duration::ZERO);
+    // 100 reads of 1 MiB (8 transactions of 128 KiB) at 80 ms each: 10 ms per
+    // transaction, 80 % busy. Half the streams use their range, half are
+    // found evicted halfway: 100 MiB read for 75 MiB requested.
+    for i in 0..100u64 {
+        let f = FileKey { dev: 1, ino: i };
+        let t = Duration::from_millis(i * 90);
+        q.observe_read(f, 0, 1, 0, MIB_U, Duration::from_millis(80), t);
+        let back = if i % 2 == 0 { MIB_U } else { MIB_U / 2 };
+        q.observe_request(f, back, back + 1, false, t + Duration::from_millis(10));
+    }
+    q.advance(Duration::from_secs(10));
+    let r = q.history().back().expect("an interval closed");
+    assert_eq!((r.reads, r.transactions), (100, 800));
+    assert!((r.disk_ms_per_transaction.unwrap() - 10.0).abs() < 1e-9, "{r:?}");
+    assert!((r.miss_ratio.unwrap() - 100.0 / 75.0).abs() < 1e-9, "{r:?}");
+    assert!((r.score.unwrap() - 10.0 * 100.0 / 75.0).abs() < 1e-9, "{r:?}");
+}
+
+#[test]
+fn the_probe_runs_once_and_only_without_a_start_size() {
+    let probed = |p: AdaptiveParams| {
+        let c = AdaptivePrefetch::new(p).unwrap();
+        (c.wants_probe(0), c.wants_probe(0), c.wants_probe(1))
+    };
+    assert_eq!(probed(AdaptiveParams::default()), (true, false, true), "once per worker");
+    assert_eq!(probed(AdaptiveParams { start: Some(3 * MIB_U), ..AdaptiveParams::default() }), (false, false, false));
+    assert_eq!(probed(AdaptiveParams { probe: false, ..AdaptiveParams::default() }), (false, false, false));
+    // The measured size, rounded to the step, becomes the start.
+    let c = AdaptivePrefetch::new(AdaptiveParams::default()).unwrap();
+    assert!(c.wants_probe(0));
+    let r = crate::prefetch::probe::start_from(Duration::from_millis(15), Duration::from_millis(23), MIB_U).unwrap();
+    c.observe_probe(0, "d", Some(r));
+    assert_eq!(c.current_bytes("d"), 2 * MIB_U, "1.875 MiB rounds to 2 MiB");
+    let c = AdaptivePrefetch::new(AdaptiveParams::default()).unwrap();
+    let r = crate::prefetch::probe::start_from(Duration::from_millis(30), Duration::from_millis(38), MIB_U).unwrap();
+    c.observe_probe(0, "d", Some(r));
+    assert_eq!(c.current_bytes("d"), 4 * MIB_U, "3.75 MiB rounds to 4 MiB");
+    assert_eq!(c.snapshot().unwrap().queues[0].probe.as_ref().unwrap().start_bytes, r.start_bytes);
 }
