@@ -28,6 +28,8 @@ pub struct Peer {
     pub pid: i32,
     pub uid: u32,
     pub gid: u32,
+    /// On the operator's trust lists (or root): may learn any file's residency.
+    pub trusted: bool,
 }
 
 pub struct Connection {

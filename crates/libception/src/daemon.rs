@@ -17,6 +17,7 @@ use crate::prefetch::adaptive::AdaptivePrefetch;
 use crate::prefetch::{FixedPrefetch, PrefetchController};
 use crate::receptionist::{ReceptionConfig, Receptionist};
 use crate::stats::{DaemonInfo, Stats};
+use crate::trust::Trust;
 use anyhow::{bail, Context, Result};
 use libception_proto::Prefetch;
 use nix::sys::signal::{SigSet, Signal};
@@ -38,6 +39,8 @@ pub struct DaemonConfig {
     pub socket_group: Option<u32>,
     pub allow_uids: Vec<u32>,
     pub allow_gids: Vec<u32>,
+    /// Peers that may learn any file's residency (`trust.rs`).
+    pub trust: Trust,
     pub per_disk: bool,
     pub prefetch: Prefetch,
     pub max_read: u64,
@@ -145,6 +148,7 @@ pub fn run(cfg: DaemonConfig) -> Result<()> {
         ReceptionConfig {
             allow_uids: cfg.allow_uids.clone(),
             allow_gids: cfg.allow_gids.clone(),
+            trust: cfg.trust.clone(),
             per_disk: cfg.per_disk,
             max_read: cfg.max_read,
             info,

@@ -46,10 +46,12 @@ mod residency;
 mod size;
 mod stats;
 mod sys;
+mod trust;
 mod worker;
 
 pub use client::Client;
 pub use daemon::{run as run_daemon, DaemonConfig};
+pub use trust::Trust;
 pub use prefetch::{ControllerSnapshot, Decision, IntervalRecord, QueueSnapshot, SizeScore, UsageTally};
 pub use residency::{is_resident, page_size, resident_prefix};
 pub use size::{human_size, parse_size, SizeError};

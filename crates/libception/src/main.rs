@@ -54,6 +54,12 @@ enum Command {
         /// Accept only clients with this primary gid (name or number); repeatable
         #[arg(long = "allow-gid", value_name = "GROUP", value_parser = parse_group)]
         allow_gids: Vec<u32>,
+        /// Tell this user (name or number) what is resident in any file it reads, e.g. the web server's user; repeatable. Others learn residency only of files they own or opened for writing
+        #[arg(long = "trust-uid", value_name = "USER", value_parser = parse_user)]
+        trust_uids: Vec<u32>,
+        /// Tell members of this group (primary or supplementary) what is resident in any file they read; repeatable
+        #[arg(long = "trust-gid", value_name = "GROUP", value_parser = parse_group)]
+        trust_gids: Vec<u32>,
         /// One disk worker thread per physical disk (default: one worker for all disks)
         #[arg(long)]
         per_disk: bool,
@@ -314,7 +320,7 @@ fn init_logging(cli: &Cli, default: &str) {
 fn main() {
     let cli = Cli::parse();
     let result: Result<i32> = match &cli.command {
-        Command::Daemon { socket, socket_mode, socket_group, allow_uids, allow_gids, per_disk, prefetch, max_read, prometheus } => {
+        Command::Daemon { socket, socket_mode, socket_group, allow_uids, allow_gids, trust_uids, trust_gids, per_disk, prefetch, max_read, prometheus } => {
             init_logging(&cli, "info");
             let prefetch = prefetch.resolve().unwrap_or_else(|e| {
                 eprintln!("libception: {e}");
@@ -326,6 +332,7 @@ fn main() {
                 socket_group: *socket_group,
                 allow_uids: allow_uids.clone(),
                 allow_gids: allow_gids.clone(),
+                trust: libception::Trust { uids: trust_uids.clone(), gids: trust_gids.clone() },
                 per_disk: *per_disk,
                 prefetch,
                 max_read: *max_read,

@@ -19,6 +19,7 @@ use crate::disks;
 use crate::residency;
 use crate::stats::{DaemonInfo, DiskStats, Stats};
 use crate::sys::{self, Epoll, EV_READ};
+use crate::trust::{self, Trust};
 use crate::worker::{DiskWorker, FileKey, ReadJob, Submitted, Waiter};
 use libception_proto::{echo_header, reply_flags, Op, Reply, Request, RequestError, MAX_MESSAGE, REQUEST_SIZE};
 use std::collections::HashMap;
@@ -42,6 +43,7 @@ const MAX_ERRORS_PER_CONNECTION: u32 = 16;
 pub struct ReceptionConfig {
     pub allow_uids: Vec<u32>,
     pub allow_gids: Vec<u32>,
+    pub trust: Trust,
     pub per_disk: bool,
     pub max_read: u64,
     pub info: DaemonInfo,
@@ -205,7 +207,11 @@ impl Receptionist {
 
     fn admit(&mut self, fd: OwnedFd) {
         let peer = match nix::sys::socket::getsockopt(&fd, nix::sys::socket::sockopt::PeerCredentials) {
-            Ok(c) => Peer { pid: c.pid(), uid: c.uid(), gid: c.gid() },
+            Ok(c) => {
+                let groups = sys::peer_groups(fd.as_raw_fd());
+                let trusted = self.cfg.trust.trusts(c.uid(), c.gid(), &groups);
+                Peer { pid: c.pid(), uid: c.uid(), gid: c.gid(), trusted }
+            }
             Err(e) => {
                 tracing::warn!("rejecting a connection: SO_PEERCRED failed: {e}");
                 self.stats.on_rejected();
@@ -227,7 +233,7 @@ impl Receptionist {
             return;
         }
         self.stats.on_accepted(&client);
-        tracing::info!(conn = id, pid = peer.pid, uid = peer.uid, gid = peer.gid, comm = %client.comm, "client connected");
+        tracing::info!(conn = id, pid = peer.pid, uid = peer.uid, gid = peer.gid, trusted = peer.trusted, comm = %client.comm, "client connected");
         self.conns.insert(id, ConnEntry { conn, errors: AtomicU32::new(0) });
     }
 
@@ -371,6 +377,10 @@ impl Receptionist {
         info.residency_method = format!("{:?}", residency::method()).to_lowercase();
         let mut snapshot = self.stats.snapshot(info);
         snapshot.controller = self.controller.snapshot();
+        if !conn.peer.trusted {
+            // Other users' processes and activity are not a stranger's business.
+            snapshot.clients.retain(|c| c.uid == conn.peer.uid);
+        }
         let json = match serde_json::to_vec(&snapshot) {
             Ok(j) => j,
             Err(e) => return self.refuse(conn, op, seq, (libc::EIO, format!("encoding stats failed: {e}"))),
@@ -420,6 +430,9 @@ impl Receptionist {
             return Err((errno, format!("the passed descriptor is {kind}")));
         }
         let size = meta.len();
+        // SAFETY: F_GETFL on a descriptor we own.
+        let open_flags = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETFL) };
+        let reveal = trust::may_learn(conn.peer.trusted, conn.peer.uid, meta.uid(), open_flags);
         let route = self.route(meta.dev()).map_err(|e| (libc::ENOMEM, format!("starting a disk worker failed: {e}")))?;
         let (op, seq) = (req.op as u16, req.seq);
         let req_start = req.offset.min(size);
@@ -427,6 +440,12 @@ impl Receptionist {
 
         if req.op == Op::Check {
             route.disk.on_check();
+            if !reveal {
+                // Not resident, without looking: the peer fetches, which is safe.
+                self.stats.on_concealed();
+                conn.send(&Reply::ok(op, seq), None);
+                return Ok(Outcome::Answered);
+            }
             let resident = req_start >= req_end || self.check_resident(&file, req_start, req_end);
             let flags = if resident { reply_flags::RESIDENT } else { 0 };
             conn.send(&Reply { flags, ..Reply::ok(op, seq) }, None);
@@ -444,9 +463,13 @@ impl Receptionist {
                 file: key,
             })
         };
+        let hit_flags = if reveal { reply_flags::RESIDENT } else { 0 };
+        if !reveal {
+            self.stats.on_concealed();
+        }
         let Some(plan) = plan_read(req.offset, req.length, size, prefetch, self.cfg.max_read.max(prefetch), residency::page_size()) else {
             route.disk.on_resident_hit(&conn.client);
-            conn.send(&Reply { flags: reply_flags::RESIDENT, ..Reply::ok(op, seq) }, None);
+            conn.send(&Reply { flags: hit_flags, ..Reply::ok(op, seq) }, None);
             return Ok(Outcome::Answered);
         };
         let wanted = plan.want_end - req_start;
@@ -462,7 +485,7 @@ impl Receptionist {
         });
         if resident {
             route.disk.on_resident_hit(&conn.client);
-            conn.send(&Reply { flags: reply_flags::RESIDENT, ..Reply::ok(op, seq) }, None);
+            conn.send(&Reply { flags: hit_flags, ..Reply::ok(op, seq) }, None);
             return Ok(Outcome::Answered);
         }
         // Pause before queueing: the worker's reply re-arms reading.
@@ -472,7 +495,7 @@ impl Receptionist {
             key,
             plan,
             disk: route.disk.clone(),
-            waiters: vec![Waiter { conn: conn.clone(), op, seq, joined: false }],
+            waiters: vec![Waiter { conn: conn.clone(), op, seq, joined: false, conceal: !reveal }],
             enqueued: Instant::now(),
         };
         match route.worker.submit(job) {

@@ -172,3 +172,24 @@ pub fn peer_closed(fd: RawFd) -> bool {
     let n = unsafe { libc::poll(&mut p, 1, 0) };
     n > 0 && p.revents & (libc::POLLHUP | libc::POLLRDHUP | libc::POLLERR) != 0
 }
+
+/// The supplementary groups of a connected socket's peer (SO_PEERGROUPS),
+/// as they were when it connected. Empty when the kernel cannot say.
+pub fn peer_groups(fd: RawFd) -> Vec<u32> {
+    let mut groups = vec![0u32; 64];
+    loop {
+        let mut len = (groups.len() * std::mem::size_of::<u32>()) as libc::socklen_t;
+        // SAFETY: the buffer holds `len` bytes; the kernel writes at most that.
+        let rc = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_PEERGROUPS, groups.as_mut_ptr().cast(), &mut len) };
+        let n = len as usize / std::mem::size_of::<u32>();
+        if rc == 0 {
+            groups.truncate(n);
+            return groups;
+        }
+        // ERANGE tells the size needed; NGROUPS_MAX bounds it.
+        if io::Error::last_os_error().raw_os_error() != Some(libc::ERANGE) || n <= groups.len() || n > 65536 {
+            return Vec::new();
+        }
+        groups.resize(n, 0);
+    }
+}

@@ -46,6 +46,8 @@ pub struct Waiter {
     pub op: u16,
     pub seq: u64,
     pub joined: bool,
+    /// The peer may not learn residency: reply status only (see `trust.rs`).
+    pub conceal: bool,
 }
 
 /// A read to do on one disk.
@@ -242,7 +244,11 @@ impl DiskWorker {
             if i == 0 {
                 w.conn.client.on_read(bytes);
             }
-            let reply = Reply { status, flags, bytes_read: bytes, ..Reply::ok(w.op, w.seq) };
+            let reply = if w.conceal {
+                Reply { status, ..Reply::ok(w.op, w.seq) }
+            } else {
+                Reply { status, flags, bytes_read: bytes, ..Reply::ok(w.op, w.seq) }
+            };
             if w.conn.send(&reply, None) {
                 w.conn.resume_reading();
             }
