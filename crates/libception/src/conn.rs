@@ -96,7 +96,7 @@ impl Connection {
     /// Closes the connection from the daemon's side (logged once).
     pub fn drop_connection(&self, why: &str) {
         if !self.closed.swap(true, Ordering::AcqRel) {
-            tracing::warn!(conn = self.id, pid = self.peer.pid, uid = self.peer.uid, "dropping client connection: {why}");
+            crate::warn_limited!("drop", conn = self.id, pid = self.peer.pid, uid = self.peer.uid, "dropping client connection: {why}");
             sys::shutdown_both(self.raw_fd());
             // Make sure the receptionist hears about it even while paused.
             let _ = self.epoll.modify(self.raw_fd(), EV_READ, self.id);

@@ -17,6 +17,7 @@ use crate::prefetch::adaptive::AdaptivePrefetch;
 use crate::prefetch::{FixedPrefetch, PrefetchController};
 use crate::receptionist::{ReceptionConfig, Receptionist};
 use crate::stats::{DaemonInfo, Stats};
+use crate::limits::Limits;
 use crate::trust::Trust;
 use anyhow::{bail, Context, Result};
 use libception_proto::Prefetch;
@@ -41,6 +42,10 @@ pub struct DaemonConfig {
     pub allow_gids: Vec<u32>,
     /// Peers that may learn any file's residency (`trust.rs`).
     pub trust: Trust,
+    /// Filesystem types on anonymous devices served anyway (`fsfilter.rs`).
+    pub allow_fs: Vec<String>,
+    /// Caps per uid and in all (`limits.rs`).
+    pub limits: Limits,
     pub per_disk: bool,
     pub prefetch: Prefetch,
     pub max_read: u64,
@@ -107,6 +112,7 @@ pub fn run(cfg: DaemonConfig) -> Result<()> {
     mask.thread_block().context("blocking SIGTERM/SIGINT")?;
     // SAFETY: ignoring SIGPIPE process-wide; sends use MSG_NOSIGNAL anyway.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    raise_nofile_limit();
     let signal_fd = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC).context("creating a signalfd")?;
     let signal_fd: OwnedFd = signal_fd.into();
 
@@ -149,6 +155,8 @@ pub fn run(cfg: DaemonConfig) -> Result<()> {
             allow_uids: cfg.allow_uids.clone(),
             allow_gids: cfg.allow_gids.clone(),
             trust: cfg.trust.clone(),
+            allow_fs: cfg.allow_fs.clone(),
+            limits: cfg.limits.clone(),
             per_disk: cfg.per_disk,
             max_read: cfg.max_read,
             info,
@@ -162,6 +170,20 @@ pub fn run(cfg: DaemonConfig) -> Result<()> {
     remove_if_ours(&cfg.socket, identity);
     tracing::info!("libception daemon stopped");
     result
+}
+
+/// Raises the soft limit on descriptors to the hard limit: each connection
+/// and each queued read holds one, and running out makes accept4 fail.
+fn raise_nofile_limit() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) if soft < hard => match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+            Ok(()) => tracing::info!(from = soft, to = hard, "raised the descriptor limit (RLIMIT_NOFILE) to its hard limit"),
+            Err(e) => tracing::warn!("raising RLIMIT_NOFILE from {soft} to {hard} failed: {e}"),
+        },
+        Ok(_) => {}
+        Err(e) => tracing::warn!("reading RLIMIT_NOFILE failed: {e}"),
+    }
 }
 
 fn remove_if_ours(path: &Path, (dev, ino): (u64, u64)) {

@@ -38,6 +38,8 @@ mod client;
 mod conn;
 mod daemon;
 mod disks;
+mod fsfilter;
+mod limits;
 pub mod launch;
 pub mod logging;
 mod prefetch;
@@ -51,6 +53,7 @@ mod worker;
 
 pub use client::Client;
 pub use daemon::{run as run_daemon, DaemonConfig};
+pub use limits::Limits;
 pub use trust::Trust;
 pub use prefetch::{ControllerSnapshot, Decision, IntervalRecord, QueueSnapshot, SizeScore, UsageTally};
 pub use residency::{is_resident, page_size, resident_prefix};

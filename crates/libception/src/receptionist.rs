@@ -16,6 +16,9 @@
 use crate::conn::{Connection, Peer};
 use crate::prefetch::{plan_read, PrefetchContext, PrefetchController, RequestObservation};
 use crate::disks;
+use crate::fsfilter::{FsFilter, Verdict};
+use crate::limits::{Clients, Limits};
+use crate::warn_limited;
 use crate::residency;
 use crate::stats::{DaemonInfo, DiskStats, Stats};
 use crate::sys::{self, Epoll, EV_READ};
@@ -25,7 +28,6 @@ use libception_proto::{echo_header, reply_flags, Op, Reply, Request, RequestErro
 use std::collections::HashMap;
 use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -44,6 +46,9 @@ pub struct ReceptionConfig {
     pub allow_uids: Vec<u32>,
     pub allow_gids: Vec<u32>,
     pub trust: Trust,
+    /// Anonymous-device filesystem types served anyway (`fsfilter.rs`).
+    pub allow_fs: Vec<String>,
+    pub limits: Limits,
     pub per_disk: bool,
     pub max_read: u64,
     pub info: DaemonInfo,
@@ -70,6 +75,11 @@ pub struct Receptionist {
     conns: HashMap<u64, ConnEntry>,
     next_token: u64,
     routes_by_dev: HashMap<u64, DiskRoute>,
+    fs_filter: FsFilter,
+    clients: Clients,
+    /// Held open so that on EMFILE one descriptor can be freed to accept
+    /// and close the waiting connection instead of spinning on it.
+    reserve_fd: Option<OwnedFd>,
     routes_by_name: HashMap<String, DiskRoute>,
     workers: Vec<(Arc<DiskWorker>, JoinHandle<()>)>,
 }
@@ -97,6 +107,7 @@ impl Receptionist {
         let epoll = Arc::new(Epoll::new()?);
         epoll.add(listener.as_raw_fd(), libc::EPOLLIN as u32, TOKEN_LISTENER)?;
         epoll.add(signal_fd.as_raw_fd(), libc::EPOLLIN as u32, TOKEN_SIGNAL)?;
+        let fs_filter = FsFilter::new(cfg.allow_fs.clone());
         let mut r = Receptionist {
             cfg,
             epoll,
@@ -107,6 +118,9 @@ impl Receptionist {
             conns: HashMap::new(),
             next_token: FIRST_CONN_TOKEN,
             routes_by_dev: HashMap::new(),
+            fs_filter,
+            clients: Clients::default(),
+            reserve_fd: open_reserve(),
             routes_by_name: HashMap::new(),
             workers: Vec::new(),
         };
@@ -192,9 +206,24 @@ impl Receptionist {
                 match e.raw_os_error() {
                     Some(libc::EAGAIN) => return,
                     Some(libc::EINTR) | Some(libc::ECONNABORTED) => continue,
+                    Some(libc::EMFILE) | Some(libc::ENFILE) if self.reserve_fd.is_some() => {
+                        // Free the reserve, take the waiting connection and
+                        // close it: the listener is drained, not spun on.
+                        self.reserve_fd = None;
+                        // SAFETY: as above; the result is closed at once.
+                        let raw = unsafe { libc::accept4(self.listener.as_raw_fd(), std::ptr::null_mut(), std::ptr::null_mut(), libc::SOCK_CLOEXEC) };
+                        if raw >= 0 {
+                            // SAFETY: a fresh descriptor we own.
+                            drop(unsafe { OwnedFd::from_raw_fd(raw) });
+                        }
+                        self.reserve_fd = open_reserve();
+                        self.stats.on_rejected();
+                        warn_limited!("accept", "out of descriptors ({e}): a connection was accepted and closed");
+                        continue;
+                    }
                     _ => {
-                        // EMFILE/ENFILE/ENOMEM: log and retry on the next wake-up.
-                        tracing::error!("accepting a client connection failed: {e}");
+                        // ENOMEM, or EMFILE without a reserve: retry on the next wake-up.
+                        warn_limited!("accept", "accepting a client connection failed: {e}");
                         return;
                     }
                 }
@@ -213,14 +242,19 @@ impl Receptionist {
                 Peer { pid: c.pid(), uid: c.uid(), gid: c.gid(), trusted }
             }
             Err(e) => {
-                tracing::warn!("rejecting a connection: SO_PEERCRED failed: {e}");
+                warn_limited!("reject", "rejecting a connection: SO_PEERCRED failed: {e}");
                 self.stats.on_rejected();
                 return;
             }
         };
         let restricted = !self.cfg.allow_uids.is_empty() || !self.cfg.allow_gids.is_empty();
         if restricted && !self.cfg.allow_uids.contains(&peer.uid) && !self.cfg.allow_gids.contains(&peer.gid) {
-            tracing::warn!(pid = peer.pid, uid = peer.uid, gid = peer.gid, "rejecting a connection: uid and gid are not in --allow-uid/--allow-gid");
+            warn_limited!("reject", pid = peer.pid, uid = peer.uid, gid = peer.gid, "rejecting a connection: uid and gid are not in --allow-uid/--allow-gid");
+            self.stats.on_rejected();
+            return;
+        }
+        if let Err(limit) = self.clients.connect(peer.uid, peer.trusted, &self.cfg.limits) {
+            warn_limited!("reject", pid = peer.pid, uid = peer.uid, "rejecting a connection: {limit} reached");
             self.stats.on_rejected();
             return;
         }
@@ -229,17 +263,21 @@ impl Receptionist {
         let client = self.stats.client(peer.pid, peer.uid, peer.gid);
         let conn = Arc::new(Connection::new(id, fd, peer, client.clone(), self.epoll.clone(), self.stats.clone()));
         if let Err(e) = self.epoll.add(conn.raw_fd(), EV_READ, id) {
-            tracing::error!("registering a client connection with epoll failed: {e}");
+            warn_limited!("reject", "registering a client connection with epoll failed: {e}");
+            self.clients.disconnect(peer.uid);
             return;
         }
         self.stats.on_accepted(&client);
-        tracing::info!(conn = id, pid = peer.pid, uid = peer.uid, gid = peer.gid, trusted = peer.trusted, comm = %client.comm, "client connected");
+        if let Some(suppressed) = crate::limits::CLIENT_LOG.allow("connect") {
+            tracing::info!(conn = id, pid = peer.pid, uid = peer.uid, gid = peer.gid, trusted = peer.trusted, comm = %client.comm, suppressed, "client connected");
+        }
         self.conns.insert(id, ConnEntry { conn, errors: AtomicU32::new(0) });
     }
 
     fn close_connection(&mut self, id: u64, why: &str) {
         let Some(entry) = self.conns.remove(&id) else { return };
         let conn = entry.conn;
+        self.clients.disconnect(conn.peer.uid);
         conn.mark_closed();
         let _ = self.epoll.delete(conn.raw_fd());
         let (mut waiters, mut reads) = (0, 0);
@@ -250,7 +288,9 @@ impl Receptionist {
         }
         self.stats.on_closed(&conn.client, waiters, reads);
         if waiters > 0 {
-            tracing::info!(conn = id, pid = conn.peer.pid, waiters, reads, "client disconnected mid-request; its requests were cancelled");
+            if let Some(suppressed) = crate::limits::CLIENT_LOG.allow("cancel") {
+                tracing::info!(conn = id, pid = conn.peer.pid, waiters, reads, suppressed, "client disconnected mid-request; its requests were cancelled");
+            }
         } else {
             tracing::debug!(conn = id, pid = conn.peer.pid, "connection closed: {why}");
         }
@@ -308,7 +348,7 @@ impl Receptionist {
 
     fn refuse(&self, conn: &Connection, op: u16, seq: u64, (errno, why): Refusal) -> Outcome {
         conn.client.on_refused();
-        tracing::warn!(conn = conn.id, pid = conn.peer.pid, uid = conn.peer.uid, seq, "request refused ({}): {why}", std::io::Error::from_raw_os_error(errno));
+        warn_limited!("refuse", conn = conn.id, pid = conn.peer.pid, uid = conn.peer.uid, seq, "request refused ({}): {why}", std::io::Error::from_raw_os_error(errno));
         let errors = self.conns.get(&conn.id).map(|e| e.errors.fetch_add(1, Relaxed) + 1).unwrap_or(0);
         conn.send(&Reply::error(op, seq, errno), None);
         if errors >= MAX_ERRORS_PER_CONNECTION {
@@ -413,27 +453,34 @@ impl Receptionist {
     }
 
     fn serve_file_request(&mut self, conn: &Arc<Connection>, req: &Request, file: File) -> Result<Outcome, Refusal> {
-        let meta = file
-            .metadata()
-            .map_err(|e| (e.raw_os_error().unwrap_or(libc::EBADF), format!("fstat of the passed descriptor failed: {e}")))?;
-        let ft = meta.file_type();
-        if !ft.is_file() {
-            let (errno, kind) = if ft.is_dir() {
-                (libc::EISDIR, "a directory")
-            } else if ft.is_fifo() {
-                (libc::ESPIPE, "a pipe")
-            } else if ft.is_socket() {
-                (libc::ESPIPE, "a socket")
-            } else {
-                (libc::EINVAL, "not a regular file")
-            };
+        // Cached attributes only: a FUSE or network filesystem is never asked
+        // from this thread (see sys::fstat_nosync).
+        let meta = sys::fstat_nosync(file.as_raw_fd())
+            .map_err(|e| (e.raw_os_error().unwrap_or(libc::EBADF), format!("statx of the passed descriptor failed: {e}")))?;
+        let kind = match meta.file_type() {
+            libc::S_IFREG => None,
+            libc::S_IFDIR => Some((libc::EISDIR, "a directory")),
+            libc::S_IFIFO => Some((libc::ESPIPE, "a pipe")),
+            libc::S_IFSOCK => Some((libc::ESPIPE, "a socket")),
+            _ => Some((libc::EINVAL, "not a regular file")),
+        };
+        if let Some((errno, kind)) = kind {
             return Err((errno, format!("the passed descriptor is {kind}")));
         }
-        let size = meta.len();
         // SAFETY: F_GETFL on a descriptor we own.
         let open_flags = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETFL) };
-        let reveal = trust::may_learn(conn.peer.trusted, conn.peer.uid, meta.uid(), open_flags);
-        let route = self.route(meta.dev()).map_err(|e| (libc::ENOMEM, format!("starting a disk worker failed: {e}")))?;
+        if open_flags & libc::O_PATH != 0 || open_flags & libc::O_ACCMODE == libc::O_WRONLY {
+            return Err((libc::EBADF, "the passed descriptor is not open for reading".into()));
+        }
+        if let Verdict::Refuse(fs) = self.fs_filter.check(meta.dev_major, meta.mnt_id) {
+            return Err((
+                libc::EOPNOTSUPP,
+                format!("the file is on a {fs} filesystem, not on a block device (the daemon serves those only; see --allow-fs)"),
+            ));
+        }
+        let size = meta.size;
+        let reveal = trust::may_learn(conn.peer.trusted, conn.peer.uid, meta.uid, open_flags);
+        let route = self.route(meta.dev).map_err(|e| (libc::ENOMEM, format!("starting a disk worker failed: {e}")))?;
         let (op, seq) = (req.op as u16, req.seq);
         let req_start = req.offset.min(size);
         let req_end = req.offset.saturating_add(req.length).min(size);
@@ -446,6 +493,11 @@ impl Receptionist {
                 conn.send(&Reply::ok(op, seq), None);
                 return Ok(Outcome::Answered);
             }
+            if req_end - req_start > self.cfg.limits.max_check {
+                // Not checked (bounded work); "not resident" is always safe.
+                conn.send(&Reply::ok(op, seq), None);
+                return Ok(Outcome::Answered);
+            }
             let resident = req_start >= req_end || self.check_resident(&file, req_start, req_end);
             let flags = if resident { reply_flags::RESIDENT } else { 0 };
             conn.send(&Reply { flags, ..Reply::ok(op, seq) }, None);
@@ -453,7 +505,7 @@ impl Receptionist {
         }
 
         route.disk.on_fetch();
-        let key = FileKey { dev: meta.dev(), ino: meta.ino() };
+        let key = FileKey { dev: meta.dev, ino: meta.ino };
         let prefetch = if req.no_prefetch() {
             0
         } else {
@@ -488,6 +540,9 @@ impl Receptionist {
             conn.send(&Reply { flags: hit_flags, ..Reply::ok(op, seq) }, None);
             return Ok(Outcome::Answered);
         }
+        let Some(charge) = self.clients.budget(conn.peer.uid).charge(plan.end - plan.start, &self.cfg.limits) else {
+            return Err((libc::EAGAIN, "--max-queued-per-uid or --max-queued-bytes-per-uid reached; read it yourself or retry".into()));
+        };
         // Pause before queueing: the worker's reply re-arms reading.
         conn.pause_reading();
         let job = ReadJob {
@@ -497,6 +552,8 @@ impl Receptionist {
             disk: route.disk.clone(),
             waiters: vec![Waiter { conn: conn.clone(), op, seq, joined: false, conceal: !reveal }],
             enqueued: Instant::now(),
+            owner: conn.peer.uid,
+            charge,
         };
         match route.worker.submit(job) {
             Submitted::Queued { ahead } => {
@@ -523,4 +580,9 @@ impl Receptionist {
             }
         }
     }
+}
+
+/// A descriptor kept in reserve for EMFILE (see `accept_all`).
+fn open_reserve() -> Option<OwnedFd> {
+    std::fs::File::open("/dev/null").ok().map(OwnedFd::from)
 }
