@@ -7,9 +7,10 @@
 //! joins it (its fd is closed at once, it gets the reply of that read) instead
 //! of queueing a second read.
 //!
-//! The worker thread pops one job, skips the prefix of the range that is
-//! already resident, `pread`s the rest into a reusable buffer (never `read`:
-//! the fd shares the client's file offset), closes the passed fd, reports the
+//! The worker thread pops one job, opens its own description of the file
+//! (readahead off, so the disk sees exactly the planned range), skips the
+//! prefix of the range that is already resident, `pread`s the rest into a
+//! reusable buffer, closes both descriptors, reports the
 //! read to the prefetch controller and stats, and replies to every waiter.
 //! In-flight and queue counters are updated around each read, so the stats'
 //! `max_in_flight` is a direct observation of the serialization guarantee.
@@ -282,8 +283,11 @@ impl DiskWorker {
         disk.begin_read(queue_wait);
         self.stats.begin_read();
 
-        let prefix = residency::resident_prefix(file.as_fd(), plan.start, plan.end).unwrap_or(0);
-        let (bytes, result) = pread_range(&file, plan.start + prefix, plan.end, buf);
+        let own = own_description(&file);
+        let reader = own.as_ref().unwrap_or(&file);
+        let prefix = residency::resident_prefix(reader.as_fd(), plan.start, plan.end).unwrap_or(0);
+        let (bytes, result) = pread_range(reader, plan.start + prefix, plan.end, buf);
+        drop(own);
 
         let busy = started.elapsed();
         self.stats.end_read(busy, bytes);
@@ -337,6 +341,33 @@ impl DiskWorker {
             }
         }
         let _ = &self.all_stats;
+    }
+}
+
+/// The daemon's own open file description of the client's file, with
+/// kernel readahead off: reading through the client's description would let
+/// its readahead state extend the read past the plan (unserialized and
+/// uncounted) and would change that state for the client. Opened through
+/// /proc/self/fd (read-only, close-on-exec), which works for unlinked files
+/// too. When that fails (no /proc, or not permitted), the client's
+/// description is used as before and the failure is logged.
+fn own_description(file: &File) -> Option<File> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = format!("/proc/self/fd/{}", file.as_raw_fd());
+    match std::fs::OpenOptions::new().read(true).custom_flags(libc::O_CLOEXEC | libc::O_NOCTTY).open(&path) {
+        Ok(own) => {
+            // SAFETY: advice on a descriptor we own.
+            let rc = unsafe { libc::posix_fadvise(own.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+            if rc != 0 {
+                crate::warn_limited!("reopen", "POSIX_FADV_RANDOM on the daemon's own description failed: {}", io::Error::from_raw_os_error(rc));
+            }
+            Some(own)
+        }
+        Err(e) => {
+            crate::warn_limited!("reopen", "reopening the client's file through {path} failed ({e}); reading through the client's description");
+            None
+        }
     }
 }
 
