@@ -9,6 +9,10 @@
 //! created under a restrictive umask and then chmod'ed to `--socket-mode`, so
 //! there is no window in which it is more open than asked.
 //!
+//! Under systemd socket activation (`LISTEN_FDS`, `dist/systemd/`) the
+//! listening socket is fd 3 and systemd owns the file: nothing is bound,
+//! chmod'ed or removed.
+//!
 //! Shutdown: the receptionist stops accepting, the workers drain their queues
 //! (answering every pending request), the socket file is removed if it is
 //! still ours (same inode), and the process exits 0.
@@ -120,7 +124,17 @@ pub fn run(cfg: DaemonConfig) -> Result<()> {
         Prefetch::Adaptive(params) => Arc::new(AdaptivePrefetch::new(params.clone())?),
         Prefetch::Fixed(bytes) => Arc::new(FixedPrefetch::new(*bytes)),
     };
-    let (listener, identity) = bind_socket(&cfg.socket, cfg.socket_mode, cfg.socket_group)?;
+    // Socket activation: systemd owns the socket file (mode, group, removal).
+    let (listener, identity) = match activated_listener()? {
+        Some(fd) => {
+            tracing::info!("using the listening socket passed by the service manager (LISTEN_FDS); --socket-mode and --socket-group do not apply");
+            (fd, None)
+        }
+        None => {
+            let (fd, identity) = bind_socket(&cfg.socket, cfg.socket_mode, cfg.socket_group)?;
+            (fd, Some(identity))
+        }
+    };
     let stats = Arc::new(Stats::new());
     let info = DaemonInfo {
         pid: std::process::id(),
@@ -148,7 +162,7 @@ pub fn run(cfg: DaemonConfig) -> Result<()> {
         "libception daemon listening"
     );
     if !nix::unistd::geteuid().is_root() {
-        tracing::warn!("not running as root: residency checks of files this daemon neither owns nor may write fail and count as misses");
+        tracing::warn!("not running as root: without CAP_FOWNER, residency checks of files this daemon neither owns nor may write fail and count as misses; without CAP_DAC_READ_SEARCH, files it may not read are read through the client's description");
     }
     let reception = Receptionist::new(
         ReceptionConfig {
@@ -167,9 +181,47 @@ pub fn run(cfg: DaemonConfig) -> Result<()> {
         controller,
     )?;
     let result = reception.run();
-    remove_if_ours(&cfg.socket, identity);
+    if let Some(identity) = identity {
+        remove_if_ours(&cfg.socket, identity);
+    }
     tracing::info!("libception daemon stopped");
     result
+}
+
+/// The listening socket passed by socket activation (sd_listen_fds(3)
+/// protocol: `LISTEN_PID` is this process, `LISTEN_FDS` >= 1, the first at
+/// fd 3), checked to be a listening SOCK_SEQPACKET socket and made
+/// non-blocking and close-on-exec. None when not socket-activated. The
+/// variables are removed so that no child sees them.
+fn activated_listener() -> Result<Option<OwnedFd>> {
+    use std::os::fd::FromRawFd;
+    const SD_LISTEN_FDS_START: i32 = 3;
+    let pid = std::env::var("LISTEN_PID").ok();
+    let fds = std::env::var("LISTEN_FDS").ok();
+    std::env::remove_var("LISTEN_PID");
+    std::env::remove_var("LISTEN_FDS");
+    std::env::remove_var("LISTEN_FDNAMES");
+    let (Some(pid), Some(fds)) = (pid, fds) else { return Ok(None) };
+    if pid.trim().parse::<u32>().ok() != Some(std::process::id()) {
+        return Ok(None);
+    }
+    let n: i32 = fds.trim().parse().with_context(|| format!("LISTEN_FDS={fds:?} is not a number"))?;
+    if n < 1 {
+        return Ok(None);
+    }
+    if n > 1 {
+        bail!("socket activation passed {n} sockets; libception.socket must have exactly one ListenSequentialPacket=");
+    }
+    // SAFETY: the service manager passed fd 3 to us and nothing else owns it.
+    let fd = unsafe { OwnedFd::from_raw_fd(SD_LISTEN_FDS_START) };
+    let ty = socket::getsockopt(&fd, socket::sockopt::SockType).context("the socket passed by socket activation (fd 3) is not a socket")?;
+    let listening = socket::getsockopt(&fd, socket::sockopt::AcceptConn).unwrap_or(false);
+    if ty != SockType::SeqPacket || !listening {
+        bail!("the socket passed by socket activation is not a listening SOCK_SEQPACKET socket (use ListenSequentialPacket= in libception.socket)");
+    }
+    nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK)).context("making the activated socket non-blocking")?;
+    nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC)).context("marking the activated socket close-on-exec")?;
+    Ok(Some(fd))
 }
 
 /// Raises the soft limit on descriptors to the hard limit: each connection

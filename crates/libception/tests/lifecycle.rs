@@ -279,3 +279,49 @@ fn ordinary_disconnects_are_not_protocol_errors() {
     let r = c.recv_reply().unwrap();
     assert_eq!(r.status, -libc::EPROTO);
 }
+
+/// systemd socket activation (sd_listen_fds): with LISTEN_PID = its pid and
+/// LISTEN_FDS = 1 the daemon serves the listening socket at fd 3, binds
+/// nothing at --socket, and leaves the socket file (systemd's) at exit.
+#[test]
+fn socket_activation_serves_the_passed_socket_and_leaves_its_file() {
+    use nix::sys::socket::{bind, listen, socket, AddressFamily, Backlog, SockFlag, SockType, UnixAddr};
+    use std::os::unix::process::CommandExt;
+    let dir = real_tempdir();
+    let path = dir.path().join("activated.sock");
+    let unused = dir.path().join("unused.sock");
+    let listener = socket(AddressFamily::Unix, SockType::SeqPacket, SockFlag::SOCK_CLOEXEC, None).unwrap();
+    bind(listener.as_raw_fd(), &UnixAddr::new(&path).unwrap()).unwrap();
+    listen(&listener, Backlog::new(16).unwrap()).unwrap();
+    let raw = listener.as_raw_fd();
+    let log = dir.path().join("daemon.log");
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(r#"export LISTEN_PID=$$ LISTEN_FDS=1; exec "$0" daemon --socket "$1""#)
+        .arg(BIN)
+        .arg(&unused)
+        .stderr(std::fs::File::create(&log).unwrap());
+    // SAFETY: dup2 and fcntl are async-signal-safe; fd 3 is what the daemon
+    // expects (dup2 onto itself keeps close-on-exec, hence the fcntl).
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::dup2(raw, 3) != 3 || libc::fcntl(3, libc::F_SETFD, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    drop(listener);
+    let mut c = libception::Client::connect(&path).expect("connect to the activated socket");
+    c.set_timeout(Some(Duration::from_secs(10))).unwrap();
+    let s = c.stats().unwrap_or_else(|e| panic!("no answer on the activated socket: {e}\n{}", std::fs::read_to_string(&log).unwrap()));
+    assert_eq!(s.daemon.pid, child.id());
+    drop(c);
+    assert!(!unused.exists(), "the daemon bound --socket although it was given one");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+    assert!(path.exists(), "the activated socket's file belongs to systemd and stays");
+    assert!(std::fs::read_to_string(&log).unwrap().contains("LISTEN_FDS"));
+}
