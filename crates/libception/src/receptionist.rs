@@ -38,6 +38,10 @@ pub const TOKEN_SIGNAL: u64 = 1;
 const FIRST_CONN_TOKEN: u64 = 16;
 /// Requests read from one connection per wake-up, for fairness.
 const MESSAGES_PER_WAKEUP: usize = 32;
+/// Anonymous devices (allowed with --allow-fs) with a queue of their own;
+/// the rest share [`ANON_OVERFLOW`].
+const MAX_ANON_QUEUES: usize = 8;
+const ANON_OVERFLOW: &str = "anon-other";
 /// Protocol errors tolerated on one connection before it is closed.
 const MAX_ERRORS_PER_CONNECTION: u32 = 16;
 
@@ -76,6 +80,8 @@ pub struct Receptionist {
     next_token: u64,
     routes_by_dev: HashMap<u64, DiskRoute>,
     fs_filter: FsFilter,
+    /// Queues made for anonymous devices so far (at most MAX_ANON_QUEUES + 1).
+    anon_queues: usize,
     clients: Clients,
     /// Held open so that on EMFILE one descriptor can be freed to accept
     /// and close the waiting connection instead of spinning on it.
@@ -119,6 +125,7 @@ impl Receptionist {
             next_token: FIRST_CONN_TOKEN,
             routes_by_dev: HashMap::new(),
             fs_filter,
+            anon_queues: 0,
             clients: Clients::default(),
             reserve_fd: open_reserve(),
             routes_by_name: HashMap::new(),
@@ -434,12 +441,21 @@ impl Receptionist {
         if let Some(r) = self.routes_by_dev.get(&dev) {
             return Ok(r.clone());
         }
-        let id = disks::disk_of_dev(dev);
+        let mut id = disks::disk_of_dev(dev);
+        if id.anonymous && !self.routes_by_name.contains_key(&id.name) && self.anon_queues >= MAX_ANON_QUEUES {
+            // Anonymous devices come and go (every FUSE or tmpfs mount is a
+            // new one); past the cap they share one queue, so neither worker
+            // threads (--per-disk) nor disk stats grow with them.
+            id.name = ANON_OVERFLOW.to_string();
+        }
         let route = match self.routes_by_name.get(&id.name) {
             Some(r) => r.clone(),
             None => {
                 let worker = if self.cfg.per_disk { self.spawn_worker()? } else { self.workers[0].0.clone() };
                 let disk = self.stats.add_disk(id.name.clone(), worker.index);
+                if id.anonymous {
+                    self.anon_queues += 1;
+                }
                 let r = DiskRoute { disk, worker };
                 self.routes_by_name.insert(id.name.clone(), r.clone());
                 r

@@ -325,3 +325,40 @@ fn socket_activation_serves_the_passed_socket_and_leaves_its_file() {
     assert!(path.exists(), "the activated socket's file belongs to systemd and stays");
     assert!(std::fs::read_to_string(&log).unwrap().contains("LISTEN_FDS"));
 }
+
+/// Every FUSE or tmpfs mount is a new anonymous device: with --per-disk and
+/// --allow-fs they used to get a worker thread each, never reaped. Past 8
+/// they share one queue (`anon-other`). Root only: the test mounts 12 tmpfs.
+#[test]
+fn anonymous_devices_get_a_bounded_number_of_queues() {
+    if !is_root() {
+        eprintln!("SKIP: needs root to mount tmpfs");
+        return;
+    }
+    let dir = real_tempdir();
+    let mut mounts = Vec::new();
+    for i in 0..12 {
+        let m = dir.path().join(format!("m{i}"));
+        std::fs::create_dir(&m).unwrap();
+        let target = std::ffi::CString::new(m.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: valid C strings; the mount is undone below.
+        let rc = unsafe { libc::mount(c"tmpfs".as_ptr(), target.as_ptr(), c"tmpfs".as_ptr(), 0, std::ptr::null()) };
+        assert_eq!(rc, 0, "mount tmpfs: {}", std::io::Error::last_os_error());
+        mounts.push((m, target));
+    }
+    let d = Daemon::start(&["--per-disk", "--allow-fs", "tmpfs"]);
+    let mut c = d.client();
+    for (m, _) in &mounts {
+        let p = make_file(m, "f", 64 << 10);
+        let f = std::fs::File::open(&p).unwrap();
+        assert_eq!(c.fetch(f.as_raw_fd(), 0, 4096, 0).unwrap().status, 0);
+    }
+    let s = d.stats();
+    for (_, target) in &mounts {
+        // SAFETY: unmounting what this test mounted.
+        unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+    }
+    assert_eq!(s.workers.len(), 9, "{:?}", s.disks.iter().map(|d| &d.name).collect::<Vec<_>>());
+    let other = s.disks.iter().find(|d| d.name == "anon-other").expect("a shared queue for the rest");
+    assert_eq!(other.requests, 4);
+}
