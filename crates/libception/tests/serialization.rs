@@ -229,7 +229,7 @@ fn overlapping_requests_join_a_queued_read() {
 /// client's file offset is untouched.
 #[test]
 fn reads_use_the_daemons_own_description_without_readahead() {
-    use std::io::{Read, Seek, SeekFrom};
+    use std::io::{Read, Seek};
     let dir = real_tempdir();
     let files = cold_files(dir.path(), "own", 1, FILE_SIZE);
     let daemon = Daemon::start(&["--prefetch", "2M"]);
@@ -248,5 +248,5 @@ fn reads_use_the_daemons_own_description_without_readahead() {
     assert_eq!((r.status, r.bytes_read), (0, 2 * MIB));
     assert_eq!(resident_prefix(&files[0], 3 * MIB, FILE_SIZE), 2 * MIB);
     assert!(!any_resident(&files[0], 5 * MIB, (9 * MIB).min(FILE_SIZE)), "kernel readahead read beyond the planned 2 MiB");
-    assert_eq!(f.seek(SeekFrom::Current(0)).unwrap(), before, "the client's offset moved");
+    assert_eq!(f.stream_position().unwrap(), before, "the client's offset moved");
 }
