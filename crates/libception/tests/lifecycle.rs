@@ -331,8 +331,7 @@ fn socket_activation_serves_the_passed_socket_and_leaves_its_file() {
 /// they share one queue (`anon-other`). Root only: the test mounts 12 tmpfs.
 #[test]
 fn anonymous_devices_get_a_bounded_number_of_queues() {
-    if !is_root() {
-        eprintln!("SKIP: needs root to mount tmpfs");
+    if !root_or_skip("mount tmpfs") {
         return;
     }
     let dir = real_tempdir();

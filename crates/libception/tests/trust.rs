@@ -63,8 +63,7 @@ fn foreign_file(dir: &Path, name: &str) -> std::path::PathBuf {
 
 #[test]
 fn an_untrusted_reader_of_a_foreign_file_learns_nothing_but_is_served() {
-    if !is_root() {
-        eprintln!("SKIP: needs root to run a client as another uid");
+    if !root_or_skip("run a client as another uid") {
         return;
     }
     let dir = real_tempdir();
@@ -93,8 +92,7 @@ fn an_untrusted_reader_of_a_foreign_file_learns_nothing_but_is_served() {
 
 #[test]
 fn trusted_uids_and_gids_are_told_what_is_resident() {
-    if !is_root() {
-        eprintln!("SKIP: needs root to run a client as another uid");
+    if !root_or_skip("run a client as another uid") {
         return;
     }
     let dir = real_tempdir();

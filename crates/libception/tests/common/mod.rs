@@ -199,6 +199,15 @@ pub fn open_random(path: &Path) -> File {
     f
 }
 
+/// False, after saying why the test is skipped, when not root. A skipped
+/// test prints SKIP and passes in cargo's count: read the output.
+pub fn root_or_skip(needs: &str) -> bool {
+    if !is_root() {
+        eprintln!("SKIP: needs root to {needs}");
+    }
+    is_root()
+}
+
 pub fn is_root() -> bool {
     // SAFETY: no arguments, no memory effects.
     unsafe { libc::geteuid() == 0 }
