@@ -4,10 +4,14 @@
 #   make               build everything (C with -Werror, Rust in release)
 #   make test          every test: C unit tests (+ASan/UBSan), cargo tests, integration tests
 #   make demo          the quick start: emulated disk, nginx with and without Libception
-#   make install PREFIX=/usr/local
+#   make install PREFIX=/usr/local [DESTDIR=...]   binaries, library, headers, man pages, systemd units
+#   make install-service                            only the systemd units (dist/systemd/)
+#   make uninstall PREFIX=/usr/local [DESTDIR=...]  remove what install installed
 #   make clean
 
 PREFIX  ?= /usr/local
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR    ?= $(PREFIX)/lib/sysusers.d
 CARGO   ?= cargo
 BUILD   := $(CURDIR)/build
 export LIBCEPTION_BUILD := $(BUILD)
@@ -18,7 +22,7 @@ RUST_BINS := libception vidbench
 # file busy". The temporary name is in the same directory, so mv is a rename.
 replace = install -m 0755 $(1) $(2).tmp.$$$$ && mv -f $(2).tmp.$$$$ $(2)
 
-.PHONY: all native rust test test-native test-rust test-integration demo install clean bootstrap
+.PHONY: all native rust test test-native test-rust test-integration demo install install-service uninstall uninstall-service clean bootstrap
 
 all: native rust
 
@@ -47,7 +51,7 @@ test-integration: all
 demo: bootstrap all
 	scripts/demo
 
-install: all
+install: all install-service
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include/libception
 	install -m 0755 $(BUILD)/libdeception.so $(DESTDIR)$(PREFIX)/lib/libdeception.so
 	install -m 0755 $(BUILD)/bin/libception $(BUILD)/bin/vidbench $(DESTDIR)$(PREFIX)/bin/
@@ -55,6 +59,27 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man7
 	install -m 0644 docs/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 0644 docs/man/*.7 $(DESTDIR)$(PREFIX)/share/man/man7/
+
+# The service's ExecStart names the installed binary: $(PREFIX)/bin.
+install-service:
+	install -d $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(SYSUSERSDIR)
+	sed 's|@BINDIR@|$(PREFIX)/bin|g' dist/systemd/libception.service.in > $(DESTDIR)$(SYSTEMDUNITDIR)/libception.service.tmp
+	chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/libception.service.tmp
+	mv -f $(DESTDIR)$(SYSTEMDUNITDIR)/libception.service.tmp $(DESTDIR)$(SYSTEMDUNITDIR)/libception.service
+	install -m 0644 dist/systemd/libception.socket $(DESTDIR)$(SYSTEMDUNITDIR)/libception.socket
+	install -m 0644 dist/systemd/libception.sysusers $(DESTDIR)$(SYSUSERSDIR)/libception.conf
+	@echo "systemd units installed; as root: systemd-sysusers && systemctl daemon-reload && systemctl enable --now libception.socket"
+
+uninstall: uninstall-service
+	rm -f $(DESTDIR)$(PREFIX)/lib/libdeception.so
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(RUST_BINS))
+	rm -rf $(DESTDIR)$(PREFIX)/include/libception
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/share/man/man1/,$(notdir $(wildcard docs/man/*.1)))
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/share/man/man7/,$(notdir $(wildcard docs/man/*.7)))
+
+uninstall-service:
+	rm -f $(DESTDIR)$(SYSTEMDUNITDIR)/libception.service $(DESTDIR)$(SYSTEMDUNITDIR)/libception.socket
+	rm -f $(DESTDIR)$(SYSUSERSDIR)/libception.conf
 
 clean:
 	$(MAKE) -C native BUILD=$(BUILD) clean

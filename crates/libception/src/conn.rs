@@ -28,6 +28,8 @@ pub struct Peer {
     pub pid: i32,
     pub uid: u32,
     pub gid: u32,
+    /// On the operator's trust lists (or root): may learn any file's residency.
+    pub trusted: bool,
 }
 
 pub struct Connection {
@@ -94,7 +96,7 @@ impl Connection {
     /// Closes the connection from the daemon's side (logged once).
     pub fn drop_connection(&self, why: &str) {
         if !self.closed.swap(true, Ordering::AcqRel) {
-            tracing::warn!(conn = self.id, pid = self.peer.pid, uid = self.peer.uid, "dropping client connection: {why}");
+            crate::warn_limited!("drop", conn = self.id, pid = self.peer.pid, uid = self.peer.uid, "dropping client connection: {why}");
             sys::shutdown_both(self.raw_fd());
             // Make sure the receptionist hears about it even while paused.
             let _ = self.epoll.modify(self.raw_fd(), EV_READ, self.id);

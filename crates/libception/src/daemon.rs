@@ -9,6 +9,10 @@
 //! created under a restrictive umask and then chmod'ed to `--socket-mode`, so
 //! there is no window in which it is more open than asked.
 //!
+//! Under systemd socket activation (`LISTEN_FDS`, `dist/systemd/`) the
+//! listening socket is fd 3 and systemd owns the file: nothing is bound,
+//! chmod'ed or removed.
+//!
 //! Shutdown: the receptionist stops accepting, the workers drain their queues
 //! (answering every pending request), the socket file is removed if it is
 //! still ours (same inode), and the process exits 0.
@@ -17,6 +21,8 @@ use crate::prefetch::adaptive::AdaptivePrefetch;
 use crate::prefetch::{FixedPrefetch, PrefetchController};
 use crate::receptionist::{ReceptionConfig, Receptionist};
 use crate::stats::{DaemonInfo, Stats};
+use crate::limits::Limits;
+use crate::trust::Trust;
 use anyhow::{bail, Context, Result};
 use libception_proto::Prefetch;
 use nix::sys::signal::{SigSet, Signal};
@@ -38,6 +44,12 @@ pub struct DaemonConfig {
     pub socket_group: Option<u32>,
     pub allow_uids: Vec<u32>,
     pub allow_gids: Vec<u32>,
+    /// Peers that may learn any file's residency (`trust.rs`).
+    pub trust: Trust,
+    /// Filesystem types on anonymous devices served anyway (`fsfilter.rs`).
+    pub allow_fs: Vec<String>,
+    /// Caps per uid and in all (`limits.rs`).
+    pub limits: Limits,
     pub per_disk: bool,
     pub prefetch: Prefetch,
     pub max_read: u64,
@@ -104,6 +116,7 @@ pub fn run(cfg: DaemonConfig) -> Result<()> {
     mask.thread_block().context("blocking SIGTERM/SIGINT")?;
     // SAFETY: ignoring SIGPIPE process-wide; sends use MSG_NOSIGNAL anyway.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    raise_nofile_limit();
     let signal_fd = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC).context("creating a signalfd")?;
     let signal_fd: OwnedFd = signal_fd.into();
 
@@ -111,7 +124,17 @@ pub fn run(cfg: DaemonConfig) -> Result<()> {
         Prefetch::Adaptive(params) => Arc::new(AdaptivePrefetch::new(params.clone())?),
         Prefetch::Fixed(bytes) => Arc::new(FixedPrefetch::new(*bytes)),
     };
-    let (listener, identity) = bind_socket(&cfg.socket, cfg.socket_mode, cfg.socket_group)?;
+    // Socket activation: systemd owns the socket file (mode, group, removal).
+    let (listener, identity) = match activated_listener()? {
+        Some(fd) => {
+            tracing::info!("using the listening socket passed by the service manager (LISTEN_FDS); --socket-mode and --socket-group do not apply");
+            (fd, None)
+        }
+        None => {
+            let (fd, identity) = bind_socket(&cfg.socket, cfg.socket_mode, cfg.socket_group)?;
+            (fd, Some(identity))
+        }
+    };
     let stats = Arc::new(Stats::new());
     let info = DaemonInfo {
         pid: std::process::id(),
@@ -139,12 +162,15 @@ pub fn run(cfg: DaemonConfig) -> Result<()> {
         "libception daemon listening"
     );
     if !nix::unistd::geteuid().is_root() {
-        tracing::warn!("not running as root: residency checks of files this daemon neither owns nor may write fail and count as misses");
+        tracing::warn!("not running as root: without CAP_FOWNER, residency checks of files this daemon neither owns nor may write fail and count as misses; without CAP_DAC_READ_SEARCH, files it may not read are read through the client's description");
     }
     let reception = Receptionist::new(
         ReceptionConfig {
             allow_uids: cfg.allow_uids.clone(),
             allow_gids: cfg.allow_gids.clone(),
+            trust: cfg.trust.clone(),
+            allow_fs: cfg.allow_fs.clone(),
+            limits: cfg.limits.clone(),
             per_disk: cfg.per_disk,
             max_read: cfg.max_read,
             info,
@@ -155,9 +181,61 @@ pub fn run(cfg: DaemonConfig) -> Result<()> {
         controller,
     )?;
     let result = reception.run();
-    remove_if_ours(&cfg.socket, identity);
+    if let Some(identity) = identity {
+        remove_if_ours(&cfg.socket, identity);
+    }
     tracing::info!("libception daemon stopped");
     result
+}
+
+/// The listening socket passed by socket activation (sd_listen_fds(3)
+/// protocol: `LISTEN_PID` is this process, `LISTEN_FDS` >= 1, the first at
+/// fd 3), checked to be a listening SOCK_SEQPACKET socket and made
+/// non-blocking and close-on-exec. None when not socket-activated. The
+/// variables are removed so that no child sees them.
+fn activated_listener() -> Result<Option<OwnedFd>> {
+    use std::os::fd::FromRawFd;
+    const SD_LISTEN_FDS_START: i32 = 3;
+    let pid = std::env::var("LISTEN_PID").ok();
+    let fds = std::env::var("LISTEN_FDS").ok();
+    std::env::remove_var("LISTEN_PID");
+    std::env::remove_var("LISTEN_FDS");
+    std::env::remove_var("LISTEN_FDNAMES");
+    let (Some(pid), Some(fds)) = (pid, fds) else { return Ok(None) };
+    if pid.trim().parse::<u32>().ok() != Some(std::process::id()) {
+        return Ok(None);
+    }
+    let n: i32 = fds.trim().parse().with_context(|| format!("LISTEN_FDS={fds:?} is not a number"))?;
+    if n < 1 {
+        return Ok(None);
+    }
+    if n > 1 {
+        bail!("socket activation passed {n} sockets; libception.socket must have exactly one ListenSequentialPacket=");
+    }
+    // SAFETY: the service manager passed fd 3 to us and nothing else owns it.
+    let fd = unsafe { OwnedFd::from_raw_fd(SD_LISTEN_FDS_START) };
+    let ty = socket::getsockopt(&fd, socket::sockopt::SockType).context("the socket passed by socket activation (fd 3) is not a socket")?;
+    let listening = socket::getsockopt(&fd, socket::sockopt::AcceptConn).unwrap_or(false);
+    if ty != SockType::SeqPacket || !listening {
+        bail!("the socket passed by socket activation is not a listening SOCK_SEQPACKET socket (use ListenSequentialPacket= in libception.socket)");
+    }
+    nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK)).context("making the activated socket non-blocking")?;
+    nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC)).context("marking the activated socket close-on-exec")?;
+    Ok(Some(fd))
+}
+
+/// Raises the soft limit on descriptors to the hard limit: each connection
+/// and each queued read holds one, and running out makes accept4 fail.
+fn raise_nofile_limit() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) if soft < hard => match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+            Ok(()) => tracing::info!(from = soft, to = hard, "raised the descriptor limit (RLIMIT_NOFILE) to its hard limit"),
+            Err(e) => tracing::warn!("raising RLIMIT_NOFILE from {soft} to {hard} failed: {e}"),
+        },
+        Ok(_) => {}
+        Err(e) => tracing::warn!("reading RLIMIT_NOFILE failed: {e}"),
+    }
 }
 
 fn remove_if_ours(path: &Path, (dev, ino): (u64, u64)) {

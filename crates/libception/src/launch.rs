@@ -12,10 +12,14 @@ use std::path::Path;
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
-/// `daemon --socket SOCKET` and the flags of `prefetch`, as
-/// `libception daemon` parses them.
+/// `daemon --socket SOCKET --allow-fs fuse` and the flags of `prefetch`, as
+/// `libception daemon` parses them. `--allow-fs fuse`: the programs that
+/// start a daemon this way (`libception run --start-daemon`, vidbench's
+/// driver) serve the emulated disk, whose FUSE mode is not a block device
+/// (the daemon refuses those by default).
 pub fn daemon_args(socket: &Path, prefetch: &Prefetch) -> Vec<String> {
     let mut args = vec!["daemon".to_string(), "--socket".to_string(), socket.display().to_string()];
+    args.extend(["--allow-fs".to_string(), "fuse".to_string()]);
     args.extend(prefetch.daemon_args());
     args
 }
@@ -76,6 +80,6 @@ mod tests {
     #[test]
     fn the_daemon_is_told_its_socket_and_prefetch() {
         let args = daemon_args(Path::new("/run/x.sock"), &Prefetch::Fixed(0));
-        assert_eq!(args, ["daemon", "--socket", "/run/x.sock", "--prefetch", "0"]);
+        assert_eq!(args, ["daemon", "--socket", "/run/x.sock", "--allow-fs", "fuse", "--prefetch", "0"]);
     }
 }

@@ -38,6 +38,8 @@ mod client;
 mod conn;
 mod daemon;
 mod disks;
+mod fsfilter;
+mod limits;
 pub mod launch;
 pub mod logging;
 mod prefetch;
@@ -46,11 +48,14 @@ mod residency;
 mod size;
 mod stats;
 mod sys;
+mod trust;
 mod worker;
 
 pub use client::Client;
 pub use daemon::{run as run_daemon, DaemonConfig};
+pub use limits::Limits;
 pub use prefetch::{ControllerSnapshot, Decision, IntervalRecord, ProbeSnapshot, QueueSnapshot, SizeScore, UsageTally};
+pub use trust::Trust;
 pub use residency::{is_resident, page_size, resident_prefix};
 pub use size::{human_size, parse_size, SizeError};
 pub use stats::{

@@ -54,6 +54,17 @@ enum Command {
         /// Accept only clients with this primary gid (name or number); repeatable
         #[arg(long = "allow-gid", value_name = "GROUP", value_parser = parse_group)]
         allow_gids: Vec<u32>,
+        /// Tell this user (name or number) what is resident in any file it reads, e.g. the web server's user; repeatable. Others learn residency only of files they own or opened for writing
+        #[arg(long = "trust-uid", value_name = "USER", value_parser = parse_user)]
+        trust_uids: Vec<u32>,
+        /// Tell members of this group (primary or supplementary) what is resident in any file they read; repeatable
+        #[arg(long = "trust-gid", value_name = "GROUP", value_parser = parse_group)]
+        trust_gids: Vec<u32>,
+        /// Also serve files on this filesystem type although it has no block device (e.g. fuse, tmpfs; as in /proc/self/mountinfo, `fuse` covers `fuse.*`); repeatable. Default: block-device-backed filesystems only
+        #[arg(long = "allow-fs", value_name = "TYPE")]
+        allow_fs: Vec<String>,
+        #[command(flatten)]
+        limits: LimitArgs,
         /// One disk worker thread per physical disk (default: one worker for all disks)
         #[arg(long)]
         per_disk: bool,
@@ -138,6 +149,38 @@ enum Command {
         #[arg(required = true, last = true, value_name = "CMD")]
         command: Vec<OsString>,
     },
+}
+
+/// What one client (uid), and all of them, may take (libception::Limits).
+#[derive(clap::Args, Debug)]
+struct LimitArgs {
+    /// Most client connections open at once
+    #[arg(long, value_name = "N", default_value_t = libception::Limits::default().max_connections)]
+    max_connections: usize,
+    /// Most connections of one uid (root and --trust-uid/--trust-gid peers: only --max-connections)
+    #[arg(long, value_name = "N", default_value_t = libception::Limits::default().max_connections_per_uid)]
+    max_connections_per_uid: usize,
+    /// Most reads one uid may have queued or in flight; more FETCHes are refused with EAGAIN
+    #[arg(long, value_name = "N", default_value_t = libception::Limits::default().max_queued_per_uid)]
+    max_queued_per_uid: u64,
+    /// Most planned bytes in one uid's queued reads; more FETCHes are refused with EAGAIN
+    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse_size_arg)]
+    max_queued_bytes_per_uid: u64,
+    /// Longest range a CHECK examines; longer ones are answered "not resident"
+    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse_size_arg)]
+    max_check: u64,
+}
+
+impl LimitArgs {
+    fn limits(&self) -> libception::Limits {
+        libception::Limits {
+            max_connections: self.max_connections,
+            max_connections_per_uid: self.max_connections_per_uid,
+            max_queued_per_uid: self.max_queued_per_uid,
+            max_queued_bytes_per_uid: self.max_queued_bytes_per_uid,
+            max_check: self.max_check,
+        }
+    }
 }
 
 /// `--prefetch` and the `--adaptive-*` parameters, which together make one
@@ -328,7 +371,7 @@ fn init_logging(cli: &Cli, default: &str) {
 fn main() {
     let cli = Cli::parse();
     let result: Result<i32> = match &cli.command {
-        Command::Daemon { socket, socket_mode, socket_group, allow_uids, allow_gids, per_disk, prefetch, max_read, prometheus } => {
+        Command::Daemon { socket, socket_mode, socket_group, allow_uids, allow_gids, trust_uids, trust_gids, allow_fs, limits, per_disk, prefetch, max_read, prometheus } => {
             init_logging(&cli, "info");
             let prefetch = prefetch.resolve().unwrap_or_else(|e| {
                 eprintln!("libception: {e}");
@@ -340,6 +383,9 @@ fn main() {
                 socket_group: *socket_group,
                 allow_uids: allow_uids.clone(),
                 allow_gids: allow_gids.clone(),
+                trust: libception::Trust { uids: trust_uids.clone(), gids: trust_gids.clone() },
+                allow_fs: allow_fs.clone(),
+                limits: limits.limits(),
                 per_disk: *per_disk,
                 prefetch,
                 max_read: *max_read,

@@ -16,15 +16,18 @@
 use crate::conn::{Connection, Peer};
 use crate::prefetch::{plan_read, PrefetchContext, PrefetchController, RequestObservation};
 use crate::disks;
+use crate::fsfilter::{FsFilter, Verdict};
+use crate::limits::{Clients, Limits};
+use crate::warn_limited;
 use crate::residency;
 use crate::stats::{DaemonInfo, DiskStats, Stats};
 use crate::sys::{self, Epoll, EV_READ};
+use crate::trust::{self, Trust};
 use crate::worker::{DiskWorker, FileKey, ReadJob, Submitted, Waiter};
 use libception_proto::{echo_header, reply_flags, Op, Reply, Request, RequestError, MAX_MESSAGE, REQUEST_SIZE};
 use std::collections::HashMap;
 use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -35,6 +38,10 @@ pub const TOKEN_SIGNAL: u64 = 1;
 const FIRST_CONN_TOKEN: u64 = 16;
 /// Requests read from one connection per wake-up, for fairness.
 const MESSAGES_PER_WAKEUP: usize = 32;
+/// Anonymous devices (allowed with --allow-fs) with a queue of their own;
+/// the rest share [`ANON_OVERFLOW`].
+const MAX_ANON_QUEUES: usize = 8;
+const ANON_OVERFLOW: &str = "anon-other";
 /// Protocol errors tolerated on one connection before it is closed.
 const MAX_ERRORS_PER_CONNECTION: u32 = 16;
 
@@ -42,6 +49,10 @@ const MAX_ERRORS_PER_CONNECTION: u32 = 16;
 pub struct ReceptionConfig {
     pub allow_uids: Vec<u32>,
     pub allow_gids: Vec<u32>,
+    pub trust: Trust,
+    /// Anonymous-device filesystem types served anyway (`fsfilter.rs`).
+    pub allow_fs: Vec<String>,
+    pub limits: Limits,
     pub per_disk: bool,
     pub max_read: u64,
     pub info: DaemonInfo,
@@ -68,6 +79,13 @@ pub struct Receptionist {
     conns: HashMap<u64, ConnEntry>,
     next_token: u64,
     routes_by_dev: HashMap<u64, DiskRoute>,
+    fs_filter: FsFilter,
+    /// Queues made for anonymous devices so far (at most MAX_ANON_QUEUES + 1).
+    anon_queues: usize,
+    clients: Clients,
+    /// Held open so that on EMFILE one descriptor can be freed to accept
+    /// and close the waiting connection instead of spinning on it.
+    reserve_fd: Option<OwnedFd>,
     routes_by_name: HashMap<String, DiskRoute>,
     workers: Vec<(Arc<DiskWorker>, JoinHandle<()>)>,
 }
@@ -95,6 +113,7 @@ impl Receptionist {
         let epoll = Arc::new(Epoll::new()?);
         epoll.add(listener.as_raw_fd(), libc::EPOLLIN as u32, TOKEN_LISTENER)?;
         epoll.add(signal_fd.as_raw_fd(), libc::EPOLLIN as u32, TOKEN_SIGNAL)?;
+        let fs_filter = FsFilter::new(cfg.allow_fs.clone());
         let mut r = Receptionist {
             cfg,
             epoll,
@@ -105,6 +124,10 @@ impl Receptionist {
             conns: HashMap::new(),
             next_token: FIRST_CONN_TOKEN,
             routes_by_dev: HashMap::new(),
+            fs_filter,
+            anon_queues: 0,
+            clients: Clients::default(),
+            reserve_fd: open_reserve(),
             routes_by_name: HashMap::new(),
             workers: Vec::new(),
         };
@@ -190,9 +213,24 @@ impl Receptionist {
                 match e.raw_os_error() {
                     Some(libc::EAGAIN) => return,
                     Some(libc::EINTR) | Some(libc::ECONNABORTED) => continue,
+                    Some(libc::EMFILE) | Some(libc::ENFILE) if self.reserve_fd.is_some() => {
+                        // Free the reserve, take the waiting connection and
+                        // close it: the listener is drained, not spun on.
+                        self.reserve_fd = None;
+                        // SAFETY: as above; the result is closed at once.
+                        let raw = unsafe { libc::accept4(self.listener.as_raw_fd(), std::ptr::null_mut(), std::ptr::null_mut(), libc::SOCK_CLOEXEC) };
+                        if raw >= 0 {
+                            // SAFETY: a fresh descriptor we own.
+                            drop(unsafe { OwnedFd::from_raw_fd(raw) });
+                        }
+                        self.reserve_fd = open_reserve();
+                        self.stats.on_rejected();
+                        warn_limited!("accept", "out of descriptors ({e}): a connection was accepted and closed");
+                        continue;
+                    }
                     _ => {
-                        // EMFILE/ENFILE/ENOMEM: log and retry on the next wake-up.
-                        tracing::error!("accepting a client connection failed: {e}");
+                        // ENOMEM, or EMFILE without a reserve: retry on the next wake-up.
+                        warn_limited!("accept", "accepting a client connection failed: {e}");
                         return;
                     }
                 }
@@ -205,16 +243,25 @@ impl Receptionist {
 
     fn admit(&mut self, fd: OwnedFd) {
         let peer = match nix::sys::socket::getsockopt(&fd, nix::sys::socket::sockopt::PeerCredentials) {
-            Ok(c) => Peer { pid: c.pid(), uid: c.uid(), gid: c.gid() },
+            Ok(c) => {
+                let groups = sys::peer_groups(fd.as_raw_fd());
+                let trusted = self.cfg.trust.trusts(c.uid(), c.gid(), &groups);
+                Peer { pid: c.pid(), uid: c.uid(), gid: c.gid(), trusted }
+            }
             Err(e) => {
-                tracing::warn!("rejecting a connection: SO_PEERCRED failed: {e}");
+                warn_limited!("reject", "rejecting a connection: SO_PEERCRED failed: {e}");
                 self.stats.on_rejected();
                 return;
             }
         };
         let restricted = !self.cfg.allow_uids.is_empty() || !self.cfg.allow_gids.is_empty();
         if restricted && !self.cfg.allow_uids.contains(&peer.uid) && !self.cfg.allow_gids.contains(&peer.gid) {
-            tracing::warn!(pid = peer.pid, uid = peer.uid, gid = peer.gid, "rejecting a connection: uid and gid are not in --allow-uid/--allow-gid");
+            warn_limited!("reject", pid = peer.pid, uid = peer.uid, gid = peer.gid, "rejecting a connection: uid and gid are not in --allow-uid/--allow-gid");
+            self.stats.on_rejected();
+            return;
+        }
+        if let Err(limit) = self.clients.connect(peer.uid, peer.trusted, &self.cfg.limits) {
+            warn_limited!("reject", pid = peer.pid, uid = peer.uid, "rejecting a connection: {limit} reached");
             self.stats.on_rejected();
             return;
         }
@@ -223,17 +270,21 @@ impl Receptionist {
         let client = self.stats.client(peer.pid, peer.uid, peer.gid);
         let conn = Arc::new(Connection::new(id, fd, peer, client.clone(), self.epoll.clone(), self.stats.clone()));
         if let Err(e) = self.epoll.add(conn.raw_fd(), EV_READ, id) {
-            tracing::error!("registering a client connection with epoll failed: {e}");
+            warn_limited!("reject", "registering a client connection with epoll failed: {e}");
+            self.clients.disconnect(peer.uid);
             return;
         }
         self.stats.on_accepted(&client);
-        tracing::info!(conn = id, pid = peer.pid, uid = peer.uid, gid = peer.gid, comm = %client.comm, "client connected");
+        if let Some(suppressed) = crate::limits::CLIENT_LOG.allow("connect") {
+            tracing::info!(conn = id, pid = peer.pid, uid = peer.uid, gid = peer.gid, trusted = peer.trusted, comm = %client.comm, suppressed, "client connected");
+        }
         self.conns.insert(id, ConnEntry { conn, errors: AtomicU32::new(0) });
     }
 
     fn close_connection(&mut self, id: u64, why: &str) {
         let Some(entry) = self.conns.remove(&id) else { return };
         let conn = entry.conn;
+        self.clients.disconnect(conn.peer.uid);
         conn.mark_closed();
         let _ = self.epoll.delete(conn.raw_fd());
         let (mut waiters, mut reads) = (0, 0);
@@ -244,7 +295,9 @@ impl Receptionist {
         }
         self.stats.on_closed(&conn.client, waiters, reads);
         if waiters > 0 {
-            tracing::info!(conn = id, pid = conn.peer.pid, waiters, reads, "client disconnected mid-request; its requests were cancelled");
+            if let Some(suppressed) = crate::limits::CLIENT_LOG.allow("cancel") {
+                tracing::info!(conn = id, pid = conn.peer.pid, waiters, reads, suppressed, "client disconnected mid-request; its requests were cancelled");
+            }
         } else {
             tracing::debug!(conn = id, pid = conn.peer.pid, "connection closed: {why}");
         }
@@ -302,7 +355,7 @@ impl Receptionist {
 
     fn refuse(&self, conn: &Connection, op: u16, seq: u64, (errno, why): Refusal) -> Outcome {
         conn.client.on_refused();
-        tracing::warn!(conn = conn.id, pid = conn.peer.pid, uid = conn.peer.uid, seq, "request refused ({}): {why}", std::io::Error::from_raw_os_error(errno));
+        warn_limited!("refuse", conn = conn.id, pid = conn.peer.pid, uid = conn.peer.uid, seq, "request refused ({}): {why}", std::io::Error::from_raw_os_error(errno));
         let errors = self.conns.get(&conn.id).map(|e| e.errors.fetch_add(1, Relaxed) + 1).unwrap_or(0);
         conn.send(&Reply::error(op, seq, errno), None);
         if errors >= MAX_ERRORS_PER_CONNECTION {
@@ -371,6 +424,10 @@ impl Receptionist {
         info.residency_method = format!("{:?}", residency::method()).to_lowercase();
         let mut snapshot = self.stats.snapshot(info);
         snapshot.controller = self.controller.snapshot();
+        if !conn.peer.trusted {
+            // Other users' processes and activity are not a stranger's business.
+            snapshot.clients.retain(|c| c.uid == conn.peer.uid);
+        }
         let json = match serde_json::to_vec(&snapshot) {
             Ok(j) => j,
             Err(e) => return self.refuse(conn, op, seq, (libc::EIO, format!("encoding stats failed: {e}"))),
@@ -384,12 +441,21 @@ impl Receptionist {
         if let Some(r) = self.routes_by_dev.get(&dev) {
             return Ok(r.clone());
         }
-        let id = disks::disk_of_dev(dev);
+        let mut id = disks::disk_of_dev(dev);
+        if id.anonymous && !self.routes_by_name.contains_key(&id.name) && self.anon_queues >= MAX_ANON_QUEUES {
+            // Anonymous devices come and go (every FUSE or tmpfs mount is a
+            // new one); past the cap they share one queue, so neither worker
+            // threads (--per-disk) nor disk stats grow with them.
+            id.name = ANON_OVERFLOW.to_string();
+        }
         let route = match self.routes_by_name.get(&id.name) {
             Some(r) => r.clone(),
             None => {
                 let worker = if self.cfg.per_disk { self.spawn_worker()? } else { self.workers[0].0.clone() };
                 let disk = self.stats.add_disk(id.name.clone(), worker.index);
+                if id.anonymous {
+                    self.anon_queues += 1;
+                }
                 let r = DiskRoute { disk, worker };
                 self.routes_by_name.insert(id.name.clone(), r.clone());
                 r
@@ -403,30 +469,51 @@ impl Receptionist {
     }
 
     fn serve_file_request(&mut self, conn: &Arc<Connection>, req: &Request, file: File) -> Result<Outcome, Refusal> {
-        let meta = file
-            .metadata()
-            .map_err(|e| (e.raw_os_error().unwrap_or(libc::EBADF), format!("fstat of the passed descriptor failed: {e}")))?;
-        let ft = meta.file_type();
-        if !ft.is_file() {
-            let (errno, kind) = if ft.is_dir() {
-                (libc::EISDIR, "a directory")
-            } else if ft.is_fifo() {
-                (libc::ESPIPE, "a pipe")
-            } else if ft.is_socket() {
-                (libc::ESPIPE, "a socket")
-            } else {
-                (libc::EINVAL, "not a regular file")
-            };
+        // Cached attributes only: a FUSE or network filesystem is never asked
+        // from this thread (see sys::fstat_nosync).
+        let meta = sys::fstat_nosync(file.as_raw_fd())
+            .map_err(|e| (e.raw_os_error().unwrap_or(libc::EBADF), format!("statx of the passed descriptor failed: {e}")))?;
+        let kind = match meta.file_type() {
+            libc::S_IFREG => None,
+            libc::S_IFDIR => Some((libc::EISDIR, "a directory")),
+            libc::S_IFIFO => Some((libc::ESPIPE, "a pipe")),
+            libc::S_IFSOCK => Some((libc::ESPIPE, "a socket")),
+            _ => Some((libc::EINVAL, "not a regular file")),
+        };
+        if let Some((errno, kind)) = kind {
             return Err((errno, format!("the passed descriptor is {kind}")));
         }
-        let size = meta.len();
-        let route = self.route(meta.dev()).map_err(|e| (libc::ENOMEM, format!("starting a disk worker failed: {e}")))?;
+        // SAFETY: F_GETFL on a descriptor we own.
+        let open_flags = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETFL) };
+        if open_flags & libc::O_PATH != 0 || open_flags & libc::O_ACCMODE == libc::O_WRONLY {
+            return Err((libc::EBADF, "the passed descriptor is not open for reading".into()));
+        }
+        if let Verdict::Refuse(fs) = self.fs_filter.check(meta.dev_major, meta.mnt_id) {
+            return Err((
+                libc::EOPNOTSUPP,
+                format!("the file is on a {fs} filesystem, not on a block device (the daemon serves those only; see --allow-fs)"),
+            ));
+        }
+        let size = meta.size;
+        let reveal = trust::may_learn(conn.peer.trusted, conn.peer.uid, meta.uid, open_flags);
+        let route = self.route(meta.dev).map_err(|e| (libc::ENOMEM, format!("starting a disk worker failed: {e}")))?;
         let (op, seq) = (req.op as u16, req.seq);
         let req_start = req.offset.min(size);
         let req_end = req.offset.saturating_add(req.length).min(size);
 
         if req.op == Op::Check {
             route.disk.on_check();
+            if !reveal {
+                // Not resident, without looking: the peer fetches, which is safe.
+                self.stats.on_concealed();
+                conn.send(&Reply::ok(op, seq), None);
+                return Ok(Outcome::Answered);
+            }
+            if req_end - req_start > self.cfg.limits.max_check {
+                // Not checked (bounded work); "not resident" is always safe.
+                conn.send(&Reply::ok(op, seq), None);
+                return Ok(Outcome::Answered);
+            }
             let resident = req_start >= req_end || self.check_resident(&file, req_start, req_end);
             let flags = if resident { reply_flags::RESIDENT } else { 0 };
             conn.send(&Reply { flags, ..Reply::ok(op, seq) }, None);
@@ -434,7 +521,7 @@ impl Receptionist {
         }
 
         route.disk.on_fetch();
-        let key = FileKey { dev: meta.dev(), ino: meta.ino() };
+        let key = FileKey { dev: meta.dev, ino: meta.ino };
         let prefetch = if req.no_prefetch() {
             0
         } else {
@@ -444,9 +531,13 @@ impl Receptionist {
                 file: key,
             })
         };
+        let hit_flags = if reveal { reply_flags::RESIDENT } else { 0 };
+        if !reveal {
+            self.stats.on_concealed();
+        }
         let Some(plan) = plan_read(req.offset, req.length, size, prefetch, self.cfg.max_read.max(prefetch), residency::page_size()) else {
             route.disk.on_resident_hit(&conn.client);
-            conn.send(&Reply { flags: reply_flags::RESIDENT, ..Reply::ok(op, seq) }, None);
+            conn.send(&Reply { flags: hit_flags, ..Reply::ok(op, seq) }, None);
             return Ok(Outcome::Answered);
         };
         let wanted = plan.want_end - req_start;
@@ -462,9 +553,12 @@ impl Receptionist {
         });
         if resident {
             route.disk.on_resident_hit(&conn.client);
-            conn.send(&Reply { flags: reply_flags::RESIDENT, ..Reply::ok(op, seq) }, None);
+            conn.send(&Reply { flags: hit_flags, ..Reply::ok(op, seq) }, None);
             return Ok(Outcome::Answered);
         }
+        let Some(charge) = self.clients.budget(conn.peer.uid).charge(plan.end - plan.start, &self.cfg.limits) else {
+            return Err((libc::EAGAIN, "--max-queued-per-uid or --max-queued-bytes-per-uid reached; read it yourself or retry".into()));
+        };
         // Pause before queueing: the worker's reply re-arms reading.
         conn.pause_reading();
         let job = ReadJob {
@@ -472,8 +566,10 @@ impl Receptionist {
             key,
             plan,
             disk: route.disk.clone(),
-            waiters: vec![Waiter { conn: conn.clone(), op, seq, joined: false }],
+            waiters: vec![Waiter { conn: conn.clone(), op, seq, joined: false, conceal: !reveal }],
             enqueued: Instant::now(),
+            owner: conn.peer.uid,
+            charge,
         };
         match route.worker.submit(job) {
             Submitted::Queued { ahead } => {
@@ -500,4 +596,9 @@ impl Receptionist {
             }
         }
     }
+}
+
+/// A descriptor kept in reserve for EMFILE (see `accept_all`).
+fn open_reserve() -> Option<OwnedFd> {
+    std::fs::File::open("/dev/null").ok().map(OwnedFd::from)
 }

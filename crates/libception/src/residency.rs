@@ -93,13 +93,21 @@ fn cachestat_pages(fd: BorrowedFd<'_>, first: u64, pages: u64) -> io::Result<u64
     Ok(out.nr_cache)
 }
 
-/// Per-page residency of `pages` pages from page `first`, by mmap + mincore.
-fn mincore_pages(fd: BorrowedFd<'_>, first: u64, pages: u64) -> io::Result<Vec<bool>> {
+/// Windows mapped by the mincore fallback so far (the bound of its work).
+static MINCORE_WINDOWS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many of `pages` pages from page `first` are resident without a gap,
+/// by mmap + mincore one window at a time: it stops at the first page that
+/// is not resident, and never holds more than one window's vector, however
+/// long the range (a client's CHECK(0, u64::MAX) of a sparse file costs one
+/// window, not a byte per page of it).
+fn mincore_prefix(fd: BorrowedFd<'_>, first: u64, pages: u64) -> io::Result<u64> {
     let ps = page_size();
-    let mut resident = Vec::with_capacity(pages.min(MINCORE_WINDOW / ps) as usize);
+    let window = MINCORE_WINDOW / ps;
+    let mut vec = vec![0u8; pages.min(window) as usize];
     let mut done = 0;
     while done < pages {
-        let n = (pages - done).min(MINCORE_WINDOW / ps);
+        let n = (pages - done).min(window);
         let len = (n * ps) as usize;
         // SAFETY: a fresh read-only shared mapping; unmapped below on every path.
         let addr = unsafe {
@@ -115,8 +123,8 @@ fn mincore_pages(fd: BorrowedFd<'_>, first: u64, pages: u64) -> io::Result<Vec<b
         if addr == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        let mut vec = vec![0u8; n as usize];
-        // SAFETY: addr/len is the mapping just made; vec has one byte per page.
+        MINCORE_WINDOWS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: addr/len is the mapping just made; vec has a byte per page of it.
         let rc = unsafe { libc::mincore(addr, len, vec.as_mut_ptr()) };
         let err = io::Error::last_os_error();
         // SAFETY: unmapping exactly what was mapped.
@@ -124,10 +132,13 @@ fn mincore_pages(fd: BorrowedFd<'_>, first: u64, pages: u64) -> io::Result<Vec<b
         if rc != 0 {
             return Err(err);
         }
-        resident.extend(vec.iter().map(|b| b & 1 == 1));
-        done += n;
+        let run = vec[..n as usize].iter().take_while(|b| **b & 1 == 1).count() as u64;
+        done += run;
+        if run < n {
+            break;
+        }
     }
-    Ok(resident)
+    Ok(done)
 }
 
 fn page_span(start: u64, end: u64) -> (u64, u64) {
@@ -161,9 +172,7 @@ pub fn resident_prefix(fd: BorrowedFd<'_>, start: u64, end: u64) -> io::Result<u
             Err(e) => return Err(e),
         }
     }
-    let resident = mincore_pages(fd, first, pages)?;
-    let k = resident.iter().take_while(|r| **r).count() as u64;
-    Ok(bytes_for(k))
+    Ok(bytes_for(mincore_prefix(fd, first, pages)?))
 }
 
 /// Largest k such that the first k pages are all cached, by bisection:
@@ -200,6 +209,26 @@ mod tests {
         // SAFETY: plain advice on a valid fd.
         let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
         assert_eq!(rc, 0);
+    }
+
+    #[test]
+    fn mincore_fallback_agrees_and_stops_at_the_first_missing_page() {
+        let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let path = dir.path().join("sparse");
+        let f = std::fs::File::create(&path).unwrap();
+        f.set_len(1 << 40).unwrap(); // 1 TiB, no data: nothing resident
+        let f = std::fs::File::open(&path).unwrap();
+        // SAFETY: plain advice on a valid fd.
+        unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+        let mut page = vec![0u8; 3 * 4096];
+        f.read_exact_at(&mut page, 0).unwrap();
+        let pages = (1u64 << 40) / page_size();
+        let before = MINCORE_WINDOWS.load(Ordering::Relaxed);
+        let k = mincore_prefix(f.as_fd(), 0, pages).unwrap();
+        let windows = MINCORE_WINDOWS.load(Ordering::Relaxed) - before;
+        assert_eq!(k * page_size(), 3 * 4096);
+        assert_eq!(k, prefix_pages_cachestat(f.as_fd(), 0, pages).unwrap_or(k));
+        assert!(windows <= 2, "{windows} windows mapped for a range whose first window decides");
     }
 
     #[test]

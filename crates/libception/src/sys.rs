@@ -172,3 +172,67 @@ pub fn peer_closed(fd: RawFd) -> bool {
     let n = unsafe { libc::poll(&mut p, 1, 0) };
     n > 0 && p.revents & (libc::POLLHUP | libc::POLLRDHUP | libc::POLLERR) != 0
 }
+
+/// The supplementary groups of a connected socket's peer (SO_PEERGROUPS),
+/// as they were when it connected. Empty when the kernel cannot say.
+pub fn peer_groups(fd: RawFd) -> Vec<u32> {
+    let mut groups = vec![0u32; 64];
+    loop {
+        let mut len = (groups.len() * std::mem::size_of::<u32>()) as libc::socklen_t;
+        // SAFETY: the buffer holds `len` bytes; the kernel writes at most that.
+        let rc = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_PEERGROUPS, groups.as_mut_ptr().cast(), &mut len) };
+        let n = len as usize / std::mem::size_of::<u32>();
+        if rc == 0 {
+            groups.truncate(n);
+            return groups;
+        }
+        // ERANGE tells the size needed; NGROUPS_MAX bounds it.
+        if io::Error::last_os_error().raw_os_error() != Some(libc::ERANGE) || n <= groups.len() || n > 65536 {
+            return Vec::new();
+        }
+        groups.resize(n, 0);
+    }
+}
+
+/// What the daemon needs to know about a passed descriptor, taken with
+/// `statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC)`: the attributes the
+/// kernel has cached, so a network or FUSE filesystem is never asked (a
+/// FUSE server that never answers would otherwise freeze the caller).
+#[derive(Debug, Clone, Copy)]
+pub struct FdStat {
+    pub mode: u32,
+    pub dev: u64,
+    pub dev_major: u32,
+    pub ino: u64,
+    pub size: u64,
+    pub uid: u32,
+    /// The mount's id (STATX_MNT_ID), 0 when the kernel does not say.
+    pub mnt_id: u64,
+}
+
+impl FdStat {
+    pub fn file_type(&self) -> u32 {
+        self.mode & libc::S_IFMT
+    }
+}
+
+/// `statx` of a descriptor without syncing attributes with the filesystem.
+pub fn fstat_nosync(fd: RawFd) -> io::Result<FdStat> {
+    // SAFETY: zeroed statx is valid output storage.
+    let mut st: libc::statx = unsafe { std::mem::zeroed() };
+    let mask = libc::STATX_TYPE | libc::STATX_MODE | libc::STATX_INO | libc::STATX_SIZE | libc::STATX_UID | libc::STATX_MNT_ID;
+    // SAFETY: a valid empty C string and output buffer.
+    let rc = unsafe { libc::statx(fd, c"".as_ptr(), libc::AT_EMPTY_PATH | libc::AT_STATX_DONT_SYNC, mask, &mut st) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(FdStat {
+        mode: st.stx_mode as u32,
+        dev: libc::makedev(st.stx_dev_major, st.stx_dev_minor),
+        dev_major: st.stx_dev_major,
+        ino: st.stx_ino,
+        size: st.stx_size,
+        uid: st.stx_uid,
+        mnt_id: if st.stx_mask & libc::STATX_MNT_ID != 0 { st.stx_mnt_id } else { 0 },
+    })
+}

@@ -7,12 +7,17 @@
 //! joins it (its fd is closed at once, it gets the reply of that read) instead
 //! of queueing a second read.
 //!
-//! The worker thread pops one job, skips the prefix of the range that is
-//! already resident, `pread`s the rest into a reusable buffer (never `read`:
-//! the fd shares the client's file offset), closes the passed fd, reports the
+//! The worker thread pops one job, opens its own description of the file
+//! (readahead off, so the disk sees exactly the planned range), skips the
+//! prefix of the range that is already resident, `pread`s the rest into a
+//! reusable buffer, closes both descriptors, reports the
 //! read to the prefetch controller and stats, and replies to every waiter.
 //! In-flight and queue counters are updated around each read, so the stats'
 //! `max_in_flight` is a direct observation of the serialization guarantee.
+//!
+//! Fairness: the queue is one FIFO per client (uid), served round-robin, so
+//! a client with many queued reads delays another client's next read by at
+//! most one read per other client, not by its whole backlog.
 //!
 //! Lock rule: `DiskWorker::queue` is held only to move jobs and waiters
 //! between the queue, the in-flight slot and local variables; no I/O, no
@@ -24,10 +29,11 @@
 
 use crate::conn::Connection;
 use crate::prefetch::{PlannedRead, PrefetchController, ReadObservation};
+use crate::limits::Charge;
 use crate::residency;
 use crate::stats::{DiskStats, Stats, WorkerStats};
 use libception_proto::{reply_flags, Reply};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::io;
 use std::os::fd::AsFd;
@@ -46,10 +52,16 @@ pub struct Waiter {
     pub op: u16,
     pub seq: u64,
     pub joined: bool,
+    /// The peer may not learn residency: reply status only (see `trust.rs`).
+    pub conceal: bool,
 }
 
 /// A read to do on one disk.
 pub struct ReadJob {
+    /// The uid whose FIFO it waits in (round-robin between uids).
+    pub owner: u32,
+    /// Its share of the owner's queue budget, given back when the job goes.
+    pub charge: Charge,
     pub file: File,
     pub key: FileKey,
     pub plan: PlannedRead,
@@ -65,9 +77,88 @@ struct InFlight {
 }
 
 struct Queue {
-    jobs: VecDeque<ReadJob>,
+    jobs: Jobs,
     in_flight: Option<InFlight>,
     stopping: bool,
+}
+
+/// Something queued on behalf of a client.
+trait Owned {
+    fn owner(&self) -> u32;
+}
+
+impl Owned for ReadJob {
+    fn owner(&self) -> u32 {
+        self.owner
+    }
+}
+
+/// Queued jobs: a FIFO per owner, owners taken in turn.
+struct Jobs<T = ReadJob> {
+    by_owner: HashMap<u32, VecDeque<T>>,
+    /// Owners with queued jobs, next to serve first.
+    turns: VecDeque<u32>,
+    len: usize,
+}
+
+impl<T> Default for Jobs<T> {
+    fn default() -> Self {
+        Jobs { by_owner: HashMap::new(), turns: VecDeque::new(), len: 0 }
+    }
+}
+
+impl<T: Owned> Jobs<T> {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn push(&mut self, job: T) {
+        let owner = job.owner();
+        let fifo = self.by_owner.entry(owner).or_default();
+        if fifo.is_empty() {
+            self.turns.push_back(owner);
+        }
+        fifo.push_back(job);
+        self.len += 1;
+    }
+
+    fn pop(&mut self) -> Option<T> {
+        let owner = self.turns.pop_front()?;
+        let fifo = self.by_owner.get_mut(&owner).expect("an owner in turns has a FIFO");
+        let job = fifo.pop_front().expect("an owner in turns has a job");
+        if fifo.is_empty() {
+            self.by_owner.remove(&owner);
+        } else {
+            self.turns.push_back(owner);
+        }
+        self.len -= 1;
+        Some(job)
+    }
+
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.by_owner.values_mut().flatten()
+    }
+
+    /// Removes the jobs `keep` rejects, in queue order per owner.
+    fn take_unless(&mut self, mut keep: impl FnMut(&mut T) -> bool) -> Vec<T> {
+        let mut taken = Vec::new();
+        for fifo in self.by_owner.values_mut() {
+            let mut kept = VecDeque::with_capacity(fifo.len());
+            for mut job in fifo.drain(..) {
+                if keep(&mut job) {
+                    kept.push_back(job);
+                } else {
+                    taken.push(job);
+                }
+            }
+            *fifo = kept;
+        }
+        self.by_owner.retain(|_, fifo| !fifo.is_empty());
+        let by_owner = &self.by_owner;
+        self.turns.retain(|o| by_owner.contains_key(o));
+        self.len -= taken.len();
+        taken
+    }
 }
 
 /// What happened to a submitted job.
@@ -95,7 +186,7 @@ impl DiskWorker {
     pub fn new(index: usize, controller: Arc<dyn PrefetchController>, stats: Arc<Stats>) -> Self {
         DiskWorker {
             index,
-            queue: Mutex::new(Queue { jobs: VecDeque::new(), in_flight: None, stopping: false }),
+            queue: Mutex::new(Queue { jobs: Jobs::default(), in_flight: None, stopping: false }),
             wake: Condvar::new(),
             stats: stats.add_worker(index),
             controller,
@@ -119,7 +210,7 @@ impl DiskWorker {
         let ahead = q.jobs.len();
         job.disk.on_queued(ahead);
         self.stats.on_queued();
-        q.jobs.push_back(job);
+        q.jobs.push(job);
         drop(q);
         self.wake.notify_one();
         Submitted::Queued { ahead }
@@ -128,7 +219,7 @@ impl DiskWorker {
     /// Removes every waiter of connection `conn_id`; drops queued jobs left
     /// without waiters. Returns (waiters removed, reads cancelled).
     pub fn cancel_connection(&self, conn_id: u64) -> (usize, usize) {
-        let mut dropped_jobs = Vec::new();
+        let dropped_jobs;
         let mut removed = 0;
         {
             let mut q = self.queue.lock().unwrap();
@@ -137,18 +228,12 @@ impl DiskWorker {
                 f.waiters.retain(|w| w.conn.id != conn_id);
                 removed += before - f.waiters.len();
             }
-            let mut i = 0;
-            while i < q.jobs.len() {
-                let job = &mut q.jobs[i];
+            dropped_jobs = q.jobs.take_unless(|job| {
                 let before = job.waiters.len();
                 job.waiters.retain(|w| w.conn.id != conn_id);
                 removed += before - job.waiters.len();
-                if job.waiters.is_empty() {
-                    dropped_jobs.push(q.jobs.remove(i).expect("index in range"));
-                } else {
-                    i += 1;
-                }
-            }
+                !job.waiters.is_empty()
+            });
         }
         for job in &dropped_jobs {
             job.disk.on_cancelled();
@@ -170,7 +255,7 @@ impl DiskWorker {
             let job = {
                 let mut q = self.queue.lock().unwrap();
                 loop {
-                    if let Some(mut job) = q.jobs.pop_front() {
+                    if let Some(mut job) = q.jobs.pop() {
                         q.in_flight = Some(InFlight {
                             key: job.key,
                             plan: job.plan,
@@ -192,24 +277,28 @@ impl DiskWorker {
     }
 
     fn serve(&self, job: ReadJob, buf: &mut [u8]) {
-        let ReadJob { file, key, plan, disk, enqueued, .. } = job;
+        let ReadJob { file, key, plan, disk, enqueued, charge, .. } = job;
         let queue_wait = enqueued.elapsed();
         let started = Instant::now();
         disk.begin_read(queue_wait);
         self.stats.begin_read();
 
+        let own = own_description(&file);
+        let reader = own.as_ref().unwrap_or(&file);
         if self.controller.wants_probe(self.index) {
-            let result = crate::prefetch::probe::run(&file);
+            let result = crate::prefetch::probe::run(reader);
             tracing::info!(disk = %disk.name, worker = self.index, ?result, "disk probe for the start size");
             self.controller.observe_probe(self.index, &disk.name, result);
         }
-        let prefix = residency::resident_prefix(file.as_fd(), plan.start, plan.end).unwrap_or(0);
-        let (bytes, result) = pread_range(&file, plan.start + prefix, plan.end, buf);
+        let prefix = residency::resident_prefix(reader.as_fd(), plan.start, plan.end).unwrap_or(0);
+        let (bytes, result) = pread_range(reader, plan.start + prefix, plan.end, buf);
+        drop(own);
 
         let busy = started.elapsed();
         self.stats.end_read(busy, bytes);
         disk.end_read(busy, bytes, result.is_ok());
         drop(file);
+        drop(charge);
         self.controller.observe_read(&ReadObservation {
             disk: &disk.name,
             worker: self.index,
@@ -247,12 +336,43 @@ impl DiskWorker {
             if i == 0 {
                 w.conn.client.on_read(bytes);
             }
-            let reply = Reply { status, flags, bytes_read: bytes, ..Reply::ok(w.op, w.seq) };
+            let reply = if w.conceal {
+                Reply { status, ..Reply::ok(w.op, w.seq) }
+            } else {
+                Reply { status, flags, bytes_read: bytes, ..Reply::ok(w.op, w.seq) }
+            };
             if w.conn.send(&reply, None) {
                 w.conn.resume_reading();
             }
         }
         let _ = &self.all_stats;
+    }
+}
+
+/// The daemon's own open file description of the client's file, with
+/// kernel readahead off: reading through the client's description would let
+/// its readahead state extend the read past the plan (unserialized and
+/// uncounted) and would change that state for the client. Opened through
+/// /proc/self/fd (read-only, close-on-exec), which works for unlinked files
+/// too. When that fails (no /proc, or not permitted), the client's
+/// description is used as before and the failure is logged.
+fn own_description(file: &File) -> Option<File> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = format!("/proc/self/fd/{}", file.as_raw_fd());
+    match std::fs::OpenOptions::new().read(true).custom_flags(libc::O_CLOEXEC | libc::O_NOCTTY).open(&path) {
+        Ok(own) => {
+            // SAFETY: advice on a descriptor we own.
+            let rc = unsafe { libc::posix_fadvise(own.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+            if rc != 0 {
+                crate::warn_limited!("reopen", "POSIX_FADV_RANDOM on the daemon's own description failed: {}", io::Error::from_raw_os_error(rc));
+            }
+            Some(own)
+        }
+        Err(e) => {
+            crate::warn_limited!("reopen", "reopening the client's file through {path} failed ({e}); reading through the client's description");
+            None
+        }
     }
 }
 
@@ -270,4 +390,43 @@ fn pread_range(file: &File, start: u64, end: u64, buf: &mut [u8]) -> (u64, io::R
         }
     }
     (pos - start, Ok(()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    impl Owned for (u32, u32) {
+        fn owner(&self) -> u32 {
+            self.0
+        }
+    }
+
+    #[test]
+    fn clients_are_served_in_turn_each_in_its_own_order() {
+        let mut jobs = Jobs::default();
+        for j in 0..5 {
+            jobs.push((1000, j)); // one client queues a backlog first
+        }
+        jobs.push((33, 0));
+        jobs.push((33, 1));
+        jobs.push((7, 0));
+        let order: Vec<_> = std::iter::from_fn(|| jobs.pop()).collect();
+        assert_eq!(order, [(1000, 0), (33, 0), (7, 0), (1000, 1), (33, 1), (1000, 2), (1000, 3), (1000, 4)]);
+        assert_eq!(jobs.len(), 0);
+    }
+
+    #[test]
+    fn taking_jobs_out_keeps_turns_and_length_right() {
+        let mut jobs = Jobs::default();
+        for (o, j) in [(1, 0), (2, 0), (1, 1), (3, 0)] {
+            jobs.push((o, j));
+        }
+        let taken = jobs.take_unless(|job| job.0 != 2 && *job != (1, 0));
+        assert_eq!(taken.len(), 2);
+        assert_eq!(jobs.len(), 2);
+        assert_eq!(jobs.iter_mut().count(), 2);
+        let order: Vec<_> = std::iter::from_fn(|| jobs.pop()).collect();
+        assert_eq!(order, [(1, 1), (3, 0)]);
+    }
 }

@@ -94,7 +94,7 @@ fn hostile_messages_get_errors_and_leak_nothing() {
     assert_eq!(raw_exchange(&daemon, &fetch, &[s1.as_raw_fd()]), Some((-libc::ESPIPE, 5, 1)));
     let dirf = std::fs::File::open(dir.path()).unwrap();
     assert_eq!(raw_exchange(&daemon, &fetch, &[dirf.as_raw_fd()]), Some((-libc::EISDIR, 5, 1)));
-    // A write-only descriptor: accepted, but the read fails and says why.
+    // A write-only descriptor: refused, the daemon reads only what the client may read.
     let wo = std::fs::OpenOptions::new().write(true).open(&file_path).unwrap();
     evict(&file_path);
     assert_eq!(raw_exchange(&daemon, &fetch, &[wo.as_raw_fd()]), Some((-libc::EBADF, 5, 1)));
@@ -135,7 +135,7 @@ fn hostile_messages_get_errors_and_leak_nothing() {
     assert_eq!(daemon.wait_fd_count(baseline), baseline, "descriptor leak in the daemon:\n{}", daemon.log_text());
     let s = daemon.stats();
     assert!(s.totals.protocol_errors >= 10, "{:?}", s.totals);
-    assert_eq!(s.totals.bad_fd_errors, 7, "{:?}", s.totals);
+    assert_eq!(s.totals.bad_fd_errors, 8, "{:?}", s.totals);
     let log = daemon.log_text();
     assert!(log.contains("request refused"), "hostile requests are logged");
     assert!(log.contains("is 4096 bytes"), "the real size of an oversized datagram is logged");
@@ -212,4 +212,97 @@ fn a_client_that_never_reads_its_replies_is_dropped() {
     drop(greedy);
     assert_eq!(daemon.wait_fd_count(baseline), baseline, "descriptor leak:\n{}", daemon.log_text());
     assert!(daemon.log_text().contains("does not read its replies"));
+}
+
+/// A CHECK on `fd` from a fresh connection with a short timeout: the reply
+/// status, or None when the daemon does not answer in time.
+fn check_status(d: &Daemon, fd: i32) -> Option<i32> {
+    let mut c = Client::connect(&d.socket).ok()?;
+    c.set_timeout(Some(Duration::from_secs(5))).unwrap();
+    c.check(fd, 0, 4096).ok().map(|r| r.status)
+}
+
+/// Issue 13 item 3, all at once: descriptors of every wrong kind (a FUSE file
+/// whose server never answers among them), 10,000 held connections to a
+/// daemon started at a soft limit of 1,024 descriptors, and a client that
+/// never reads its replies; a good client is served within its 5 s timeout
+/// throughout, and SIGTERM still stops the daemon.
+#[test]
+fn hostile_descriptors_and_clients_do_not_stop_a_good_client() {
+    let dir = real_tempdir();
+    let good_path = make_file(dir.path(), "good", 4 * MIB);
+    let good = std::fs::File::open(&good_path).unwrap();
+    let held_wanted = 10_000usize;
+    assert!(raise_own_nofile() as usize > held_wanted + 100, "this test needs a hard RLIMIT_NOFILE above {held_wanted}");
+    let mut daemon = Daemon::start_with_nofile(&["--prefetch", "1M"], Some(1024));
+    let served = |d: &Daemon, when: &str| {
+        let mut c = Client::connect(&d.socket).unwrap_or_else(|e| panic!("{when}: connect: {e}"));
+        c.set_timeout(Some(Duration::from_secs(5))).unwrap();
+        evict(&good_path);
+        let r = c.fetch(good.as_raw_fd(), 0, 4096, 0).unwrap_or_else(|e| panic!("{when}: the good client was not served within 5 s: {e}"));
+        assert_eq!(r.status, 0, "{when}");
+    };
+    served(&daemon, "at start");
+
+    // A FUSE file whose server stops answering after the open.
+    let fuse = if is_root() { Some(hang_fs::HangMount::mount().expect("mounting the test FUSE filesystem")) } else { None };
+    let fuse_file = fuse.as_ref().map(|m| {
+        let f = std::fs::File::open(m.file()).unwrap();
+        m.hang();
+        f
+    });
+    if fuse.is_none() {
+        eprintln!("SKIP (part): not root, no never-answering FUSE file");
+    }
+    let (pipe_r, _pipe_w) = nix::unistd::pipe().unwrap();
+    let (sock, _peer) = UnixStream::pair().unwrap();
+    let zero = std::fs::File::open("/dev/zero").unwrap();
+    let dirf = std::fs::File::open(dir.path()).unwrap();
+    let wronly = std::fs::OpenOptions::new().write(true).open(&good_path).unwrap();
+    let procf = std::fs::File::open("/proc/self/status").unwrap();
+    let mut cases: Vec<(&str, i32, i32)> = vec![
+        ("pipe", pipe_r.as_raw_fd(), -libc::ESPIPE),
+        ("socket", sock.as_raw_fd(), -libc::ESPIPE),
+        ("/dev/zero", zero.as_raw_fd(), -libc::EINVAL),
+        ("directory", dirf.as_raw_fd(), -libc::EISDIR),
+        ("O_WRONLY file", wronly.as_raw_fd(), -libc::EBADF),
+        ("procfs file", procf.as_raw_fd(), -libc::EOPNOTSUPP),
+    ];
+    if let Some(f) = &fuse_file {
+        cases.push(("never-answering FUSE file", f.as_raw_fd(), -libc::EOPNOTSUPP));
+    }
+    for (what, fd, want) in &cases {
+        assert_eq!(check_status(&daemon, *fd), Some(*want), "{what}:\n{}", daemon.log_text());
+        served(&daemon, what);
+    }
+
+    // A client that never reads its replies.
+    let greedy = Client::connect(&daemon.socket).unwrap();
+    let tv = nix::sys::time::TimeVal::new(2, 0);
+    nix::sys::socket::setsockopt(&unsafe { std::os::fd::BorrowedFd::borrow_raw(greedy.raw_fd()) }, nix::sys::socket::sockopt::SendTimeout, &tv).unwrap();
+    for i in 0..100_000u64 {
+        if greedy.send_raw(&req(Op::Check, i, 0, 4096).encode(), &[good.as_raw_fd()]).is_err() {
+            break;
+        }
+    }
+    served(&daemon, "after a client that never reads");
+
+    // 10,000 connections held open.
+    let held: Vec<Client> = (0..held_wanted).map(|_| Client::connect(&daemon.socket).expect("connect")).collect();
+    served(&daemon, "with 10,000 connections held");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while (daemon.stats().totals.connections_open as usize) < held_wanted {
+        assert!(Instant::now() < deadline, "the daemon did not accept {held_wanted} connections: {:?}\n{}", daemon.stats().totals, daemon.log_text().lines().rev().take(5).collect::<Vec<_>>().join("\n"));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    served(&daemon, "with 10,000 connections accepted");
+    if let Some(m) = &fuse {
+        assert_eq!(m.held().0, 0, "the daemon asked the never-answering FUSE server for attributes");
+    }
+    drop(held);
+    let log = std::fs::metadata(&daemon.log).unwrap().len();
+    assert!(log < 16 << 20, "the log grew to {log} bytes");
+    let st = daemon.stop();
+    assert!(st.success(), "{st}");
+    assert!(daemon.log_text().contains("raised the descriptor limit"));
 }

@@ -127,10 +127,11 @@ fn sigterm_answers_pending_requests_before_exiting() {
 fn per_disk_mode_gives_each_disk_its_own_worker() {
     let dir = real_tempdir();
     let on_disk = make_file(dir.path(), "a", MIB);
-    // /dev/shm is tmpfs: an anonymous device, hence its own disk queue.
+    // /dev/shm is tmpfs: an anonymous device, hence its own disk queue
+    // (served only on the --allow-fs list).
     let shm = tempfile::tempdir_in("/dev/shm").unwrap();
     let on_tmpfs = make_file(shm.path(), "b", MIB);
-    for args in [&["--per-disk"][..], &[][..]] {
+    for args in [&["--per-disk", "--allow-fs", "tmpfs"][..], &["--allow-fs", "tmpfs"][..]] {
         let d = Daemon::start(args);
         let mut c = d.client();
         for p in [&on_disk, &on_tmpfs] {
@@ -142,7 +143,7 @@ fn per_disk_mode_gives_each_disk_its_own_worker() {
         assert_eq!(s.disks.len(), 2, "{:#?}", s.disks);
         let anon = s.disks.iter().find(|x| x.name.starts_with("anon-0:")).expect("tmpfs is anonymous");
         let real = s.disks.iter().find(|x| !x.name.starts_with("anon-")).expect("the real disk");
-        if args.is_empty() {
+        if !args.contains(&"--per-disk") {
             assert_eq!(s.workers.len(), 1);
             assert_eq!((anon.worker, real.worker), (0, 0));
         } else {
@@ -277,4 +278,86 @@ fn ordinary_disconnects_are_not_protocol_errors() {
     c.send_raw(&[], &[]).unwrap();
     let r = c.recv_reply().unwrap();
     assert_eq!(r.status, -libc::EPROTO);
+}
+
+/// systemd socket activation (sd_listen_fds): with LISTEN_PID = its pid and
+/// LISTEN_FDS = 1 the daemon serves the listening socket at fd 3, binds
+/// nothing at --socket, and leaves the socket file (systemd's) at exit.
+#[test]
+fn socket_activation_serves_the_passed_socket_and_leaves_its_file() {
+    use nix::sys::socket::{bind, listen, socket, AddressFamily, Backlog, SockFlag, SockType, UnixAddr};
+    use std::os::unix::process::CommandExt;
+    let dir = real_tempdir();
+    let path = dir.path().join("activated.sock");
+    let unused = dir.path().join("unused.sock");
+    let listener = socket(AddressFamily::Unix, SockType::SeqPacket, SockFlag::SOCK_CLOEXEC, None).unwrap();
+    bind(listener.as_raw_fd(), &UnixAddr::new(&path).unwrap()).unwrap();
+    listen(&listener, Backlog::new(16).unwrap()).unwrap();
+    let raw = listener.as_raw_fd();
+    let log = dir.path().join("daemon.log");
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(r#"export LISTEN_PID=$$ LISTEN_FDS=1; exec "$0" daemon --socket "$1""#)
+        .arg(BIN)
+        .arg(&unused)
+        .stderr(std::fs::File::create(&log).unwrap());
+    // SAFETY: dup2 and fcntl are async-signal-safe; fd 3 is what the daemon
+    // expects (dup2 onto itself keeps close-on-exec, hence the fcntl).
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::dup2(raw, 3) != 3 || libc::fcntl(3, libc::F_SETFD, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    drop(listener);
+    let mut c = libception::Client::connect(&path).expect("connect to the activated socket");
+    c.set_timeout(Some(Duration::from_secs(10))).unwrap();
+    let s = c.stats().unwrap_or_else(|e| panic!("no answer on the activated socket: {e}\n{}", std::fs::read_to_string(&log).unwrap()));
+    assert_eq!(s.daemon.pid, child.id());
+    drop(c);
+    assert!(!unused.exists(), "the daemon bound --socket although it was given one");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+    assert!(path.exists(), "the activated socket's file belongs to systemd and stays");
+    assert!(std::fs::read_to_string(&log).unwrap().contains("LISTEN_FDS"));
+}
+
+/// Every FUSE or tmpfs mount is a new anonymous device: with --per-disk and
+/// --allow-fs they used to get a worker thread each, never reaped. Past 8
+/// they share one queue (`anon-other`). Root only: the test mounts 12 tmpfs.
+#[test]
+fn anonymous_devices_get_a_bounded_number_of_queues() {
+    if !root_or_skip("mount tmpfs") {
+        return;
+    }
+    let dir = real_tempdir();
+    let mut mounts = Vec::new();
+    for i in 0..12 {
+        let m = dir.path().join(format!("m{i}"));
+        std::fs::create_dir(&m).unwrap();
+        let target = std::ffi::CString::new(m.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: valid C strings; the mount is undone below.
+        let rc = unsafe { libc::mount(c"tmpfs".as_ptr(), target.as_ptr(), c"tmpfs".as_ptr(), 0, std::ptr::null()) };
+        assert_eq!(rc, 0, "mount tmpfs: {}", std::io::Error::last_os_error());
+        mounts.push((m, target));
+    }
+    let d = Daemon::start(&["--per-disk", "--allow-fs", "tmpfs"]);
+    let mut c = d.client();
+    for (m, _) in &mounts {
+        let p = make_file(m, "f", 64 << 10);
+        let f = std::fs::File::open(&p).unwrap();
+        assert_eq!(c.fetch(f.as_raw_fd(), 0, 4096, 0).unwrap().status, 0);
+    }
+    let s = d.stats();
+    for (_, target) in &mounts {
+        // SAFETY: unmounting what this test mounted.
+        unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+    }
+    assert_eq!(s.workers.len(), 9, "{:?}", s.disks.iter().map(|d| &d.name).collect::<Vec<_>>());
+    let other = s.disks.iter().find(|d| d.name == "anon-other").expect("a shared queue for the rest");
+    assert_eq!(other.requests, 4);
 }

@@ -220,3 +220,33 @@ fn overlapping_requests_join_a_queued_read() {
     assert_eq!(resident_prefix(&target, 0, FILE_SIZE), PREFETCH);
     assert_eq!(resident_prefix(&target, 3 * MIB, FILE_SIZE), PREFETCH);
 }
+
+/// Issue 13 item 5: the daemon reads through its own description with
+/// readahead off, so the disk sees exactly the planned range. The client's
+/// descriptor here has default readahead, primed for sequential access by a
+/// read of its own (which would make the kernel read far ahead through that
+/// description), and still only the planned bytes become resident; the
+/// client's file offset is untouched.
+#[test]
+fn reads_use_the_daemons_own_description_without_readahead() {
+    use std::io::{Read, Seek};
+    let dir = real_tempdir();
+    let files = cold_files(dir.path(), "own", 1, FILE_SIZE);
+    let daemon = Daemon::start(&["--prefetch", "2M"]);
+    let mut f = std::fs::File::open(&files[0]).unwrap(); // no POSIX_FADV_RANDOM
+    // SAFETY: advice on a descriptor we own.
+    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_SEQUENTIAL) };
+    let mut first = vec![0u8; 4096];
+    f.read_exact(&mut first).unwrap();
+    evict(&files[0]);
+    let before = f.stream_position().unwrap();
+    let r = daemon.client().fetch(f.as_raw_fd(), MIB, 4096, request_flags::NO_PREFETCH).unwrap();
+    assert_eq!((r.status, r.bytes_read), (0, 4096));
+    assert_eq!(resident_prefix(&files[0], MIB, FILE_SIZE), 4096, "kernel readahead read beyond the plan");
+    assert!(!any_resident(&files[0], MIB + 4096, MIB + 4 * MIB), "kernel readahead read beyond the plan");
+    let r = daemon.client().fetch(f.as_raw_fd(), 3 * MIB, 4096, 0).unwrap();
+    assert_eq!((r.status, r.bytes_read), (0, 2 * MIB));
+    assert_eq!(resident_prefix(&files[0], 3 * MIB, FILE_SIZE), 2 * MIB);
+    assert!(!any_resident(&files[0], 5 * MIB, (9 * MIB).min(FILE_SIZE)), "kernel readahead read beyond the planned 2 MiB");
+    assert_eq!(f.stream_position().unwrap(), before, "the client's offset moved");
+}

@@ -77,6 +77,9 @@ pub struct TotalsSnapshot {
     pub cancelled_waiters: u64,
     pub cancelled_reads: u64,
     pub residency_check_failures: u64,
+    /// CHECKs and FETCHes answered without residency information (untrusted peer, foreign file).
+    #[serde(default)]
+    pub residency_concealed: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

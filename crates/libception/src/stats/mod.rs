@@ -66,6 +66,7 @@ pub struct Totals {
     cancelled_waiters: AtomicU64,
     cancelled_reads: AtomicU64,
     residency_check_failures: AtomicU64,
+    residency_concealed: AtomicU64,
 }
 
 /// Per-disk counters. `requests` counts FETCHes for files on the disk;
@@ -495,6 +496,12 @@ impl Stats {
         add(&self.totals.residency_check_failures, 1);
     }
 
+    /// A CHECK or FETCH answered without residency information: the peer
+    /// may not learn it (`trust.rs`).
+    pub fn on_concealed(&self) {
+        add(&self.totals.residency_concealed, 1);
+    }
+
     pub fn uptime(&self) -> Duration {
         self.started.elapsed()
     }
@@ -507,7 +514,8 @@ impl Stats {
         let t = &self.totals;
         let totals = load!(TotalsSnapshot from t;
             connections_accepted, connections_rejected, connections_dropped_slow, requests_fetch, requests_check,
-            requests_stats, protocol_errors, bad_fd_errors, cancelled_waiters, cancelled_reads, residency_check_failures;
+            requests_stats, protocol_errors, bad_fd_errors, cancelled_waiters, cancelled_reads, residency_check_failures,
+            residency_concealed;
             connections_open: t.connections_open.load(Relaxed).max(0) as u64,
         );
         let workers = self.workers.read().unwrap().iter().map(|w| w.snapshot()).collect();

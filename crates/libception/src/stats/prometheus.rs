@@ -153,7 +153,7 @@ impl Snapshot {
         e.single("prefetch_bytes", Kind::Gauge, "Prefetch size in force.", self.daemon.prefetch_bytes);
         let t = &self.totals;
         e.single("connections_open", Kind::Gauge, "Open client connections.", t.connections_open);
-        let totals: [(&str, &str, u64); 8] = [
+        let totals: [(&str, &str, u64); 9] = [
             ("connections_accepted_total", "Client connections accepted.", t.connections_accepted),
             ("connections_rejected_total", "Client connections refused by credentials or the allow lists.", t.connections_rejected),
             ("connections_dropped_slow_total", "Connections dropped because the client did not read its replies.", t.connections_dropped_slow),
@@ -162,6 +162,7 @@ impl Snapshot {
             ("cancelled_waiters_total", "Requests cancelled because their client disconnected.", t.cancelled_waiters),
             ("cancelled_reads_total", "Queued reads dropped because every waiting client disconnected.", t.cancelled_reads),
             ("residency_check_failures_total", "Residency checks that failed (counted as not resident).", t.residency_check_failures),
+            ("residency_concealed_total", "Requests answered without residency information (peer not trusted, file not its own).", t.residency_concealed),
         ];
         for (name, help, value) in totals {
             e.single(name, Kind::Counter, help, value);

@@ -3,6 +3,8 @@
 //! exit), make and evict test files, count a process's descriptors.
 #![allow(dead_code)]
 
+pub mod hang_fs;
+
 use libception::Client;
 use libception::Snapshot;
 use std::fs::File;
@@ -34,15 +36,36 @@ pub fn real_tempdir() -> tempfile::TempDir {
 
 impl Daemon {
     pub fn start(args: &[&str]) -> Daemon {
+        Self::start_with_nofile(args, None)
+    }
+
+    /// Starts it with its soft RLIMIT_NOFILE set to `soft` (the hard limit
+    /// unchanged), as a service manager's default of 1024 would.
+    pub fn start_with_nofile(args: &[&str], soft: Option<u64>) -> Daemon {
+        use std::os::unix::process::CommandExt;
         let dir = real_tempdir();
         let socket = dir.path().join("reception.sock");
         let log = dir.path().join("daemon.log");
-        let child = Command::new(BIN)
+        let mut command = Command::new(BIN);
+        command
             .args(["--log-level", "debug", "daemon", "--socket"])
             .arg(&socket)
             .args(args)
             .stdout(Stdio::null())
-            .stderr(File::create(&log).unwrap())
+            .stderr(File::create(&log).unwrap());
+        if let Some(soft) = soft {
+            // SAFETY: only async-signal-safe calls between fork and exec.
+            unsafe {
+                command.pre_exec(move || {
+                    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+                    libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+                    lim.rlim_cur = soft.min(lim.rlim_max);
+                    libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+                    Ok(())
+                });
+            }
+        }
+        let child = command
             .spawn()
             .expect("spawn libception daemon");
         let mut d = Daemon { child: Some(child), socket, log, dir };
@@ -176,7 +199,28 @@ pub fn open_random(path: &Path) -> File {
     f
 }
 
+/// False, after saying why the test is skipped, when not root. A skipped
+/// test prints SKIP and passes in cargo's count: read the output.
+pub fn root_or_skip(needs: &str) -> bool {
+    if !is_root() {
+        eprintln!("SKIP: needs root to {needs}");
+    }
+    is_root()
+}
+
 pub fn is_root() -> bool {
     // SAFETY: no arguments, no memory effects.
     unsafe { libc::geteuid() == 0 }
+}
+
+/// Raises this process's soft RLIMIT_NOFILE to its hard limit; returns it.
+pub fn raise_own_nofile() -> u64 {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: plain syscalls on a local struct.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+        lim.rlim_cur = lim.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+    }
+    lim.rlim_cur
 }
