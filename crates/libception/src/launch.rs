@@ -12,14 +12,19 @@ use std::path::Path;
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
-/// `daemon --socket SOCKET --allow-fs fuse` and the flags of `prefetch`, as
-/// `libception daemon` parses them. `--allow-fs fuse`: the programs that
-/// start a daemon this way (`libception run --start-daemon`, vidbench's
-/// driver) serve the emulated disk, whose FUSE mode is not a block device
-/// (the daemon refuses those by default).
-pub fn daemon_args(socket: &Path, prefetch: &Prefetch) -> Vec<String> {
+/// `daemon --socket SOCKET --allow-fs fuse`, a `--trust-uid` per user in
+/// `trusted` and the flags of `prefetch`, as `libception daemon` parses them.
+/// `--allow-fs fuse`: the programs that start a daemon this way (`libception
+/// run --start-daemon`, vidbench's driver) serve the emulated disk, whose FUSE
+/// mode is not a block device (the daemon refuses those by default).
+/// `trusted`: the users the started program runs as, which may learn what is
+/// resident (the shim asks the daemon for files its process does not own).
+pub fn daemon_args(socket: &Path, prefetch: &Prefetch, trusted: &[&str]) -> Vec<String> {
     let mut args = vec!["daemon".to_string(), "--socket".to_string(), socket.display().to_string()];
     args.extend(["--allow-fs".to_string(), "fuse".to_string()]);
+    for user in trusted {
+        args.extend(["--trust-uid".to_string(), user.to_string()]);
+    }
     args.extend(prefetch.daemon_args());
     args
 }
@@ -79,7 +84,7 @@ mod tests {
 
     #[test]
     fn the_daemon_is_told_its_socket_and_prefetch() {
-        let args = daemon_args(Path::new("/run/x.sock"), &Prefetch::Fixed(0));
-        assert_eq!(args, ["daemon", "--socket", "/run/x.sock", "--allow-fs", "fuse", "--prefetch", "0"]);
+        let args = daemon_args(Path::new("/run/x.sock"), &Prefetch::Fixed(0), &["www-data"]);
+        assert_eq!(args, ["daemon", "--socket", "/run/x.sock", "--allow-fs", "fuse", "--trust-uid", "www-data", "--prefetch", "0"]);
     }
 }

@@ -446,7 +446,7 @@ mod tests {
     /// What `libception daemon` makes of the flags [`Prefetch::daemon_args`]
     /// writes: the two sides of the daemon's command line cannot drift.
     fn parsed_back(prefetch: &Prefetch) -> Prefetch {
-        let args = libception::launch::daemon_args(Path::new("/run/x.sock"), prefetch);
+        let args = libception::launch::daemon_args(Path::new("/run/x.sock"), prefetch, &["33"]);
         let cli = Cli::try_parse_from(std::iter::once("libception".to_string()).chain(args)).expect("the daemon parses its own flags");
         match cli.command {
             Command::Daemon { prefetch, .. } => prefetch.resolve().expect("a valid setting"),

@@ -30,8 +30,10 @@ pub struct Daemon {
 
 impl Daemon {
     /// Starts the daemon in `cgroup` and waits until its socket exists.
-    pub fn start(binary: &Path, socket: &Path, prefetch: &Prefetch, log: &Path, cgroup: &RunCgroup) -> anyhow::Result<Daemon> {
-        let args = launch::daemon_args(socket, prefetch);
+    /// Starts the daemon in `cgroup`, trusting `server_user` (the web
+    /// server's workers) to learn residency.
+    pub fn start(binary: &Path, socket: &Path, prefetch: &Prefetch, server_user: &str, log: &Path, cgroup: &RunCgroup) -> anyhow::Result<Daemon> {
+        let args = launch::daemon_args(socket, prefetch, &[server_user]);
         let out = std::fs::File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
         let mut command = Command::new(binary);
         command.args(&args).stdin(Stdio::null()).stdout(out.try_clone()?).stderr(out);

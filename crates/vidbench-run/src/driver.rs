@@ -493,7 +493,7 @@ impl Driver {
         let mut disk = Disk::mount(&self.programs.vidbench, &self.mount_point(), &disk_opts, &dir.join("disk.log"))?;
         let cgroup = self.new_cgroup()?;
         let daemon = match cfg.daemon_prefetch() {
-            Some(prefetch) => Some(Daemon::start(&self.programs.libception, &dir.join("daemon.sock"), &prefetch, &dir.join("daemon.log"), &cgroup)?),
+            Some(prefetch) => Some(Daemon::start(&self.programs.libception, &dir.join("daemon.sock"), &prefetch, &self.exp.run.user, &dir.join("daemon.log"), &cgroup)?),
             None => None,
         };
         let env = match cfg.libception {
@@ -571,7 +571,7 @@ impl Driver {
             "run": self.exp.run,
             "memory_limit_bytes": self.exp.memory_limit_bytes,
             "disk": disk_setup,
-            "daemon_command": daemon_command(cfg, &self.programs, dir),
+            "daemon_command": daemon_command(cfg, &self.programs, dir, &self.exp.run.user),
             "server": {"kind": kind.name(), "binary": binary, "template": template, "config": srv.config_path, "knobs": srv.knobs, "env": env},
             "workload": self.workload,
             "warm": warm,
@@ -723,10 +723,10 @@ fn shim_env(cfg: &Config, mode: Mode, programs: &Programs, daemon_socket: Option
 }
 
 /// The daemon's command line for setup.json (none when the mode has no daemon).
-fn daemon_command(cfg: &Config, p: &Programs, dir: &Path) -> Option<Vec<String>> {
+fn daemon_command(cfg: &Config, p: &Programs, dir: &Path, server_user: &str) -> Option<Vec<String>> {
     let prefetch = cfg.daemon_prefetch()?;
     let mut command = vec![p.libception.display().to_string()];
-    command.extend(launch::daemon_args(&dir.join("daemon.sock"), &prefetch));
+    command.extend(launch::daemon_args(&dir.join("daemon.sock"), &prefetch, &[server_user]));
     Some(command)
 }
 
@@ -963,10 +963,14 @@ libception = "track"
         let dir = Path::new("/r");
         let command = |name: &str| {
             let cfg = configs().into_iter().find(|c| c.name == name).unwrap();
-            daemon_command(&cfg, &programs, dir)
+            daemon_command(&cfg, &programs, dir, "www-data")
         };
-        let tail = |name: &str| command(name).unwrap()[4..].join(" ");
-        assert_eq!(command("lib-p2048").unwrap()[..4].join(" "), "/bin/libception daemon --socket /r/daemon.sock");
+        let tail = |name: &str| command(name).unwrap()[8..].join(" ");
+        assert_eq!(
+            command("lib-p2048").unwrap()[..8].join(" "),
+            "/bin/libception daemon --socket /r/daemon.sock --allow-fs fuse --trust-uid www-data",
+            "the server's user may learn residency (its shim asks about files it does not own)"
+        );
         assert_eq!(tail("lib-p2048"), "--prefetch 2097152");
         assert_eq!(tail("lib-padaptive"), "--prefetch adaptive");
         assert_eq!(tail("ser"), "--prefetch 0");

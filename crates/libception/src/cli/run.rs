@@ -98,7 +98,10 @@ fn start_daemon(opts: &RunOptions) -> Result<(DaemonGuard, PathBuf)> {
     };
     let exe = std::env::current_exe().context("locating the libception binary")?;
     let mut cmd = Command::new(exe);
-    cmd.arg("--log-level").arg(&opts.daemon_log_level).args(launch::daemon_args(&socket, &daemon_prefetch(opts)));
+    // The program runs as this user: it may learn what is resident.
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() }.to_string();
+    cmd.arg("--log-level").arg(&opts.daemon_log_level).args(launch::daemon_args(&socket, &daemon_prefetch(opts), &[&me]));
     if opts.per_disk {
         cmd.arg("--per-disk");
     }
