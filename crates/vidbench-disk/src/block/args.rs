@@ -6,9 +6,10 @@
 use std::path::PathBuf;
 
 /// The filesystem on the drive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FsKind {
+    #[default]
     Ext4,
     Xfs,
 }
@@ -50,7 +51,7 @@ impl FsKind {
 }
 
 /// Order in which the builder creates the library's files.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FillOrder {
     /// The manifest's order (id order), as a copy of the library would.
@@ -59,8 +60,17 @@ pub enum FillOrder {
     Shuffled,
 }
 
+impl FillOrder {
+    pub fn name(self) -> &'static str {
+        match self {
+            FillOrder::Library => "library",
+            FillOrder::Shuffled => "shuffled",
+        }
+    }
+}
+
 /// How much of the drive the filesystem covers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FsSize {
     /// The whole drive: the filesystem's allocator spreads directories and
@@ -71,8 +81,17 @@ pub enum FsSize {
     Packed,
 }
 
+impl FsSize {
+    pub fn name(self) -> &'static str {
+        match self {
+            FsSize::Whole => "whole",
+            FsSize::Packed => "packed",
+        }
+    }
+}
+
 /// The I/O schedulers of blk-mq.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Scheduler {
     None,
@@ -82,7 +101,8 @@ pub enum Scheduler {
 }
 
 impl Scheduler {
-    pub(super) fn sysfs_name(self) -> &'static str {
+    /// As the kernel names it in queue/scheduler.
+    pub fn name(self) -> &'static str {
         match self {
             Scheduler::None => "none",
             Scheduler::MqDeadline => "mq-deadline",

@@ -244,7 +244,7 @@ fn run_mount(ctx: Ctx, guard: &mut Guard, ready: &mut dyn FnMut(&str)) -> anyhow
     let drive = Drive::new(&ctx.params);
     let full_stroke = drive.geometry().map_or(0, |g| g.cylinders() - 1);
     let settings = QueueSettings {
-        scheduler: Some(args.block.scheduler.sysfs_name().into()),
+        scheduler: Some(args.block.scheduler.name().into()),
         read_ahead_kb: Some(args.read_ahead_kb),
         max_sectors_kb: args.block.max_sectors_kb,
         nr_requests: args.block.nr_requests,

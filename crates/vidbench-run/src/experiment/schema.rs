@@ -135,85 +135,10 @@ impl DiskMode {
     }
 }
 
-/// `fs`: the filesystem of block mode (`--fs`).
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum FsKind {
-    #[default]
-    Ext4,
-    Xfs,
-}
-
-impl FsKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            FsKind::Ext4 => "ext4",
-            FsKind::Xfs => "xfs",
-        }
-    }
-    /// The disk crate's value, for its support check.
-    pub fn to_disk(self) -> vidbench_disk::block::FsKind {
-        match self {
-            FsKind::Ext4 => vidbench_disk::block::FsKind::Ext4,
-            FsKind::Xfs => vidbench_disk::block::FsKind::Xfs,
-        }
-    }
-}
-
-/// `fs_size` (`--fs-size`).
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum FsSize {
-    Whole,
-    Packed,
-}
-
-impl FsSize {
-    pub fn name(self) -> &'static str {
-        match self {
-            FsSize::Whole => "whole",
-            FsSize::Packed => "packed",
-        }
-    }
-}
-
-/// `fill_order` (`--fill-order`).
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum FillOrder {
-    Library,
-    Shuffled,
-}
-
-impl FillOrder {
-    pub fn name(self) -> &'static str {
-        match self {
-            FillOrder::Library => "library",
-            FillOrder::Shuffled => "shuffled",
-        }
-    }
-}
-
-/// `scheduler`: the blk-mq I/O schedulers (`--scheduler`).
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Hash)]
-#[serde(rename_all = "kebab-case")]
-pub enum Scheduler {
-    None,
-    MqDeadline,
-    Bfq,
-    Kyber,
-}
-
-impl Scheduler {
-    pub fn name(self) -> &'static str {
-        match self {
-            Scheduler::None => "none",
-            Scheduler::MqDeadline => "mq-deadline",
-            Scheduler::Bfq => "bfq",
-            Scheduler::Kyber => "kyber",
-        }
-    }
-}
+/// The block-mode choices (`fs`, `fs_size`, `fill_order`, `scheduler`) are the
+/// disk's own types, so an experiment file names them as `vidbench disk mount`
+/// does.
+pub use vidbench_disk::block::{FillOrder, FsKind, FsSize, Scheduler};
 
 fn default_kb() -> u32 {
     128
