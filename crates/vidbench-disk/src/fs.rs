@@ -240,15 +240,7 @@ impl fuser::Filesystem for DiskFs {
                 }
             }
             Some(Node::StatsFile) => {
-                let snapshot = self.control.lock().expect("control lock").get(&fh.0).cloned();
-                match snapshot {
-                    Some(bytes) => {
-                        let start = (offset as usize).min(bytes.len());
-                        let end = (start + size as usize).min(bytes.len());
-                        reply.data(&bytes[start..end])
-                    }
-                    None => reply.error(Errno::EIO),
-                }
+                read_control(&self.control, fh.0, offset, size, reply);
             }
             Some(Node::Dir { .. }) => reply.error(Errno::EISDIR),
             None => reply.error(Errno::ENOENT),
@@ -317,5 +309,20 @@ pub(crate) fn file_attr(ino: u64, kind: FileType, perm: u16, size: u64, created:
         rdev: 0,
         blksize: 4096,
         flags: 0,
+    }
+}
+
+/// Answers a read of the stats file from the snapshot taken when handle `fh`
+/// was opened, so that a reader sees one consistent document however it
+/// splits its reads.
+pub(crate) fn read_control(control: &Mutex<HashMap<u64, Arc<Vec<u8>>>>, fh: u64, offset: u64, size: u32, reply: ReplyData) {
+    let snapshot = control.lock().expect("control lock").get(&fh).cloned();
+    match snapshot {
+        Some(bytes) => {
+            let start = (offset as usize).min(bytes.len());
+            let end = (start + size as usize).min(bytes.len());
+            reply.data(&bytes[start..end])
+        }
+        None => reply.error(Errno::EIO),
     }
 }

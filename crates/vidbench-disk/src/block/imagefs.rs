@@ -305,15 +305,7 @@ impl fuser::Filesystem for ImageFs {
                 }
             }
             STATS => {
-                let snapshot = self.control.lock().expect("control lock").get(&fh.0).cloned();
-                match snapshot {
-                    Some(bytes) => {
-                        let start = (offset as usize).min(bytes.len());
-                        let end = (start + size as usize).min(bytes.len());
-                        reply.data(&bytes[start..end])
-                    }
-                    None => reply.error(Errno::EIO),
-                }
+                crate::fs::read_control(&self.control, fh.0, offset, size, reply);
             }
             ROOT | CONTROL => reply.error(Errno::EISDIR),
             _ => reply.error(Errno::ENOENT),
