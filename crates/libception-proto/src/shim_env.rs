@@ -29,9 +29,15 @@ pub mod var {
     pub const WINDOW_MS: &str = "LIBCEPTION_WINDOW_MS";
     /// `LCP_ENV_FORCE_CHECK`.
     pub const FORCE_CHECK: &str = "LIBCEPTION_FORCE_CHECK";
+    /// `LCP_ENV_DAEMON_UID`: a daemon uid the shim trusts besides root.
+    pub const DAEMON_UID: &str = "LIBCEPTION_DAEMON_UID";
     /// Every name, in the header's order.
-    pub const ALL: [&str; 8] = [MODE, SOCKET, TIMEOUT_MS, PREFETCH, MAX_REQUEST, STATS, WINDOW_MS, FORCE_CHECK];
+    pub const ALL: [&str; 9] = [MODE, SOCKET, TIMEOUT_MS, PREFETCH, MAX_REQUEST, STATS, WINDOW_MS, FORCE_CHECK, DAEMON_UID];
 }
+
+/// `LCP_CONF_PATH`: the system-wide settings file, the only source of settings
+/// in AT_SECURE (setuid) processes.
+pub const CONF_PATH: &str = "/etc/libception/shim.conf";
 
 /// `enum lcp_mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]

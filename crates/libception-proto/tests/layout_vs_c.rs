@@ -73,6 +73,8 @@ int main(void)
     STR(LCP_ENV_STATS);
     STR(LCP_ENV_WINDOW_MS);
     STR(LCP_ENV_FORCE_CHECK);
+    STR(LCP_ENV_DAEMON_UID);
+    STR(LCP_CONF_PATH);
     CONST(LCP_MODE_OFF);
     CONST(LCP_MODE_FULL);
     CONST(LCP_MODE_SERIALIZE);
@@ -125,9 +127,10 @@ fn rust_facts() -> BTreeMap<String, String> {
     put("const.LCP_REP_JOINED", reply_flags::JOINED.to_string());
     put("str.LCP_SOCKET_ENV", SOCKET_ENV.to_string());
     put("str.LCP_SOCKET_DEFAULT", SOCKET_DEFAULT.to_string());
-    for (c, name) in ["MODE", "SOCKET", "TIMEOUT_MS", "PREFETCH", "MAX_REQUEST", "STATS", "WINDOW_MS", "FORCE_CHECK"].iter().zip(shim_env::var::ALL) {
+    for (c, name) in ["MODE", "SOCKET", "TIMEOUT_MS", "PREFETCH", "MAX_REQUEST", "STATS", "WINDOW_MS", "FORCE_CHECK", "DAEMON_UID"].iter().zip(shim_env::var::ALL) {
         put(&format!("str.LCP_ENV_{c}"), name.to_string());
     }
+    put("str.LCP_CONF_PATH", shim_env::CONF_PATH.to_string());
     for mode in shim_env::Mode::ALL {
         let c = mode.name().to_uppercase();
         put(&format!("const.LCP_MODE_{c}"), (mode as u32).to_string());
