@@ -17,15 +17,13 @@ use crate::fs::{DiskFs, KernelSettings};
 use crate::mount_args::MountArgs;
 use crate::layout::{Layout, Placement};
 use crate::model::Drive;
-use crate::scheduler::{self, Clock};
+use crate::scheduler::RunningDrive;
 use crate::stats::{self, Snapshot, Stats, CONTROL_DIR};
-use crate::{sys, trace};
+use crate::sys;
 use anyhow::{bail, Context};
 use std::io::{Read, Write};
 use std::os::fd::FromRawFd;
 use std::path::Path;
-use std::sync::Arc;
-use std::time::Instant;
 
 /// Environment variable through which a daemonized child gets its ready pipe.
 const READY_FD_ENV: &str = "VIDBENCH_DISK_READY_FD";
@@ -163,27 +161,16 @@ pub(crate) fn serve(args: &MountArgs, ready: &mut dyn FnMut(&str)) -> anyhow::Re
         "trace": args.trace,
     });
 
-    let tracer = match &args.trace {
-        Some(path) => Some(trace::Tracer::start(path)?),
-        None => None,
-    };
-    let clock = Clock { epoch: Instant::now() };
-    let stats = Arc::new(Stats::new(clock.epoch, canonical.display().to_string(), preset_name.clone(), full_stroke, config));
-    let (job_tx, job_rx) = std::sync::mpsc::channel();
-    let scheduler = {
-        let stats = stats.clone();
-        let trace_tx = tracer.as_ref().map(|t| t.sender.clone());
-        std::thread::Builder::new().name("vidbench-drive".into()).spawn(move || scheduler::run(drive, clock, job_rx, stats, trace_tx))?
-    };
+    let running = RunningDrive::start(drive, |epoch| Stats::new(epoch, canonical.display().to_string(), preset_name.clone(), full_stroke, config), args.trace.as_deref())?;
     // Signals are caught from here on; they are acted upon once the session exists.
     let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM]).context("installing signal handlers")?;
 
     let fs = DiskFs::new(
         &library,
         &layout.start_lba,
-        job_tx,
-        clock,
-        stats.clone(),
+        running.jobs.clone(),
+        running.clock,
+        running.stats.clone(),
         KernelSettings { uid, gid, max_request_kib: args.max_request_kb, max_background: args.max_background },
         params.capacity_bytes(),
     );
@@ -244,22 +231,8 @@ pub(crate) fn serve(args: &MountArgs, ready: &mut dyn FnMut(&str)) -> anyhow::Re
     ));
 
     let result = session_thread.join().map_err(|_| anyhow::anyhow!("the FUSE session panicked"))?;
-    // The filesystem (and its job sender) is gone: the scheduler answers what
-    // is pending and stops; then the trace is flushed.
-    scheduler.join().map_err(|_| anyhow::anyhow!("the drive scheduler panicked"))?;
-    let snapshot = stats.snapshot();
-    if let Some(t) = tracer {
-        let rows = t.finish()?;
-        tracing::info!("trace: {rows} requests written");
-    }
-    tracing::info!(
-        "unmounted {}: {} reads, {:.1} MB, {:.1} MB/s over {:.1} s",
-        canonical.display(),
-        snapshot.total.counters.reads,
-        snapshot.total.counters.bytes as f64 / 1e6,
-        snapshot.total.rates.mb_per_s,
-        snapshot.uptime_s
-    );
+    // The filesystem (and its job sender) is gone.
+    running.finish(&canonical)?;
     result.with_context(|| format!("FUSE session on {}", canonical.display()))
 }
 

@@ -140,3 +140,54 @@ pub fn run(mut drive: Drive, clock: Clock, jobs: mpsc::Receiver<Job>, stats: Arc
         }
     }
 }
+
+/// The drive of one mount while it serves: the model on the wall clock (the
+/// scheduler thread), its counters and its optional trace. Both mount modes
+/// start one before they mount and [`finish`](RunningDrive::finish) it after
+/// their filesystem has gone.
+pub(crate) struct RunningDrive {
+    pub clock: Clock,
+    pub stats: Arc<Stats>,
+    /// Where the filesystem sends reads; the scheduler stops once every
+    /// sender (this one and the filesystem's clone) is gone.
+    pub jobs: mpsc::Sender<Job>,
+    thread: std::thread::JoinHandle<()>,
+    tracer: Option<crate::trace::Tracer>,
+}
+
+impl RunningDrive {
+    pub fn start(drive: Drive, stats: impl FnOnce(Instant) -> Stats, trace: Option<&std::path::Path>) -> anyhow::Result<RunningDrive> {
+        let tracer = trace.map(crate::trace::Tracer::start).transpose()?;
+        let clock = Clock { epoch: Instant::now() };
+        let stats = Arc::new(stats(clock.epoch));
+        let (jobs, job_rx) = mpsc::channel();
+        let thread = {
+            let stats = stats.clone();
+            let trace_tx = tracer.as_ref().map(|t| t.sender.clone());
+            std::thread::Builder::new().name("vidbench-drive".into()).spawn(move || run(drive, clock, job_rx, stats, trace_tx))?
+        };
+        Ok(RunningDrive { clock, stats, jobs, thread, tracer })
+    }
+
+    /// Once the filesystem is gone: the scheduler answers what is pending and
+    /// stops, the trace is flushed, and the totals of `mountpoint` are logged.
+    pub fn finish(self, mountpoint: &std::path::Path) -> anyhow::Result<()> {
+        let RunningDrive { stats, jobs, thread, tracer, .. } = self;
+        drop(jobs);
+        thread.join().map_err(|_| anyhow::anyhow!("the drive scheduler panicked"))?;
+        let snapshot = stats.snapshot();
+        if let Some(t) = tracer {
+            let rows = t.finish()?;
+            tracing::info!("trace: {rows} requests written");
+        }
+        tracing::info!(
+            "unmounted {}: {} reads, {:.1} MB, {:.1} MB/s over {:.1} s",
+            mountpoint.display(),
+            snapshot.total.counters.reads,
+            snapshot.total.counters.bytes as f64 / 1e6,
+            snapshot.total.rates.mb_per_s,
+            snapshot.uptime_s
+        );
+        Ok(())
+    }
+}

@@ -305,8 +305,8 @@ fn populate(library: &Library, key: &ImageKey, fs: FsKind, fuse_dir: &Path, fs_d
         std::os::unix::fs::chown(&path, Some(key.uid), Some(key.gid)).with_context(|| format!("chown {}", path.display()))?;
         done_bytes += f.size;
         if last_report.elapsed().as_secs_f64() > 10.0 {
-            eprintln!(
-                "vidbench disk: building the {} image: {}/{} files, {:.1}/{:.1} GB, {:.0} s",
+            tracing::info!(
+                "building the {} image: {}/{} files, {:.1}/{:.1} GB, {:.0} s",
                 fs.name(),
                 n + 1,
                 order.len(),
@@ -356,8 +356,8 @@ fn populate(library: &Library, key: &ImageKey, fs: FsKind, fuse_dir: &Path, fs_d
     };
     let (mut image, dropped) = Image::new(key.clone(), figures, blocks, extents).context("assembling the extent map")?;
     image.figures.overlay_blocks = image.overlay_blocks() as u64;
-    eprintln!(
-        "vidbench disk: built the {} image in {:.1} s: {} files in {} extents between {:.1} and {:.1} GB of the drive, {} metadata blocks ({:.1} MB) kept, {} dropped, {:.1} GB written through the capture ({})",
+    tracing::info!(
+        "built the {} image in {:.1} s: {} files in {} extents between {:.1} and {:.1} GB of the drive, {} metadata blocks ({:.1} MB) kept, {} dropped, {:.1} GB written through the capture ({})",
         fs.name(),
         image.figures.build_seconds,
         image.figures.files,

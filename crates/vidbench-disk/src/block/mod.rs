@@ -31,9 +31,9 @@ pub use args::{BlockArgs, FillOrder, FsKind, FsSize, Scheduler};
 
 use crate::mount_args::MountArgs;
 use crate::model::Drive;
-use crate::scheduler::{self, Clock};
+use crate::scheduler::RunningDrive;
 use crate::stats::Stats;
-use crate::{sys, trace};
+use crate::sys;
 use anyhow::{bail, Context};
 use image::{Image, ImageError, ImageKey};
 use imagefs::{ImageFs, Mode, Timed, IMAGE_FILE};
@@ -102,10 +102,10 @@ fn obtain_image(args: &MountArgs, library: &Library, key: &ImageKey, guard: &mut
         let started = Instant::now();
         match Image::load(&path, key) {
             Ok(image) => {
-                eprintln!("vidbench disk: image {} loaded in {:.1} s", path.display(), started.elapsed().as_secs_f64());
+                tracing::info!("image {} loaded in {:.1} s", path.display(), started.elapsed().as_secs_f64());
                 return Ok((image, path, false));
             }
-            Err(ImageError::Corrupt { reason, .. }) => eprintln!("vidbench disk: image cache {} is corrupt ({reason}): rebuilding it", path.display()),
+            Err(ImageError::Corrupt { reason, .. }) => tracing::warn!("image cache {} is corrupt ({reason}): rebuilding it", path.display()),
             Err(e) => return Err(e.into()),
         }
     }
@@ -113,7 +113,7 @@ fn obtain_image(args: &MountArgs, library: &Library, key: &ImageKey, guard: &mut
     let probe = dir.join(format!(".probe{}", std::process::id()));
     std::fs::write(&probe, b"").with_context(|| format!("the image cache {} is not writable (choose another with --image-cache DIR)", dir.display()))?;
     let _ = std::fs::remove_file(&probe);
-    eprintln!("vidbench disk: building the {} image of {} ({} files, {:.1} GB) for a {:.0} GB drive; cached as {}", key.fs, library.name, library.files.len(), library.total_bytes() as f64 / 1e9, key.capacity_bytes as f64 / 1e9, path.display());
+    tracing::info!("building the {} image of {} ({} files, {:.1} GB) for a {:.0} GB drive; cached as {}", key.fs, library.name, library.files.len(), library.total_bytes() as f64 / 1e9, key.capacity_bytes as f64 / 1e9, path.display());
     let work = runtime_dir("build", guard)?;
     let image = build::build(library, key, args.block.fs, &work, guard, check)?;
     guard.release(&Resource::Dir(work))?;
@@ -238,7 +238,7 @@ fn run_mount(ctx: Ctx, guard: &mut Guard, ready: &mut dyn FnMut(&str)) -> anyhow
     let fuse_dir = run_dir.join("fuse");
     std::fs::create_dir_all(&fuse_dir).with_context(|| format!("creating {}", fuse_dir.display()))?;
     if let Some(notice) = sys::ensure_max_pages(IMAGE_MAX_REQUEST_KIB / 4)? {
-        eprintln!("vidbench disk: {notice}");
+        tracing::info!("{notice}");
     }
 
     let drive = Drive::new(&ctx.params);
@@ -275,20 +275,9 @@ fn run_mount(ctx: Ctx, guard: &mut Guard, ready: &mut dyn FnMut(&str)) -> anyhow
             "requested_queue": settings,
         },
     });
-    let tracer = match &args.trace {
-        Some(path) => Some(trace::Tracer::start(path)?),
-        None => None,
-    };
-    let clock = Clock { epoch: Instant::now() };
-    let stats = Arc::new(Stats::new(clock.epoch, canonical.display().to_string(), ctx.preset_name.clone(), full_stroke, config));
-    let (job_tx, job_rx) = std::sync::mpsc::channel();
-    let scheduler_thread = {
-        let stats = stats.clone();
-        let trace_tx = tracer.as_ref().map(|t| t.sender.clone());
-        std::thread::Builder::new().name("vidbench-drive".into()).spawn(move || scheduler::run(drive, clock, job_rx, stats, trace_tx))?
-    };
+    let running = RunningDrive::start(drive, |epoch| Stats::new(epoch, canonical.display().to_string(), ctx.preset_name.clone(), full_stroke, config), args.trace.as_deref())?;
     let device_info = Arc::new(OnceLock::new());
-    let imagefs = ImageFs::new(Mode::Timed(Timed { image: image.clone(), jobs: job_tx, clock, stats: stats.clone(), device: device_info.clone() }), ctx.capacity, IMAGE_MAX_REQUEST_KIB, IMAGE_MAX_BACKGROUND);
+    let imagefs = ImageFs::new(Mode::Timed(Timed { image: image.clone(), jobs: running.jobs.clone(), clock: running.clock, stats: running.stats.clone(), device: device_info.clone() }), ctx.capacity, IMAGE_MAX_REQUEST_KIB, IMAGE_MAX_BACKGROUND);
     let mut options = fuser::Config::default();
     options.mount_options = vec![
         fuser::MountOption::FSName(imagefs::FSNAME.into()),
@@ -350,28 +339,15 @@ fn run_mount(ctx: Ctx, guard: &mut Guard, ready: &mut dyn FnMut(&str)) -> anyhow
     ));
 
     match ctx.stop_rx.recv() {
-        Ok(Stop::Signal(s)) => eprintln!("vidbench disk: signal {s}, unmounting {}", canonical.display()),
-        Ok(Stop::SessionEnded) => eprintln!("vidbench disk: the image server of {} was unmounted; unmounting {}", dev.name, canonical.display()),
+        Ok(Stop::Signal(s)) => tracing::info!("signal {s}, unmounting {}", canonical.display()),
+        Ok(Stop::SessionEnded) => tracing::warn!("the image server of {} was unmounted; unmounting {}", dev.name, canonical.display()),
         Err(_) => {}
     }
     guard.release(&mount_res)?;
     guard.release(&loop_res)?;
     guard.release(&fuse_res)?;
     let served = session_thread.join().map_err(|_| anyhow::anyhow!("the image server panicked"))?;
-    scheduler_thread.join().map_err(|_| anyhow::anyhow!("the drive scheduler panicked"))?;
-    let snapshot = stats.snapshot();
-    if let Some(t) = tracer {
-        let rows = t.finish()?;
-        eprintln!("vidbench disk: trace: {rows} requests written");
-    }
-    eprintln!(
-        "vidbench disk: unmounted {}: {} reads, {:.1} MB, {:.1} MB/s over {:.1} s",
-        canonical.display(),
-        snapshot.total.counters.reads,
-        snapshot.total.counters.bytes as f64 / 1e6,
-        snapshot.total.rates.mb_per_s,
-        snapshot.uptime_s
-    );
+    running.finish(&canonical)?;
     guard.release(&Resource::Dir(run_dir))?;
     served.with_context(|| format!("image server of {}", canonical.display()))
 }

@@ -193,7 +193,7 @@ impl Guard {
         let mut first_err = None;
         while let Some(r) = self.live.last().cloned() {
             if let Err(e) = self.release(&r) {
-                eprintln!("vidbench disk: clean-up: {e:#}");
+                tracing::warn!("clean-up: {e:#}");
                 first_err.get_or_insert(e);
                 self.live.pop();
             }
@@ -248,13 +248,13 @@ pub fn run_reaper() -> anyhow::Result<()> {
     if live.is_empty() {
         return Ok(());
     }
-    eprintln!("vidbench disk block-reaper: the mount process ended without cleaning up; releasing {} resources", live.len());
+    tracing::warn!("block-reaper: the mount process ended without cleaning up; releasing {} resources", live.len());
     // The process is gone: its FUSE server no longer answers. Release the
     // filesystem and the loop device first (lazily), then the FUSE mount,
     // whose connection is aborted so that pending I/O fails instead of hanging.
     while let Some(r) = live.pop() {
         if let Err(e) = release(&r) {
-            eprintln!("vidbench disk block-reaper: {e:#}");
+            tracing::warn!("block-reaper: {e:#}");
         }
     }
     Ok(())
