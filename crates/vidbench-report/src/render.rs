@@ -424,9 +424,10 @@ pub fn rate_table(results: &Results) -> String {
     let width = configs.iter().map(|c| results.label(c).len()).max().unwrap_or(13).max(13);
     let _ = writeln!(
         out,
-        "{:<width$}  {:>6}  {:>10}  {:>8}  {:>8}  {:>7}  {:>11}",
-        "configuration", "rate/s", "deliv MB/s", "failed %", "disk MB/s", "ms/t", "x vanilla"
+        "{:<width$}  {:>6}  {:>10}  {:>8}  {:>8}  {:>9}  {:>7}  {:>11}",
+        "configuration", "rate/s", "deliv MB/s", "failed %", "disk MB/s", "disk/deliv", "ms/t", "x vanilla"
     );
+    let mut windows = (false, false);
     for c in &configs {
         let base = baseline(results, c);
         for p in &points[c] {
@@ -434,18 +435,30 @@ pub fn rate_table(results: &Results) -> String {
                 let bp = points.get(b)?.iter().find(|q| (q.rate - p.rate).abs() < 1e-9)?;
                 (bp.throughput_mbs > 0.0).then(|| format!("{:.2}", p.throughput_mbs / bp.throughput_mbs))
             });
+            if p.one_window {
+                windows.0 = true;
+            } else {
+                windows.1 = true;
+            }
             let _ = writeln!(
                 out,
-                "{:<width$}  {:>6.2}  {:>10.2}  {:>8.2}  {:>8}  {:>7}  {:>11}",
+                "{:<width$}  {:>6.2}  {:>10.2}  {:>8.2}  {:>8}  {:>9}  {:>7}  {:>11}",
                 results.label(c),
                 p.rate,
                 p.throughput_mbs,
                 p.failure_pct,
                 f2(p.disk_mbs),
+                f2(p.disk_per_delivered()),
                 f2(p.ms_per_transaction),
                 ratio.unwrap_or_else(|| "-".into())
             );
         }
+    }
+    if windows.0 {
+        let _ = writeln!(out, "windows: steady-state steps: every column over the step's measured window");
+    }
+    if windows.1 {
+        let _ = writeln!(out, "windows: classic runs: delivered MB/s over the measure phase, disk columns over the whole load (not the same window)");
     }
     for (c, s) in results.configs().iter().filter_map(|c| Some((c, results.runs_of(c).find(|r| r.kind == "wc")?))) {
         let _ = writeln!(out, "{:<width$}  {:>6}  {:>10.2}  (wc upper bound: disk read sequentially)", results.label(c), "-", s.throughput_mbs);
