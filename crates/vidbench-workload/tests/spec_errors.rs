@@ -136,7 +136,7 @@ fn bundled_specs() -> Vec<PathBuf> {
 fn bundled_specs_are_valid_and_state_their_memory_limit() {
     let specs = bundled_specs();
     let names: Vec<String> = specs.iter().map(|p| p.file_stem().unwrap().to_string_lossy().into_owned()).collect();
-    for want in ["sd-paper000", "sd-paper001", "hd-paper001", "mixed-sdhd", "small"] {
+    for want in ["sd-paper000", "sd-paper000-full", "sd-paper001", "hd-paper001", "hd-paper001-full", "mixed-sdhd", "mixed-sdhd-full", "small"] {
         assert!(names.iter().any(|n| n == want), "bench/specs/{want}.toml is missing: {names:?}");
     }
     for path in &specs {
