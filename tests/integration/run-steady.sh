@@ -4,7 +4,8 @@
 #     both steps with their windows, the disk's MB/s over the same window and
 #     the disk bytes per delivered byte; samples.csv covers the run on the
 #     load's clock; sessions are full (not cut) and those still running at the
-#     end are censored, not failed;
+#     end are censored, not failed; the kernel's TCP buffer settings and the
+#     server's send buffers a minute in are recorded;
 #  2. the same rate in its own run (one_run = false): one step, ramp first;
 #  3. the report reads both and prints one window per row.
 # Needs root, /dev/fuse, a cgroup memory controller and nginx.
@@ -76,6 +77,9 @@ assert any(r["outcome"] == "interrupted" for r in sessions), "nothing was runnin
 assert any(int(r["requests_total"]) > 8 for r in sessions)
 setup = json.load(open(f"{run}/setup.json"))
 assert setup["rate"] == "steps", setup["rate"]
+assert setup["network"]["tcp_wmem"], setup["network"]
+sockets = json.load(open(f"{run}/sockets.json"))
+assert sockets["t_s"] == 60 and sockets["send_buffer_bytes"]["connections"] > 0, sockets
 PY
 grep -q "step 2 at 4.00 sessions/s" "$tmp/log" || fail "the driver did not report the steps as they ended"
 

@@ -610,6 +610,7 @@ impl Driver {
             "run": self.exp.run,
             "memory_limit_bytes": self.exp.memory_limit_bytes,
             "disk": disk_setup,
+            "network": setup::network(),
             "daemon_command": daemon_command(cfg, &self.programs, dir, &self.exp.run.user),
             "server": {"kind": kind.name(), "binary": binary, "template": template, "config": srv.config_path, "knobs": srv.knobs, "env": env},
             "workload": self.workload,
@@ -691,7 +692,7 @@ impl Driver {
         let (driven, summary, samples) = std::thread::scope(|scope| {
             let sampler = scope.spawn(|| {
                 let _stop = StopFlag(&stop);
-                steady::sample(epoch, disk, cgroup, &dir.join("samples.csv"), &stop)
+                steady::sample(epoch, disk, cgroup, self.exp.run.port, &dir.join("samples.csv"), &stop)
             });
             let load = scope.spawn(move || {
                 let r = vidbench_load::play_steps(config, sessions, &mut plan, &mut |p| printer.line(&format!("    load {p}")));

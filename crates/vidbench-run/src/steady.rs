@@ -147,9 +147,14 @@ impl Sample {
     }
 }
 
+/// When the server's send buffers are looked at (`sockets.json`): after the
+/// ramp's first minute, when the connections have grown their buffers.
+const SOCKETS_AT_S: f64 = 60.0;
+
 /// Samples every sample interval from `epoch` until `stop`, writing each row
-/// to `path` as it is taken.
-pub fn sample(epoch: Instant, disk: &Disk, cgroup: &RunCgroup, path: &Path, stop: &AtomicBool) -> anyhow::Result<Vec<Sample>> {
+/// to `path` as it is taken; once, `SOCKETS_AT_S` in, records the send buffers
+/// of the server's connections on `port` in `sockets.json` beside `path`.
+pub fn sample(epoch: Instant, disk: &Disk, cgroup: &RunCgroup, port: u16, path: &Path, stop: &AtomicBool) -> anyhow::Result<Vec<Sample>> {
     let mut out = csv::Writer::from_path(path).with_context(|| format!("cannot create {}", path.display()))?;
     let mut rows = Vec::new();
     let mut k = 0u32;
@@ -163,6 +168,11 @@ pub fn sample(epoch: Instant, disk: &Disk, cgroup: &RunCgroup, path: &Path, stop
         let row = Sample::read(k as f64 * SAMPLE_INTERVAL_S, disk, cgroup);
         out.serialize(row).and_then(|_| out.flush().map_err(Into::into)).with_context(|| format!("cannot write {}", path.display()))?;
         rows.push(row);
+        if row.t_s == SOCKETS_AT_S {
+            let sockets = serde_json::json!({"t_s": row.t_s, "send_buffer_bytes": crate::setup::send_buffers(port)});
+            let file = path.with_file_name("sockets.json");
+            std::fs::write(&file, sockets.to_string() + "\n").with_context(|| format!("cannot write {}", file.display()))?;
+        }
         k += 1;
     }
     Ok(rows)
