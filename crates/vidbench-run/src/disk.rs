@@ -187,9 +187,14 @@ impl Disk {
         command_line.extend(args);
         let mut disk = Disk { mount: mount.to_owned(), vidbench: vidbench.to_owned(), child: Some(child), log: log.to_owned(), command: command_line, loop_device: None };
         let child = disk.child.as_mut().expect("just started");
-        let readiness = launch::wait_ready(Duration::from_secs(60), Duration::from_millis(50), || child.exited(), || {
-            interrupt::check()?;
-            Ok::<_, Interrupted>(is_mounted(mount) && read_stats(vidbench, mount).is_ok())
+        // A first block mount builds the image (minutes at paper scale) and
+        // logs its progress: wait while the log grows.
+        let log_len = || std::fs::metadata(log).map_or(0, |m| m.len());
+        let readiness = wait_while_progressing(QUIET_LIMIT, log_len, |window| {
+            launch::wait_ready(window, Duration::from_millis(50), || child.exited(), || {
+                interrupt::check()?;
+                Ok::<_, Interrupted>(is_mounted(mount) && read_stats(vidbench, mount).is_ok())
+            })
         })?;
         match readiness {
             Readiness::Ready => {
@@ -203,9 +208,13 @@ impl Disk {
             Readiness::Exited(status) => {
                 bail!("vidbench disk mount exited ({status}) before the disk was mounted; its log {}:\n{}", log.display(), tail(log, 20))
             }
-            Readiness::TimedOut => {
-                bail!("the emulated disk did not appear at {} within 60 s; its log {}:\n{}", mount.display(), log.display(), tail(log, 20))
-            }
+            Readiness::TimedOut => bail!(
+                "the emulated disk did not appear at {} and its log said nothing new for {} s; its log {}:\n{}",
+                mount.display(),
+                QUIET_LIMIT.as_secs(),
+                log.display(),
+                tail(log, 20)
+            ),
         }
     }
 
@@ -277,8 +286,57 @@ impl Drop for Disk {
     }
 }
 
+/// How long a mount may be silent (no new line in its log) before it counts
+/// as hung.
+const QUIET_LIMIT: Duration = Duration::from_secs(60);
+
+/// Calls `attempt(window)` until it is not `TimedOut`, or until a window
+/// passes in which `progress()` did not change.
+fn wait_while_progressing<E>(
+    window: Duration,
+    progress: impl Fn() -> u64,
+    mut attempt: impl FnMut(Duration) -> Result<Readiness, E>,
+) -> Result<Readiness, E> {
+    let mut seen = progress();
+    loop {
+        match attempt(window)? {
+            Readiness::TimedOut => {
+                let now = progress();
+                if now == seen {
+                    return Ok(Readiness::TimedOut);
+                }
+                seen = now;
+            }
+            other => return Ok(other),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_mount_is_waited_for_while_its_log_grows_and_given_up_when_it_stops() {
+        use super::{wait_while_progressing, Readiness};
+        use std::cell::Cell;
+        use std::time::Duration;
+        // The log grows during the first three windows, then the mount is ready.
+        let len = Cell::new(0u64);
+        let mut calls = 0;
+        let r = wait_while_progressing(Duration::ZERO, || len.get(), |_| {
+            calls += 1;
+            len.set(len.get() + 10);
+            Ok::<_, ()>(if calls < 4 { Readiness::TimedOut } else { Readiness::Ready })
+        });
+        assert!(matches!(r, Ok(Readiness::Ready)) && calls == 4);
+        // A log that stops growing: one silent window and it is given up.
+        let mut calls = 0;
+        let r = wait_while_progressing(Duration::ZERO, || 7, |_| {
+            calls += 1;
+            Ok::<_, ()>(Readiness::TimedOut)
+        });
+        assert!(matches!(r, Ok(Readiness::TimedOut)) && calls == 1);
+    }
+
     use super::*;
 
     fn options() -> DiskOptions {
