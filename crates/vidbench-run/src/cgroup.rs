@@ -695,3 +695,274 @@ pub fn cleanup_stale_in(h: &Hierarchy) -> Vec<String> {
     }
     removed
 }
+
+#[cfg(test)]
+mod tests {
+    //! Over fake hierarchies (plain directories and files in a temp dir); the
+    //! real ones are exercised by tests/integration/run-cgroup-v2.sh.
+    use super::*;
+
+    fn put(path: &Path, text: &str) {
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
+    }
+
+    /// A mountinfo line for a cgroup (v1, with `opts`) or cgroup2 mount at `point`.
+    fn line(id: u32, point: &Path, fstype: &str, opts: &str) -> String {
+        format!("{id} 31 0:{id} / {} rw,relatime shared:9 - {fstype} {fstype} {opts}\n", point.display())
+    }
+
+    /// A v1 machine as this one: memory and cpuacct on v1, an empty cgroup2 beside.
+    fn hybrid(t: &Path) -> String {
+        put(&t.join("memory/memory.limit_in_bytes"), "9223372036854771712\n");
+        put(&t.join("cpuacct/cpuacct.usage"), "0\n");
+        put(&t.join("unified/cgroup.controllers"), "hugetlb\n");
+        format!(
+            "23 1 0:21 / /sys rw - sysfs sysfs rw\n{}{}{}{}",
+            line(32, &t.join("cpu"), "cgroup", "rw,cpu"),
+            line(33, &t.join("cpuacct"), "cgroup", "rw,cpuacct"),
+            line(35, &t.join("memory"), "cgroup", "rw,memory"),
+            line(41, &t.join("unified"), "cgroup2", "rw")
+        )
+    }
+
+    /// Debian 12: only cgroup2, memory offered and enabled for the root's children.
+    fn v2_only(t: &Path) -> String {
+        put(&t.join("cg/cgroup.controllers"), "cpuset cpu io memory hugetlb pids rdma misc\n");
+        put(&t.join("cg/cgroup.subtree_control"), "cpu io memory pids\n");
+        line(30, &t.join("cg"), "cgroup2", "rw,nsdelegate,memory_recursiveprot")
+    }
+
+    #[test]
+    fn v1_memory_mount_wins_on_a_hybrid_machine() {
+        let t = tempfile::tempdir().unwrap();
+        let h = detect_from(&hybrid(t.path()), None).unwrap();
+        assert_eq!(h.version, Version::V1);
+        assert_eq!(h.root, t.path().join("memory"));
+        assert_eq!(h.cpuacct, Some(t.path().join("cpuacct")));
+        assert_eq!(h.source, "/proc/self/mountinfo");
+        h.check_memory().unwrap();
+    }
+
+    #[test]
+    fn v2_only_machine_uses_the_cgroup2_mount_found_in_mountinfo() {
+        let t = tempfile::tempdir().unwrap();
+        let h = detect_from(&v2_only(t.path()), None).unwrap();
+        assert_eq!(h.version, Version::V2);
+        assert_eq!(h.root, t.path().join("cg"));
+        assert!(h.controllers.contains(&"memory".to_string()));
+        assert_eq!(h.cpuacct, None);
+        h.check_memory().unwrap();
+    }
+
+    #[test]
+    fn mount_points_with_escaped_spaces_are_decoded() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("a b");
+        put(&dir.join("cgroup.controllers"), "memory\n");
+        let mi = line(30, &dir, "cgroup2", "rw").replace("a b", "a\\040b");
+        assert_eq!(detect_from(&mi, None).unwrap().root, dir);
+    }
+
+    #[test]
+    fn the_explicit_root_is_taken_as_it_is_and_checked() {
+        let t = tempfile::tempdir().unwrap();
+        let mi = hybrid(t.path());
+        // A v2 directory although v1 holds memory: taken, but a limit cannot be set.
+        let h = detect_from(&mi, Some(&t.path().join("unified"))).unwrap();
+        assert_eq!((h.version, h.source), (Version::V2, ROOT_ENV));
+        let e = h.check_memory().unwrap_err().to_string();
+        assert!(e.contains("memory controller is not available at") && e.contains("lists: hugetlb"), "{e}");
+        assert!(e.contains(&format!("cgroup v1 hierarchy mounted at {}", t.path().join("memory").display())), "{e}");
+        assert!(e.contains("cgroup_no_v1=memory"), "{e}");
+        // A v1 memory directory.
+        let h = detect_from(&mi, Some(&t.path().join("memory"))).unwrap();
+        assert_eq!(h.version, Version::V1);
+        // Neither.
+        let e = detect_from(&mi, Some(t.path())).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("{ROOT_ENV}={} is not a cgroup directory", t.path().display())), "{e}");
+    }
+
+    #[test]
+    fn without_any_cgroup_mount_the_error_says_what_to_mount() {
+        let e = detect_from("23 1 0:21 / /sys rw - sysfs sysfs rw\n", None).unwrap_err().to_string();
+        assert!(e.contains("mount -t cgroup2 none /sys/fs/cgroup") && e.contains(ROOT_ENV), "{e}");
+    }
+
+    #[test]
+    fn v2_without_memory_says_why_for_each_cause() {
+        let t = tempfile::tempdir().unwrap();
+        // The mount's root, no v1 memory anywhere: disabled in the kernel.
+        put(&t.path().join("cg/cgroup.controllers"), "cpu io pids\n");
+        let mi = line(30, &t.path().join("cg"), "cgroup2", "rw");
+        let e = detect_from(&mi, None).unwrap().check_memory().unwrap_err().to_string();
+        assert!(e.contains("lists: cpu io pids") && e.contains("cgroup_disable=memory"), "{e}");
+        // A subtree whose parent does not hand memory down.
+        put(&t.path().join("cg/sub/cgroup.controllers"), "");
+        let e = detect_from(&mi, Some(&t.path().join("cg/sub"))).unwrap().check_memory().unwrap_err().to_string();
+        assert!(e.contains("lists: (none)") && e.contains(&format!("echo +memory > {}/cgroup.subtree_control", t.path().join("cg").display())), "{e}");
+    }
+
+    #[test]
+    fn v2_run_cgroup_has_the_limit_on_the_parent_and_a_leaf_per_role() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("cg");
+        let mi = v2_only(t.path());
+        put(&root.join("cgroup.subtree_control"), "cpu pids\n");
+        let h = detect_from(&mi, None).unwrap();
+        let cg = RunCgroup::create_in(&h, "7-1", Some(256 << 20)).unwrap();
+        assert_eq!(fs::read_to_string(root.join("cgroup.subtree_control")).unwrap(), "+memory", "memory enabled for the children");
+        let dir = root.join("vidbench-7-1");
+        assert_eq!(fs::read_to_string(dir.join("memory.max")).unwrap(), (256u64 << 20).to_string());
+        for role in ROLES {
+            assert!(dir.join(role.dir()).is_dir());
+            assert_eq!(cg.leaf(role), dir.join(role.dir()));
+        }
+        assert!(matches!(RunCgroup::create_in(&h, "7-1", None), Err(CgroupError::Exists(_))));
+
+        // What the kernel would write.
+        put(&dir.join("memory.current"), "1048576\n");
+        put(&dir.join("memory.peak"), "2097152\n");
+        put(&dir.join("memory.stat"), "anon 4096\nfile 8192\nkernel 12\nfile_mapped 512\nactive_file 100\ninactive_file 200\npgfault 5\npgmajfault 3\n");
+        put(&dir.join("memory.events"), "low 0\nhigh 0\nmax 118\noom 1\noom_kill 1\noom_group_kill 0\n");
+        put(&dir.join("io.stat"), "7:0 rbytes=4096 wbytes=0 rios=1 wios=0 dbytes=0 dios=0\n");
+        put(&dir.join("server/cpu.stat"), "usage_usec 2500000\nuser_usec 2000000\nsystem_usec 500000\n");
+        let m = cg.memory_stats().unwrap();
+        assert_eq!(m["version"], 2);
+        assert_eq!(m["limit_in_bytes"], 256u64 << 20);
+        assert_eq!(m["usage_in_bytes"], 1048576);
+        assert_eq!(m["max_usage_in_bytes"], 2097152);
+        assert_eq!(m["failcnt"], 118, "memory.events max stands for v1's failcnt");
+        assert_eq!(m["oom_kill"], 1);
+        assert_eq!(m["stat"], json!({"cache": 8192, "rss": 4096, "mapped_file": 512, "pgmajfault": 3, "active_file": 100, "inactive_file": 200}));
+        assert_eq!(m["events"]["oom"], 1);
+        assert_eq!(m["io"]["7:0"]["rbytes"], 4096);
+        assert!(m["raw"]["memory.stat"].as_str().unwrap().contains("kernel 12"), "the raw file is kept");
+        assert_eq!(cg.cpu_usage(Role::Server).unwrap(), Some(2.5));
+        let d = cg.describe();
+        assert_eq!(d["version"], 2);
+        assert_eq!(d["files"]["limit"], "memory.max");
+        assert_eq!(d["files"]["io"], "io.stat");
+        assert_eq!(d["files"]["peak"], "memory.peak");
+        assert_eq!(d["files"]["kill"], "SIGKILL to each pid of ROLE/cgroup.procs", "no cgroup.kill in the fake");
+        assert_eq!(d["processes_in"][0], json!(dir.join("server/cgroup.procs")));
+        std::mem::forget(cg); // the fake holds regular files: rmdir would retry in vain
+    }
+
+    #[test]
+    fn v2_without_a_limit_touches_no_memory_file() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("cg");
+        put(&root.join("cgroup.controllers"), "");
+        let h = detect_from(&line(30, &root, "cgroup2", "rw"), None).unwrap();
+        let cg = RunCgroup::create_in(&h, "7-2", None).unwrap();
+        assert!(!cg.has_memory() && !cg.dir().join("memory.max").exists());
+        assert_eq!(cg.describe()["files"]["limit"], Value::Null);
+        // A limit here fails before anything is made.
+        let e = RunCgroup::create_in(&h, "7-3", Some(1 << 20)).unwrap_err();
+        assert!(matches!(e, CgroupError::NoMemory { .. }), "{e}");
+        assert!(!root.join("vidbench-7-3").exists());
+        drop(cg); // empty directories: removed
+        assert!(!root.join("vidbench-7-2").exists());
+    }
+
+    #[test]
+    fn v2_enabling_memory_that_fails_names_the_file() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("cg");
+        put(&root.join("cgroup.controllers"), "memory\n");
+        // Readable without `memory`, and refusing writes (even from root).
+        std::os::unix::fs::symlink("/proc/version", root.join("cgroup.subtree_control")).unwrap();
+        let h = detect_from(&line(30, &root, "cgroup2", "rw"), None).unwrap();
+        let e = RunCgroup::create_in(&h, "7-4", Some(1 << 20)).unwrap_err();
+        assert!(matches!(e, CgroupError::Enable { .. }), "{e}");
+        let e = e.to_string();
+        assert!(e.starts_with(&format!("cannot enable the memory controller for the children of {}", root.display())), "{e}");
+        assert!(e.contains("writing `+memory` to its cgroup.subtree_control failed"), "{e}");
+        assert!(!root.join("vidbench-7-4").exists(), "nothing made");
+    }
+
+    #[test]
+    fn v1_run_cgroup_keeps_the_v1_files_and_names() {
+        let t = tempfile::tempdir().unwrap();
+        let h = detect_from(&hybrid(t.path()), None).unwrap();
+        let cg = RunCgroup::create_in(&h, "8-1", Some(1 << 30)).unwrap();
+        let dir = t.path().join("memory/vidbench-8-1");
+        assert_eq!(fs::read_to_string(dir.join("memory.limit_in_bytes")).unwrap(), (1u64 << 30).to_string());
+        assert_eq!(cg.leaf(Role::Daemon), dir, "v1: every process in the memory cgroup itself");
+        assert!(t.path().join("cpuacct/vidbench-8-1/daemon").is_dir());
+        put(&dir.join("memory.usage_in_bytes"), "100\n");
+        put(&dir.join("memory.max_usage_in_bytes"), "200\n");
+        put(&dir.join("memory.failcnt"), "157000\n");
+        put(&dir.join("memory.oom_control"), "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n");
+        put(&dir.join("memory.stat"), "cache 10\nrss 20\nmapped_file 1\npgpgin 5\npgpgout 6\npgmajfault 7\ninactive_file 3\nactive_file 4\ntotal_cache 10\n");
+        put(&t.path().join("cpuacct/vidbench-8-1/server/cpuacct.usage"), "1500000000\n");
+        let m = cg.memory_stats().unwrap();
+        assert_eq!(m["version"], 1);
+        assert_eq!(m["failcnt"], 157000);
+        assert_eq!(m["limit_in_bytes"], 1u64 << 30);
+        assert_eq!(m["stat"], json!({"cache": 10, "rss": 20, "mapped_file": 1, "pgpgin": 5, "pgpgout": 6, "pgmajfault": 7, "inactive_file": 3, "active_file": 4}));
+        assert_eq!(cg.cpu_usage(Role::Server).unwrap(), Some(1.5));
+        let d = cg.describe();
+        assert_eq!((d["version"].clone(), d["files"]["limit"].clone(), d["files"]["limit_hits"].clone()), (json!(1), json!("memory.limit_in_bytes"), json!("memory.failcnt")));
+        std::mem::forget(cg);
+    }
+
+    #[test]
+    fn malformed_files_are_errors_naming_file_line_and_format() {
+        let f = Path::new("/x/memory.stat");
+        let e = parse_flat(f, "anon 1\nfile 12k\n").unwrap_err().to_string();
+        assert_eq!(e, "cannot parse /x/memory.stat line 2 `file 12k`: expected `NAME INTEGER`; it is not what a cgroup file of this kind holds");
+        assert!(parse_flat(f, "anon 1 2\n").is_err(), "three fields");
+        assert!(parse_flat(f, "anon\n").is_err(), "one field");
+        assert_eq!(parse_flat(f, "a 1\n\nb 2\n").unwrap().len(), 2, "blank lines are fine");
+        let io = Path::new("/x/io.stat");
+        assert!(parse_io_stat(io, "8:0 rbytes=1 wbytes\n").unwrap_err().to_string().contains("line 1 `8:0 rbytes=1 wbytes`"));
+        assert!(parse_io_stat(io, "sda rbytes=1\n").is_err(), "device must be MAJ:MIN");
+        assert!(parse_io_stat(io, "8:0 rbytes=-1\n").is_err());
+        assert_eq!(parse_io_stat(io, "8:0 rbytes=1\n259:0 rios=2\n").unwrap()["259:0"]["rios"], 2);
+        assert_eq!(parse_value(Path::new("/x/memory.max"), "max\n").unwrap(), None);
+        assert!(parse_value(Path::new("/x/memory.max"), "12x\n").unwrap_err().to_string().contains("an integer or `max`"));
+    }
+
+    #[test]
+    fn malformed_kernel_files_fail_the_readers() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("cg");
+        put(&root.join("cgroup.controllers"), "memory\n");
+        put(&root.join("cgroup.subtree_control"), "memory\n");
+        let h = detect_from(&line(30, &root, "cgroup2", "rw"), None).unwrap();
+        let cg = RunCgroup::create_in(&h, "9-1", Some(1 << 20)).unwrap();
+        let dir = cg.dir().to_path_buf();
+        put(&dir.join("memory.stat"), "anon 1\n");
+        put(&dir.join("memory.current"), "1\n");
+        put(&dir.join("memory.events"), "max lots\n");
+        let e = cg.memory_stats().unwrap_err().to_string();
+        assert!(e.contains("memory.events line 1 `max lots`"), "{e}");
+        put(&dir.join("server/cpu.stat"), "user_usec 5\n");
+        let e = cg.cpu_usage(Role::Server).unwrap_err().to_string();
+        assert!(e.contains("cpu.stat") && e.contains("`usage_usec`"), "{e}");
+        assert_eq!(cg.cpu_seconds(Role::Server), None, "the run records null and warns");
+        std::mem::forget(cg);
+    }
+
+    #[test]
+    fn stale_cgroups_of_dead_drivers_go_and_live_ones_stay() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("cg");
+        put(&root.join("cgroup.controllers"), "");
+        let h = detect_from(&line(30, &root, "cgroup2", "rw"), None).unwrap();
+        // i32::MAX is above any pid_max: that driver is gone.
+        let dead = format!("vidbench-{}-3", i32::MAX);
+        let live = format!("vidbench-{}-1", std::process::id());
+        for d in [&dead, &live] {
+            for role in ROLES {
+                fs::create_dir_all(root.join(d).join(role.dir())).unwrap();
+            }
+        }
+        fs::create_dir_all(root.join("someone-else")).unwrap();
+        assert_eq!(cleanup_stale_in(&h), vec![dead.clone()]);
+        assert!(!root.join(&dead).exists());
+        assert!(root.join(&live).join("server").exists() && root.join("someone-else").exists());
+    }
+}
