@@ -127,24 +127,6 @@ struct Mount {
     options: Vec<String>,
 }
 
-/// Undoes the octal escapes (`\040` for a space) of a mountinfo path.
-fn unescape(s: &str) -> PathBuf {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    use std::os::unix::ffi::OsStringExt;
-    PathBuf::from(std::ffi::OsString::from_vec(out))
-}
-
 /// The cgroup and cgroup2 mounts in a mountinfo text (proc(5)): fields
 /// `id parent dev root point options [optional...] - fstype source superoptions`.
 fn cgroup_mounts(mountinfo: &str) -> Vec<Mount> {
@@ -159,7 +141,7 @@ fn cgroup_mounts(mountinfo: &str) -> Vec<Mount> {
             "cgroup" => false,
             _ => continue,
         };
-        mounts.push(Mount { point: unescape(point), v2, options: superopts.split(',').map(str::to_string).collect() });
+        mounts.push(Mount { point: PathBuf::from(vidbench_disk::unescape_mountinfo(point)), v2, options: superopts.split(',').map(str::to_string).collect() });
     }
     mounts
 }
