@@ -24,6 +24,12 @@ impl PoissonArrivals {
             now: 0.0,
         }
     }
+
+    /// The same process started at `start` seconds instead of 0: a stepped
+    /// run changes rate this way (gaps are memoryless, so nothing carries over).
+    pub fn starting_at(rate: f64, seed: u64, start: f64) -> PoissonArrivals {
+        PoissonArrivals { now: start, ..PoissonArrivals::new(rate, seed) }
+    }
 }
 
 impl Iterator for PoissonArrivals {

@@ -83,6 +83,10 @@ pub struct LoadConfig {
     pub handle_interrupt: bool,
     /// Where the sessions came from, for the summary only.
     pub sessions_source: Option<String>,
+    /// The instant the run's times count from (default: when the load
+    /// starts); a driver that samples other counters during the run passes
+    /// its own so that both share one clock.
+    pub epoch: Option<std::time::Instant>,
 }
 
 impl LoadConfig {
@@ -101,6 +105,7 @@ impl LoadConfig {
             receive_buffer: ReceiveBuffer::Auto,
             handle_interrupt: false,
             sessions_source: None,
+            epoch: None,
         }
     }
 

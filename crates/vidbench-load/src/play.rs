@@ -12,6 +12,7 @@ use crate::arrivals::PoissonArrivals;
 use crate::client::{play_session, Shared, SCRATCH_BYTES};
 use crate::config::{LoadConfig, LoadError, Server, Stop};
 use crate::records::Collector;
+use crate::steps::{StepCounters, StepPlan};
 use crate::summary::{summarize, CpuUse, LoadSummary, RunFacts, Setup};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -20,7 +21,7 @@ use std::rc::Rc;
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::{sleep_until, Instant};
-use vidbench_library::{Library, Session};
+use vidbench_library::{Library, Phase, Session};
 
 /// What the progress callback is told every sample interval.
 #[derive(Debug, Clone)]
@@ -34,6 +35,8 @@ pub struct Progress {
     pub received_mb_s: f64,
     /// Bytes of requests completed in the last interval, MB/s.
     pub completed_mb_s: f64,
+    /// In a stepped run: the current step (from 0) and its rate.
+    pub step: Option<(usize, f64)>,
 }
 
 impl std::fmt::Display for Progress {
@@ -47,7 +50,11 @@ impl std::fmt::Display for Progress {
             self.sessions_completed,
             self.sessions_failed,
             self.received_mb_s
-        )
+        )?;
+        match self.step {
+            Some((i, rate)) => write!(f, "  step {} at {rate:.2}/s", i + 1),
+            None => Ok(()),
+        }
     }
 }
 
@@ -55,6 +62,29 @@ impl std::fmt::Display for Progress {
 /// documentation. Blocks the calling thread, which must not be inside a
 /// tokio runtime.
 pub fn play(config: LoadConfig, sessions: Vec<Session>, progress: &mut dyn FnMut(&Progress)) -> Result<LoadSummary, LoadError> {
+    play_with(config, sessions, None, progress)
+}
+
+/// Plays a stepped run (see [`crate::steps`]): the rate and the measured
+/// windows come from `plan`, `config.rate` and `config.stop` are not used,
+/// and the session list is replayed from its start if the run outlasts it.
+/// The per-step results are in the summary's `steps` and in `steps.json`,
+/// rewritten as each step ends.
+pub fn play_steps(
+    config: LoadConfig,
+    sessions: Vec<Session>,
+    plan: &mut dyn StepPlan,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<LoadSummary, LoadError> {
+    play_with(config, sessions, Some(plan), progress)
+}
+
+fn play_with(
+    config: LoadConfig,
+    sessions: Vec<Session>,
+    plan: Option<&mut dyn StepPlan>,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<LoadSummary, LoadError> {
     config.check()?;
     if sessions.is_empty() {
         return Err(LoadError::NoSessions);
@@ -66,7 +96,12 @@ pub fn play(config: LoadConfig, sessions: Vec<Session>, progress: &mut dyn FnMut
 
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(LoadError::Runtime)?;
     let local = tokio::task::LocalSet::new();
-    local.block_on(&runtime, run(config, server, sessions, file_ids, progress))
+    local.block_on(&runtime, run(config, server, sessions, file_ids, plan, progress))
+}
+
+/// Seed of step `index`'s arrivals: a distinct stream per step.
+fn step_seed(seed: u64, index: usize) -> u64 {
+    seed.wrapping_add((index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
 }
 
 async fn run(
@@ -74,8 +109,17 @@ async fn run(
     server: Server,
     sessions: Vec<Session>,
     file_ids: Vec<Vec<Option<u32>>>,
+    mut plan: Option<&mut dyn StepPlan>,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<LoadSummary, LoadError> {
+    let first_step = match plan.as_mut() {
+        Some(p) => {
+            let spec = p.next(None).ok_or_else(|| LoadError::InvalidConfig("the step plan gave no step to play".into()))?;
+            spec.check().map_err(LoadError::InvalidConfig)?;
+            Some(spec)
+        }
+        None => None,
+    };
     check_reachable(&config.server, &server).await?;
     let collector = Collector::create(&config.out_dir)?;
     let sessions_available = sessions.len();
@@ -83,7 +127,7 @@ async fn run(
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
     let cpu_start = (rusage(libc::RUSAGE_THREAD), rusage(libc::RUSAGE_SELF));
-    let run_start = Instant::now();
+    let run_start = config.epoch.map_or_else(Instant::now, Instant::from_std);
     let shared = Rc::new(Shared {
         server,
         run_start,
@@ -96,8 +140,17 @@ async fn run(
         session_done: Notify::new(),
     });
 
-    let mut arrivals = PoissonArrivals::new(config.rate, config.seed);
-    let mut queue = sessions.into_iter().zip(file_ids).peekable();
+    let stepped = first_step.is_some();
+    let offered_rate = first_step.map_or(config.rate, |s| s.rate);
+    let mut arrivals = PoissonArrivals::new(offered_rate, config.seed);
+    if let Some(spec) = first_step {
+        shared.collector.borrow_mut().step = Some(StepCounters::new(0, spec, 0.0));
+    }
+    // A stepped run ends when its plan says so: it replays the list if needed.
+    let pairs: Vec<(Session, Vec<Option<u32>>)> = sessions.into_iter().zip(file_ids).collect();
+    let queue: Box<dyn Iterator<Item = (Session, Vec<Option<u32>>)>> =
+        if stepped { Box::new(pairs.into_iter().cycle()) } else { Box::new(pairs.into_iter()) };
+    let mut queue = queue.peekable();
     let mut next_at = arrivals.next().expect("the arrival process never ends");
     let interval = Duration::from_secs_f64(config.interval_s);
     let mut tick = 1u32;
@@ -107,7 +160,7 @@ async fn run(
     tokio::pin!(ctrl_c);
 
     loop {
-        if starting {
+        if starting && !stepped {
             let stop = match config.stop {
                 Stop::Duration(d) if next_at > d => Some("duration"),
                 Stop::Sessions(n) if shared.collector.borrow().started >= n => Some("session-count"),
@@ -124,6 +177,8 @@ async fn run(
         }
         let tick_at = run_start + interval * tick;
         let start_at = run_start + Duration::from_secs_f64(next_at);
+        let step_end_s = shared.collector.borrow().step.as_ref().map(StepCounters::end_s);
+        let step_end_at = run_start + Duration::from_secs_f64(step_end_s.unwrap_or(0.0));
         tokio::select! {
             biased;
             _ = &mut ctrl_c, if config.handle_interrupt && !shared.interrupted.get() => {
@@ -144,11 +199,37 @@ async fn run(
                     sessions_failed: c.failed,
                     received_mb_s: row.received_mb_s,
                     completed_mb_s: row.completed_mb_s,
+                    step: c.step.as_ref().map(|s| (s.index, s.spec.rate)),
                 });
             }
-            _ = sleep_until(start_at), if starting => {
-                let (session, ids) = queue.next().expect("peeked above");
+            _ = sleep_until(step_end_at), if starting && step_end_s.is_some() => {
+                let end_s = step_end_s.expect("guarded");
+                let finished = shared.collector.borrow_mut().finish_step(&config.out_dir)?;
+                let next = plan.as_mut().expect("stepped runs have a plan").next(Some(&finished));
+                match next.map(|spec| spec.check().map(|_| spec)) {
+                    Some(Ok(spec)) => {
+                        shared.collector.borrow_mut().step = Some(StepCounters::new(finished.index + 1, spec, end_s));
+                        arrivals = PoissonArrivals::starting_at(spec.rate, step_seed(config.seed, finished.index + 1), end_s);
+                        next_at = arrivals.next().expect("the arrival process never ends");
+                    }
+                    Some(Err(message)) => return Err(LoadError::InvalidConfig(format!("step {}: {message}", finished.index + 2))),
+                    None => {
+                        // Censor what is still running: it would be measured under no plan.
+                        starting = false;
+                        stopped_by = "steps-done";
+                        shared.interrupted.set(true);
+                        shared.interrupt.notify_waiters();
+                    }
+                }
+            }
+            // A stepped run's arrivals beyond the step's end are redrawn at the next rate.
+            _ = sleep_until(start_at), if starting && step_end_s.map_or(true, |end| next_at < end) => {
+                let (mut session, ids) = queue.next().expect("peeked above");
                 let lag = Instant::now().saturating_duration_since(start_at).as_secs_f64();
+                if let Some(step) = shared.collector.borrow().step.as_ref() {
+                    let (a, b) = step.window();
+                    session.phase = if (a..b).contains(&next_at) { Phase::Measure } else { Phase::RampUp };
+                }
                 shared.collector.borrow_mut().session_started(session.phase, next_at, lag);
                 tokio::task::spawn_local(play_session(shared.clone(), session, ids, next_at));
                 next_at = arrivals.next().expect("the arrival process never ends");
@@ -173,7 +254,7 @@ async fn run(
     };
     let setup = Setup {
         server: config.server.clone(),
-        offered_rate: config.rate,
+        offered_rate,
         stop: config.stop,
         seed: config.seed,
         sessions_source: config.sessions_source.clone(),
@@ -193,7 +274,7 @@ async fn run(
             setup,
             stopped_by: stopped_by.to_owned(),
             wall_s,
-            offered_rate: config.rate,
+            offered_rate,
             verify: config.verify.is_some(),
             cpu,
         },

@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
+use crate::steps::{StepCounters, StepResult};
 use vidbench_library::Phase;
 
 /// How a request, and so its session, ended.
@@ -204,6 +205,9 @@ pub(crate) struct Collector {
     pub errors: HashMap<(Outcome, String), u64>,
     pub intervals: Vec<IntervalRecord>,
     interval: IntervalRecord,
+    /// The current step of a stepped run, and the steps already finished.
+    pub step: Option<StepCounters>,
+    pub steps: Vec<StepResult>,
 }
 
 struct Output {
@@ -257,6 +261,8 @@ impl Collector {
             errors: HashMap::new(),
             intervals: Vec::new(),
             interval: IntervalRecord::starting_at(0.0),
+            step: None,
+            steps: Vec::new(),
         })
     }
 
@@ -274,6 +280,9 @@ impl Collector {
         self.interval.sessions_started += 1;
         self.last_start = scheduled_s;
         self.by_phase.entry(phase).or_default().started += 1;
+        if let Some(step) = &mut self.step {
+            step.session_started(scheduled_s);
+        }
         if phase == Phase::Measure {
             let (first, _) = self.measure_starts.unwrap_or((scheduled_s, scheduled_s));
             self.measure_starts = Some((first, scheduled_s));
@@ -327,7 +336,22 @@ impl Collector {
             *self.errors.entry(key).or_default() += 1;
         }
         self.by_phase.entry(record.phase).or_default().end(record.outcome);
+        if let Some(step) = &mut self.step {
+            step.session_ended(record.scheduled_s, record.outcome);
+        }
         Self::write(&mut self.sessions_out, &mut self.first_write_error, record);
+    }
+
+    /// Ends the current step: its result joins `steps`, and `steps.json` in
+    /// `dir` is rewritten so that finished steps survive an interrupted run.
+    pub fn finish_step(&mut self, dir: &Path) -> Result<StepResult, crate::LoadError> {
+        let step = self.step.take().expect("finish_step is called in a stepped run");
+        let result = step.finish(&self.completed, &self.intervals);
+        self.steps.push(result.clone());
+        let path = dir.join("steps.json");
+        let text = serde_json::to_string_pretty(&self.steps).expect("steps serialize") + "\n";
+        std::fs::write(&path, text).map_err(|error| crate::LoadError::Output { path, error })?;
+        Ok(result)
     }
 
     /// Closes the sample interval ending at `end_s`.

@@ -54,6 +54,10 @@ pub struct LoadSummary {
     pub cpu: CpuUse,
     /// Distinct failure messages with their counts, most frequent first.
     pub errors: Vec<ErrorCount>,
+    /// A stepped run's steps (see `steps.rs`): there the headline figures are
+    /// per step, and the fields above describe the run as a whole.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<crate::steps::StepResult>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -261,6 +265,7 @@ pub(crate) fn summarize(c: &Collector, facts: RunFacts) -> LoadSummary {
         verify: VerifyCounts { enabled: facts.verify, bytes_checked: c.verified_bytes, mismatches: c.verify_mismatches },
         cpu: facts.cpu,
         errors,
+        steps: c.steps.clone(),
     }
 }
 

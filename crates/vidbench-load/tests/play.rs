@@ -476,3 +476,77 @@ fn the_command_line_plays_a_wsesslog_and_writes_the_results() {
     assert_eq!(rows.len(), 6);
     assert!(rows.iter().all(|r| r.outcome == "ok" && r.status == Some(206)));
 }
+
+/// A plan that records what it was told, then plays a fixed list.
+struct Recorder {
+    steps: std::collections::VecDeque<vidbench_load::StepSpec>,
+    seen: Vec<vidbench_load::StepResult>,
+}
+
+impl vidbench_load::StepPlan for Recorder {
+    fn next(&mut self, finished: Option<&vidbench_load::StepResult>) -> Option<vidbench_load::StepSpec> {
+        self.seen.extend(finished.cloned());
+        self.steps.pop_front()
+    }
+}
+
+#[test]
+fn a_stepped_run_measures_each_rate_in_its_window_and_censors_the_rest() {
+    use vidbench_load::StepSpec;
+    let server = TestServer::start();
+    // Even sessions fail (status 500) at once; odd ones make one quick request,
+    // then wait 60 s of pacing for a second: still running when the run ends.
+    let sessions: Vec<Session> = (0..10)
+        .map(|i| {
+            let requests = if i % 2 == 0 {
+                vec![req("/f?size=100&status=500", None, None, 5.0)]
+            } else {
+                vec![req("/f?size=100", None, None, 5.0), req("/f?size=100", None, Some(60.0), 5.0)]
+            };
+            session(i, Phase::RampDown, 0, 0, requests)
+        })
+        .collect();
+    let first = StepSpec { rate: 40.0, settle_s: 0.5, measure_s: 1.5, hold_s: 0.5 };
+    let second = StepSpec { rate: 10.0, settle_s: 0.5, measure_s: 1.5, hold_s: 0.5 };
+    let mut plan = Recorder { steps: [first, second].into(), seen: Vec::new() };
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = LoadConfig::new(server.url(), 1.0, dir.path().join("out"));
+    config.interval_s = 0.5;
+    config.seed = 3;
+    let summary = vidbench_load::play_steps(config, sessions, &mut plan, &mut |_| {}).expect("the run completes");
+
+    // The plan saw both steps, in order, and the summary and steps.json agree.
+    assert_eq!(plan.seen.len(), 2);
+    assert_eq!(summary.steps, plan.seen);
+    let written: Vec<vidbench_load::StepResult> =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("out/steps.json")).unwrap()).unwrap();
+    let key = |s: &vidbench_load::StepResult| (s.index, s.spec, s.window_s, s.sessions_measured, s.sessions_failed);
+    assert_eq!(written.iter().map(key).collect::<Vec<_>>(), plan.seen.iter().map(key).collect::<Vec<_>>());
+    assert_eq!(summary.stopped_by, "steps-done");
+    let (s0, s1) = (&plan.seen[0], &plan.seen[1]);
+    assert_eq!((s0.start_s, s0.window_s, s0.end_s), (0.0, (0.5, 2.0), 2.5));
+    assert_eq!((s1.start_s, s1.window_s, s1.end_s), (2.5, (3.0, 4.5), 5.0));
+
+    // Every session's phase says whether a step measured it; the measured
+    // counts are those scheduled in each window.
+    let rows: Vec<Sess> = read_csv(&dir.path().join("out/sessions.csv"));
+    for (step, w) in [(s0, s0.window_s), (s1, s1.window_s)] {
+        let inside: Vec<&Sess> = rows.iter().filter(|s| s.scheduled_s >= w.0 && s.scheduled_s < w.1).collect();
+        assert_eq!(step.sessions_measured, inside.len() as u64);
+        assert!(inside.iter().all(|s| s.phase == "measure"));
+        // Failed sessions were those with a 500; the others were censored.
+        let failed = inside.iter().filter(|s| s.outcome == "status").count() as u64;
+        assert_eq!(step.sessions_failed, failed);
+        assert!(failed > 0 && failed < step.sessions_measured, "{failed} of {}", step.sessions_measured);
+    }
+    assert!(rows.iter().filter(|s| s.phase == "measure").count() as u64 == s0.sessions_measured + s1.sessions_measured);
+    // The rate changed with the step (40/s vs 10/s over 2.5 s each: the
+    // counts are Poisson, the bands are wide), and the list of 10 was replayed.
+    assert!(s0.sessions_started > 2 * s1.sessions_started, "{} vs {}", s0.sessions_started, s1.sessions_started);
+    assert!(rows.len() > 10);
+    assert!(rows.iter().all(|s| s.scheduled_s < 5.0));
+    // Nothing still running when the plan ended counts as failed.
+    let censored = rows.iter().filter(|s| s.outcome == "interrupted").count();
+    assert!(censored > 0);
+    assert_eq!(summary.sessions.interrupted as usize, censored);
+}

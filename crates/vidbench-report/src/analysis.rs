@@ -24,6 +24,16 @@ pub struct Point {
     pub request_kib: Option<f64>,
     pub busy_pct: Option<f64>,
     pub server_cpu_pct: Option<f64>,
+    /// Whether every run of the point measured delivered and disk MB/s over
+    /// one window (steady-state steps).
+    pub one_window: bool,
+}
+
+impl Point {
+    /// Bytes read from the disk per byte delivered to clients.
+    pub fn disk_per_delivered(&self) -> Option<f64> {
+        self.disk_mbs.filter(|_| self.throughput_mbs > 0.0).map(|d| d / self.throughput_mbs)
+    }
 }
 
 fn opt_mean(v: Vec<Option<f64>>) -> Option<f64> {
@@ -53,6 +63,7 @@ pub fn points(results: &Results, config: &str) -> Vec<Point> {
                 server_cpu_pct: opt_mean(
                     runs.iter().map(|r| Some(100.0 * r.server_cpu_s? / r.load_wall_s.filter(|w| *w > 0.0)?)).collect(),
                 ),
+                one_window: runs.iter().all(|r| r.window_s.is_some()),
             }
         })
         .collect()
@@ -208,6 +219,7 @@ mod tests {
             request_kib: None,
             busy_pct: None,
             server_cpu_pct: None,
+            one_window: false,
         };
         let pts = vec![p(5.0, 0.0), p(8.0, 0.2), p(10.0, 3.0), p(12.0, 0.1)];
         let (best, bounded) = max_failure_free(&pts, 0.3);

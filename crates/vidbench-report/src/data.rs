@@ -35,6 +35,11 @@ pub struct Run {
     /// Shim track-mode stats files (one per process).
     pub shim_stats: Vec<PathBuf>,
     pub setup: Value,
+    /// A step of a steady-state run: its window on the run's clock, over
+    /// which every figure of this run (delivered, disk) was measured. `None`
+    /// for a run of the classic protocol, whose disk figures cover the whole
+    /// load and whose delivered MB/s covers the measure phase.
+    pub window_s: Option<(f64, f64)>,
 }
 
 /// What the disk did during the load (after minus before).
@@ -113,7 +118,7 @@ pub fn disk_delta(before: &Value, after: &Value) -> Option<DiskDelta> {
     Some(DiskDelta { seconds: t1 - t0, reads: r1 - r0, bytes: b1 - b0, busy_s: u1 - u0 })
 }
 
-fn load_run(dir: &Path) -> anyhow::Result<Run> {
+fn load_run(dir: &Path) -> anyhow::Result<Vec<Run>> {
     let run = read_json(&dir.join("run.json"))?;
     let result = read_json(&dir.join("result.json"))?;
     let config_json = run.get("config").cloned().unwrap_or(Value::Null);
@@ -131,7 +136,7 @@ fn load_run(dir: &Path) -> anyhow::Result<Run> {
         .map(|rd| rd.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "json")).collect())
         .unwrap_or_default();
     shim_stats.sort();
-    Ok(Run {
+    let base = Run {
         dir: dir.to_owned(),
         config,
         config_json,
@@ -148,7 +153,48 @@ fn load_run(dir: &Path) -> anyhow::Result<Run> {
         trace: Some(dir.join("disk-trace.csv")).filter(|p| p.is_file()),
         shim_stats,
         setup: read_json(&dir.join("setup.json")).unwrap_or(Value::Null),
-    })
+        window_s: None,
+    };
+    match read_json(&dir.join("steps.json")) {
+        Ok(steps) => expand_steps(base, &steps).with_context(|| format!("{} is not a list of steps", dir.join("steps.json").display())),
+        Err(_) => Ok(vec![base]),
+    }
+}
+
+/// A steady-state run as one entry per step (`steps.json`, written by the
+/// driver): rate, failure %, delivered and disk figures of the step's window;
+/// repeated rates are numbered as repetitions. CPU figures cover the whole
+/// run, not a window, so they are left out.
+fn expand_steps(base: Run, steps: &Value) -> anyhow::Result<Vec<Run>> {
+    let mut runs: Vec<Run> = Vec::new();
+    for step in steps.as_array().context("not an array")? {
+        let f = |path: &[&str]| path.iter().try_fold(step, |v, k| v.get(*k)).and_then(Value::as_f64);
+        let rate = f(&["spec", "rate"]).context("a step has no spec.rate")?;
+        let window = step.get("window_s").and_then(Value::as_array).context("a step has no window_s")?;
+        let window = (window[0].as_f64().unwrap_or(0.0), window[1].as_f64().unwrap_or(0.0));
+        let disk = step.get("disk").filter(|d| !d.is_null()).map(|_| DiskDelta {
+            seconds: f(&["disk", "seconds"]).unwrap_or(0.0),
+            reads: f(&["disk", "reads"]).unwrap_or(0.0),
+            bytes: f(&["disk", "bytes"]).unwrap_or(0.0),
+            busy_s: f(&["disk", "busy_s"]).unwrap_or(0.0),
+        });
+        let repetition = runs.iter().filter(|r| r.rate == Some(rate)).count() as u32;
+        runs.push(Run {
+            rate: Some(rate),
+            repetition,
+            // A step without a measured session has no failure figure; the
+            // driver refuses such steps, so this is only an old or edited file.
+            failure_pct: f(&["failure_percent"]).context("a step has no failure_percent")?,
+            throughput_mbs: f(&["throughput_mb_s"]).context("a step has no throughput_mb_s")?,
+            sample_ci95_mbs: step.get("samples_mb_s").and_then(|s| s.get(1)).and_then(Value::as_f64),
+            disk,
+            server_cpu_s: None,
+            daemon_cpu_s: None,
+            window_s: Some(window),
+            ..base.clone()
+        });
+    }
+    Ok(runs)
 }
 
 impl Results {
@@ -176,7 +222,7 @@ impl Results {
             run_dirs.sort();
             for rdir in run_dirs {
                 if rdir.join("DONE").exists() {
-                    runs.push(load_run(&rdir).with_context(|| format!("run {}", rdir.display()))?);
+                    runs.extend(load_run(&rdir).with_context(|| format!("run {}", rdir.display()))?);
                 } else {
                     incomplete.push(rdir);
                 }

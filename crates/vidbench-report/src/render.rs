@@ -5,7 +5,7 @@
 
 use crate::analysis::{self, Point};
 use crate::data::{Results, Run};
-use crate::figures::{line_chart, Chart, Series};
+use crate::figures::{line_chart, Chart, Reference, Series};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -13,6 +13,12 @@ use std::path::Path;
 
 fn f2(v: Option<f64>) -> String {
     v.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into())
+}
+
+/// A point's confidence interval for a figure's bar: only for a mean over
+/// repetitions (a single run's CI is of its samples, not of the rate's result).
+fn repeated(p: &Point, ci: f64) -> Option<f64> {
+    (p.runs > 1 && ci.is_finite()).then_some(ci)
 }
 
 struct Ctx<'a> {
@@ -172,16 +178,29 @@ fn versus_rate(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<String, 
         writeln!(ctx.md, "_No server runs: figure omitted._\n")?;
         return Ok(());
     }
-    let series = |f: fn(&Point) -> f64| -> Vec<Series> {
+    let series = |f: fn(&Point) -> (f64, f64)| -> Vec<Series> {
         configs
             .iter()
-            .map(|c| Series { name: ctx.results.label(c), points: points[c].iter().map(|p| (p.rate, f(p))).collect(), points_only: false })
+            .enumerate()
+            .map(|(i, c)| Series {
+                name: ctx.results.label(c),
+                points: points[c].iter().map(|p| (p.rate, f(p).0)).collect(),
+                ci: points[c].iter().map(|p| repeated(p, f(p).1)).collect(),
+                style: i,
+                points_only: false,
+            })
             .collect()
     };
-    let tput = series(|p| p.throughput_mbs);
-    let fail = series(|p| p.failure_pct);
-    ctx.figure("throughput-vs-rate", Chart { title: "Delivered throughput", x_label: "offered rate (sessions/s)", y_label: "MB/s", log_x: false, y_range: None }, tput)?;
-    ctx.figure("failures-vs-rate", Chart { title: "Failed sessions", x_label: "offered rate (sessions/s)", y_label: "% of measured sessions", log_x: false, y_range: None }, fail)?;
+    let tput = series(|p| (p.throughput_mbs, p.throughput_ci));
+    let fail = series(|p| (p.failure_pct, p.failure_ci));
+    // The threshold each configuration was searched with (the experiment's, not a constant).
+    let mut thresholds: Vec<f64> = configs.iter().map(|c| ctx.results.threshold(c)).collect();
+    thresholds.sort_by(f64::total_cmp);
+    thresholds.dedup();
+    let references = thresholds.into_iter().map(|t| Reference { y: t, name: format!("failure threshold ({t} %)") }).collect();
+    ctx.figure("throughput-vs-rate", Chart { title: "Delivered throughput", x_label: "offered rate (sessions/s)", y_label: "MB/s", log_x: false, y_range: None, references: Vec::new() }, tput)?;
+    ctx.figure("failures-vs-rate", Chart { title: "Failed sessions", x_label: "offered rate (sessions/s)", y_label: "% of measured sessions", log_x: false, y_range: None, references }, fail)?;
+    writeln!(ctx.md, "Bars: 95 % confidence interval over the repetitions of a rate (points run once have none).\n")?;
     per_rate_table(ctx, configs, points, &["runs", "MB/s", "± CI", "failed %", "± CI", "server CPU %"], |p| {
         vec![
             p.runs.to_string(),
@@ -225,14 +244,24 @@ fn disk_section(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<String,
     let mut series = Vec::new();
     for c in &with_disk {
         let label = ctx.results.label(c);
-        series.push(Series { name: format!("{label} delivered"), points: points[*c].iter().map(|p| (p.rate, p.throughput_mbs)).collect(), points_only: false });
+        // The configuration's style in every figure: its index among the server configurations.
+        let style = configs.iter().position(|x| x == *c).unwrap_or(0);
+        series.push(Series {
+            name: format!("{label} delivered"),
+            points: points[*c].iter().map(|p| (p.rate, p.throughput_mbs)).collect(),
+            ci: points[*c].iter().map(|p| repeated(p, p.throughput_ci)).collect(),
+            style,
+            points_only: false,
+        });
         series.push(Series {
             name: format!("{label} disk"),
             points: points[*c].iter().filter_map(|p| Some((p.rate, p.disk_mbs?))).collect(),
+            ci: Vec::new(),
+            style,
             points_only: true,
         });
     }
-    ctx.figure("disk-vs-delivered", Chart { title: "Disk (crosses) and delivered (lines) throughput", x_label: "offered rate (sessions/s)", y_label: "MB/s", log_x: false, y_range: None }, series)?;
+    ctx.figure("disk-vs-delivered", Chart { title: "Disk (hollow markers) and delivered (lines) throughput", x_label: "offered rate (sessions/s)", y_label: "MB/s", log_x: false, y_range: None, references: Vec::new() }, series)?;
     writeln!(
         ctx.md,
         "Disk figures come from the emulated disk's own counters over the load (iostat's definitions: ms per transaction = busy time / transactions). \
@@ -302,21 +331,24 @@ fn trace_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
         let c = analysis::bytes_cdf(&seqs);
         let at = |kib: f64| c.iter().take_while(|p| p.0 <= kib).last().map_or(0.0, |p| p.1);
         rows.push(format!("| {label} | {} | {} | {:.1} | {:.1} | {:.1} |", trace.len(), seqs.len(), at(128.0), at(576.0), 100.0 - at(1920.0)));
-        cdf.push(Series { name: label.clone(), points: c, points_only: false });
+        let style = order.iter().position(|x| x == name).unwrap_or(0);
+        cdf.push(Series::line(label.clone(), style, c));
         pattern.push(Series {
             name: label,
             points: trace.iter().take(250).enumerate().map(|(i, t)| (i as f64, t.lba as f64)).collect(),
+            ci: Vec::new(),
+            style,
             points_only: true,
         });
     }
-    ctx.figure("sequence-cdf", Chart { title: "Bytes read in sequences of adjacent requests", x_label: "sequence length (KiB, log)", y_label: "% of bytes read", log_x: true, y_range: Some((0.0, 100.0)) }, cdf)?;
+    ctx.figure("sequence-cdf", Chart { title: "Bytes read in sequences of adjacent requests", x_label: "sequence length (KiB, log)", y_label: "% of bytes read", log_x: true, y_range: Some((0.0, 100.0)), references: Vec::new() }, cdf)?;
     writeln!(ctx.md, "| run | disk requests | sequences | % bytes in sequences ≤ 128 KiB | ≤ 576 KiB | % bytes in sequences > 1920 KiB |")?;
     writeln!(ctx.md, "|---|---:|---:|---:|---:|---:|")?;
     for r in rows {
         writeln!(ctx.md, "{r}")?;
     }
     writeln!(ctx.md)?;
-    ctx.figure("access-pattern", Chart { title: "Access pattern: first 250 disk requests", x_label: "transaction number", y_label: "logical block address", log_x: false, y_range: None }, pattern)?;
+    ctx.figure("access-pattern", Chart { title: "Access pattern: first 250 disk requests", x_label: "transaction number", y_label: "logical block address", log_x: false, y_range: None, references: Vec::new() }, pattern)?;
     Ok(())
 }
 
@@ -332,14 +364,15 @@ fn latency_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
         if hist.is_empty() {
             continue;
         }
-        series.push(Series { name: ctx.results.label(c), points: analysis::histogram_cdf(&hist), points_only: false });
+        let style = ctx.results.configs().iter().position(|x| x == c).unwrap_or(0);
+        series.push(Series::line(ctx.results.label(c), style, analysis::histogram_cdf(&hist)));
     }
     if series.is_empty() {
         writeln!(ctx.md, "_No shim statistics with sendfile calls (configurations with `libception = \"track\"` record them): figure omitted._\n")?;
         return Ok(());
     }
     writeln!(ctx.md, "From the shim's per-process latency histograms (power-of-two buckets; a point is the fraction of calls at most that long).\n")?;
-    ctx.figure("sendfile-latency-cdf", Chart { title: "sendfile call latency", x_label: "latency (ms, log)", y_label: "% of calls", log_x: true, y_range: Some((0.0, 100.0)) }, series)?;
+    ctx.figure("sendfile-latency-cdf", Chart { title: "sendfile call latency", x_label: "latency (ms, log)", y_label: "% of calls", log_x: true, y_range: Some((0.0, 100.0)), references: Vec::new() }, series)?;
     Ok(())
 }
 
@@ -363,15 +396,21 @@ fn sweep_section(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<String
         return Ok(());
     }
     let mut series = Vec::new();
-    for (base, mut members) in groups {
+    for (style, (base, mut members)) in groups.into_iter().enumerate() {
         members.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let pts: Vec<(f64, f64)> = members
+        let best: Vec<(f64, Point)> = members
             .iter()
-            .filter_map(|(x, c)| Some((*x, analysis::max_failure_free(&points[c], ctx.results.threshold(c)).0?.throughput_mbs)))
+            .filter_map(|(x, c)| Some((*x, analysis::max_failure_free(&points[c], ctx.results.threshold(c)).0?.clone())))
             .collect();
-        series.push(Series { name: base, points: pts, points_only: false });
+        series.push(Series {
+            name: base,
+            points: best.iter().map(|(x, p)| (*x, p.throughput_mbs)).collect(),
+            ci: best.iter().map(|(_, p)| repeated(p, p.throughput_ci)).collect(),
+            style,
+            points_only: false,
+        });
     }
-    ctx.figure("sweeps", Chart { title: "Maximum failure-free throughput by size", x_label: "prefetch or read_ahead size (KiB, log)", y_label: "MB/s", log_x: true, y_range: None }, series)?;
+    ctx.figure("sweeps", Chart { title: "Maximum failure-free throughput by size", x_label: "prefetch or read_ahead size (KiB, log)", y_label: "MB/s", log_x: true, y_range: None, references: Vec::new() }, series)?;
     Ok(())
 }
 
@@ -424,9 +463,10 @@ pub fn rate_table(results: &Results) -> String {
     let width = configs.iter().map(|c| results.label(c).len()).max().unwrap_or(13).max(13);
     let _ = writeln!(
         out,
-        "{:<width$}  {:>6}  {:>10}  {:>8}  {:>8}  {:>7}  {:>11}",
-        "configuration", "rate/s", "deliv MB/s", "failed %", "disk MB/s", "ms/t", "x vanilla"
+        "{:<width$}  {:>6}  {:>10}  {:>8}  {:>8}  {:>9}  {:>7}  {:>11}",
+        "configuration", "rate/s", "deliv MB/s", "failed %", "disk MB/s", "disk/deliv", "ms/t", "x vanilla"
     );
+    let mut windows = (false, false);
     for c in &configs {
         let base = baseline(results, c);
         for p in &points[c] {
@@ -434,18 +474,30 @@ pub fn rate_table(results: &Results) -> String {
                 let bp = points.get(b)?.iter().find(|q| (q.rate - p.rate).abs() < 1e-9)?;
                 (bp.throughput_mbs > 0.0).then(|| format!("{:.2}", p.throughput_mbs / bp.throughput_mbs))
             });
+            if p.one_window {
+                windows.0 = true;
+            } else {
+                windows.1 = true;
+            }
             let _ = writeln!(
                 out,
-                "{:<width$}  {:>6.2}  {:>10.2}  {:>8.2}  {:>8}  {:>7}  {:>11}",
+                "{:<width$}  {:>6.2}  {:>10.2}  {:>8.2}  {:>8}  {:>9}  {:>7}  {:>11}",
                 results.label(c),
                 p.rate,
                 p.throughput_mbs,
                 p.failure_pct,
                 f2(p.disk_mbs),
+                f2(p.disk_per_delivered()),
                 f2(p.ms_per_transaction),
                 ratio.unwrap_or_else(|| "-".into())
             );
         }
+    }
+    if windows.0 {
+        let _ = writeln!(out, "windows: steady-state steps: every column over the step's measured window");
+    }
+    if windows.1 {
+        let _ = writeln!(out, "windows: classic runs: delivered MB/s over the measure phase, disk columns over the whole load (not the same window)");
     }
     for (c, s) in results.configs().iter().filter_map(|c| Some((c, results.runs_of(c).find(|r| r.kind == "wc")?))) {
         let _ = writeln!(out, "{:<width$}  {:>6}  {:>10.2}  (wc upper bound: disk read sequentially)", results.label(c), "-", s.throughput_mbs);

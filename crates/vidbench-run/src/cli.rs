@@ -130,6 +130,10 @@ fn print_plan(exp: &Experiment, out: &mut dyn Write) -> std::io::Result<()> {
                 "search {}..{} (resolution {}, {} repetitions, threshold {threshold_pct} %)",
                 search.low, search.high, search.resolution, search.repetitions
             ),
+            RatePlan::Bracket { bracket: b, threshold_pct } => format!(
+                "bracketing search from {} in {} % steps to {} % (x{} at the result and above, at most {} probes, threshold {threshold_pct} %)",
+                b.start, b.step_pct, b.resolution_pct, b.repetitions, b.max_probes
+            ),
             RatePlan::None { repetitions } => format!("{repetitions} run(s)"),
         };
         writeln!(out, "  {:<24} {what}; {}; {plan}", c.name, queue_summary(c))?;

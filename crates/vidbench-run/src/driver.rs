@@ -30,6 +30,10 @@ use crate::process::{tail, Child, Spawn};
 use crate::progress::{fmt_duration, Progress};
 use crate::reader::{self, ReadReport};
 use crate::search::{self, Outcome, Prober, SearchResult};
+use crate::steady::{self, StepChannel, StepRecord, StopFlag};
+use crate::experiment::SteadySection;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use crate::server::{self, ServerSetup};
 use crate::setup;
 use vidbench_stats as stats;
@@ -95,6 +99,7 @@ pub fn estimate_runs(plan: &RatePlan) -> usize {
     match plan {
         RatePlan::Fixed { rates, repetitions, .. } => rates.len() * *repetitions as usize,
         RatePlan::None { repetitions } => *repetitions as usize,
+        RatePlan::Bracket { bracket, .. } => 3 + 2 * bracket.repetitions as usize,
         RatePlan::Search { search, .. } => {
             let step = (search.high - search.low) / (search.coarse_points.max(2) - 1) as f64;
             let bisect = (step / search.resolution).log2().ceil().max(0.0) as usize;
@@ -236,6 +241,9 @@ impl Driver {
     fn run_config(&mut self, cfg: &Config) -> anyhow::Result<ConfigSummary> {
         let dir = self.out.join("runs").join(&cfg.name);
         std::fs::create_dir_all(&dir)?;
+        if let Some(timing) = self.exp.run.steady.filter(|t| t.one_run && cfg.kind == RunKind::Server) {
+            return self.run_stepped(cfg, timing);
+        }
         match cfg.rates.clone() {
             RatePlan::Fixed { rates, repetitions, threshold_pct } => {
                 let mut points = Vec::new();
@@ -251,6 +259,12 @@ impl Driver {
             RatePlan::Search { search, threshold_pct } => {
                 let mut prober = ConfigProber { driver: self, cfg };
                 let result = search::find_max_failure_free(&search, threshold_pct, &mut prober)?;
+                write_json(&dir.join("search.json"), &result)?;
+                Ok(ConfigSummary::from_search(cfg, threshold_pct, &result))
+            }
+            RatePlan::Bracket { bracket, threshold_pct } => {
+                let mut prober = ConfigProber { driver: self, cfg };
+                let result = search::bracket_max_failure_free(&bracket, threshold_pct, &mut prober)?;
                 write_json(&dir.join("search.json"), &result)?;
                 Ok(ConfigSummary::from_search(cfg, threshold_pct, &result))
             }
@@ -487,6 +501,31 @@ impl Driver {
     }
 
     fn run_server(&mut self, cfg: &Config, rate: f64, rep: u32, dir: &Path) -> anyhow::Result<Outcome> {
+        if let Some(timing) = self.exp.run.steady {
+            // One rate in its own run: ramp, window and hold.
+            let steps = self.serve(cfg, rep, dir, json!(rate), |d, disk, cgroup| {
+                d.play_steady(disk, cgroup, timing, rep, dir, |ch| ch.step(rate).map(|_| ()))
+            })?;
+            let step = steps.1.first().context("the run played no step")?;
+            return steady::outcome(&step.load);
+        }
+        let summary = self.serve(cfg, rep, dir, json!(rate), |d, _, _| d.play_load(rate, rep, &dir.join("load")))?;
+        let failure_pct = summary["failure_percent"].as_f64().context("the load measured no session (failure_percent is null): the run is too short for its ramp-up and ramp-down")?;
+        let throughput_mbs = summary["throughput_mb_s"].as_f64().unwrap_or(0.0);
+        Ok(Outcome { failure_pct, throughput_mbs })
+    }
+
+    /// One server run: disk, cgroup, daemon, server and warm-up, then `play`
+    /// (the load), then everything recorded and stopped in reverse order.
+    /// `rates` is what setup.json records as the run's rate(s).
+    fn serve<T>(
+        &mut self,
+        cfg: &Config,
+        rep: u32,
+        dir: &Path,
+        rates: Value,
+        play: impl FnOnce(&Driver, &Disk, &RunCgroup) -> anyhow::Result<T>,
+    ) -> anyhow::Result<T> {
         let kind = cfg.server.expect("checked: server configurations name a server");
         self.drop_caches()?;
         let disk_opts = self.disk_options(cfg, dir);
@@ -528,7 +567,7 @@ impl Driver {
         let disk_setup = self.disk_setup(&disk_opts, &disk, &disk_before)?;
         let cpu_before = (cgroup.cpu_seconds(Role::Server), cgroup.cpu_seconds(Role::Daemon));
         let load_started = Instant::now();
-        let summary = self.play_load(rate, rep, &dir.join("load"))?;
+        let played = play(self, &disk, &cgroup)?;
         let load_wall = load_started.elapsed().as_secs_f64();
         let disk_after = disk.stats()?;
         write_json(&dir.join("disk-after.json"), &disk_after)?;
@@ -566,12 +605,13 @@ impl Driver {
             "machine": self.machine,
             "experiment": {"name": self.exp.name, "source": self.exp.source, "description": self.exp.description},
             "config": cfg,
-            "rate": rate,
+            "rate": rates,
             "repetition": rep,
             "load_seed": self.exp.run.seed + rep as u64,
             "run": self.exp.run,
             "memory_limit_bytes": self.exp.memory_limit_bytes,
             "disk": disk_setup,
+            "network": setup::network(),
             "daemon_command": daemon_command(cfg, &self.programs, dir, &self.exp.run.user),
             "server": {"kind": kind.name(), "binary": binary, "template": template, "config": srv.config_path, "knobs": srv.knobs, "env": env},
             "workload": self.workload,
@@ -579,25 +619,17 @@ impl Driver {
         });
         write_json(&dir.join("setup.json"), &setup_json)?;
         disk.unmount()?;
-        let failure_pct = summary["failure_percent"].as_f64().context("the load measured no session (failure_percent is null): the run is too short for its ramp-up and ramp-down")?;
-        let throughput_mbs = summary["throughput_mb_s"].as_f64().unwrap_or(0.0);
-        Ok(Outcome { failure_pct, throughput_mbs })
+        Ok(played)
     }
 
     /// Plays the load on a thread so that Ctrl-C is noticed while it runs.
     fn play_load(&self, rate: f64, rep: u32, out: &Path) -> anyhow::Result<Value> {
-        let mut config = vidbench_load::LoadConfig::new(format!("http://127.0.0.1:{}", self.exp.run.port), rate, out);
+        let mut config = self.load_config(rate, rep, out)?;
         config.stop = match (self.exp.run.duration_s, self.exp.run.sessions) {
             (Some(d), _) => vidbench_load::Stop::Duration(d),
             (None, Some(n)) => vidbench_load::Stop::Sessions(n),
             (None, None) => unreachable!("checked: duration or sessions"),
         };
-        config.seed = self.exp.run.seed + rep as u64;
-        config.handle_interrupt = true;
-        config.sessions_source = Some(self.workload.sessions.display().to_string());
-        if self.exp.run.verify {
-            config.verify = Some(vidbench_library::Library::load(&self.workload.library)?);
-        }
         let sessions = self.sessions.clone();
         let printer = self.progress.printer();
         let handle = std::thread::Builder::new().name("load".into()).spawn(move || {
@@ -619,6 +651,144 @@ impl Driver {
         }
         let summary = handle.join().map_err(|_| anyhow::anyhow!("the load client panicked"))??;
         interrupt::check()?;
+        Ok(summary)
+    }
+
+    /// The load client's settings common to both protocols.
+    fn load_config(&self, rate: f64, rep: u32, out: &Path) -> anyhow::Result<vidbench_load::LoadConfig> {
+        let mut config = vidbench_load::LoadConfig::new(format!("http://127.0.0.1:{}", self.exp.run.port), rate, out);
+        config.seed = self.exp.run.seed + rep as u64;
+        config.handle_interrupt = true;
+        config.interval_s = crate::experiment::SAMPLE_INTERVAL_S;
+        config.sessions_source = Some(self.workload.sessions.display().to_string());
+        if self.exp.run.verify {
+            config.verify = Some(vidbench_library::Library::load(&self.workload.library)?);
+        }
+        Ok(config)
+    }
+
+    /// Plays a steady-state run: the load client on its own thread plays the
+    /// steps `drive` asks for through the channel, the sampler records the
+    /// disk and the cgroup beside it. Returns what `drive` returned and every
+    /// step with the disk's and the memory's figures over its window (also
+    /// written to DIR/steps.json).
+    fn play_steady<R>(
+        &self,
+        disk: &Disk,
+        cgroup: &RunCgroup,
+        timing: SteadySection,
+        rep: u32,
+        dir: &Path,
+        drive: impl FnOnce(&mut StepChannel) -> anyhow::Result<R>,
+    ) -> anyhow::Result<(R, Vec<StepRecord>)> {
+        let mut config = self.load_config(1.0, rep, &dir.join("load"))?;
+        let epoch = Instant::now();
+        config.epoch = Some(epoch);
+        let stop = AtomicBool::new(false);
+        let load_done = Arc::new(AtomicBool::new(false));
+        let sessions = self.sessions.clone();
+        let printer = self.progress.printer();
+        let running = load_done.clone();
+        let (mut channel, mut plan) = steady::channel(timing, Box::new(move || !running.load(Ordering::Relaxed)));
+        let (driven, summary, samples) = std::thread::scope(|scope| {
+            let sampler = scope.spawn(|| {
+                let _stop = StopFlag(&stop);
+                steady::sample(epoch, disk, cgroup, self.exp.run.port, &dir.join("samples.csv"), &stop)
+            });
+            let load = scope.spawn(move || {
+                let r = vidbench_load::play_steps(config, sessions, &mut plan, &mut |p| printer.line(&format!("    load {p}")));
+                load_done.store(true, Ordering::Relaxed);
+                r
+            });
+            let driven = drive(&mut channel);
+            channel.finish();
+            let summary = load.join();
+            stop.store(true, Ordering::Relaxed);
+            (driven, summary, sampler.join())
+        });
+        let summary = summary.map_err(|_| anyhow::anyhow!("the load client panicked"))?.context("the load client failed")?;
+        let driven = driven?;
+        let samples = samples.map_err(|_| anyhow::anyhow!("the sampler panicked"))??;
+        let records: Vec<StepRecord> = summary.steps.into_iter().map(|s| StepRecord::new(s, &samples)).collect();
+        write_json(&dir.join("steps.json"), &records)?;
+        Ok((driven, records))
+    }
+
+    /// A configuration whose probes are steps of one run (`run.steady.one_run`).
+    fn run_stepped(&mut self, cfg: &Config, timing: SteadySection) -> anyhow::Result<ConfigSummary> {
+        interrupt::check()?;
+        let cdir = self.out.join("runs").join(&cfg.name);
+        let dir = cdir.join("steps-rep0");
+        let threshold_pct = cfg.rates.threshold_pct().unwrap_or(0.3);
+        if dir.join(DONE).exists() {
+            self.progress.recalled_run();
+            let records: Vec<StepRecord> = serde_json::from_str(&std::fs::read_to_string(dir.join("steps.json"))?)
+                .with_context(|| format!("{} is not a list of steps", dir.join("steps.json").display()))?;
+            return match std::fs::read_to_string(cdir.join("search.json")) {
+                Ok(text) => Ok(ConfigSummary::from_search(cfg, threshold_pct, &serde_json::from_str(&text)?)),
+                Err(_) => Ok(ConfigSummary::from_points(cfg, threshold_pct, &steps_by_rate(&records)?)),
+            };
+        }
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).with_context(|| format!("cannot remove the incomplete run {}", dir.display()))?;
+        }
+        std::fs::create_dir_all(&dir)?;
+        let what = format!("{}, every rate a step of one run", cfg.name);
+        self.progress.start_run(&what);
+        let started = Instant::now();
+        write_json(
+            &dir.join("run.json"),
+            &json!({"experiment": self.exp.name, "config": cfg, "rate": null, "steps": true, "repetition": 0, "seed": self.exp.run.seed, "started_unix_s": now_unix()}),
+        )?;
+        let plan = cfg.rates.clone();
+        let printer = self.progress.printer();
+        let played = self.serve(cfg, 0, &dir, json!("steps"), |d, disk, cgroup| {
+            d.play_steady(disk, cgroup, timing, 0, &dir, |ch| {
+                let mut say = |r: &vidbench_load::StepResult| {
+                    printer.line(&format!(
+                        "    step {} at {:.2} sessions/s: {:.2} MB/s delivered, {} of {} measured sessions failed",
+                        r.index + 1,
+                        r.spec.rate,
+                        r.throughput_mb_s,
+                        r.sessions_failed,
+                        r.sessions_measured
+                    ))
+                };
+                let mut logged = LoggedSteps { channel: ch, say: &mut say };
+                match &plan {
+                    RatePlan::Search { search, threshold_pct } => search::find_max_failure_free(search, *threshold_pct, &mut logged).map(Some),
+                    RatePlan::Bracket { bracket, threshold_pct } => search::bracket_max_failure_free(bracket, *threshold_pct, &mut logged).map(Some),
+                    RatePlan::Fixed { rates, repetitions, .. } => {
+                        for rate in rates {
+                            for _ in 0..*repetitions {
+                                logged.probe(*rate, 0)?;
+                            }
+                        }
+                        Ok(None)
+                    }
+                    RatePlan::None { .. } => unreachable!("wc configurations have no rates"),
+                }
+            })
+        });
+        let (search_result, records) = match played {
+            Ok(p) => p,
+            Err(e) => {
+                let _ = std::fs::write(dir.join("error.txt"), format!("{e:#}\n"));
+                return Err(e.context(format!("run {} failed (its files are in {})", what, dir.display())));
+            }
+        };
+        let summary = match &search_result {
+            Some(r) => {
+                write_json(&cdir.join("search.json"), r)?;
+                ConfigSummary::from_search(cfg, threshold_pct, r)
+            }
+            None => ConfigSummary::from_points(cfg, threshold_pct, &steps_by_rate(&records)?),
+        };
+        let wall_s = started.elapsed().as_secs_f64();
+        let outcome = Outcome { failure_pct: summary.failure_pct.unwrap_or(100.0), throughput_mbs: summary.throughput_mbs.unwrap_or(0.0) };
+        write_json(&dir.join("result.json"), &RunResult { config: cfg.name.clone(), kind: cfg.kind, rate: summary.max_failure_free_rate, repetition: 0, outcome, wall_s })?;
+        std::fs::write(dir.join(DONE), format!("{}\n", now_unix()))?;
+        self.progress.finished_run(wall_s);
         Ok(summary)
     }
 
@@ -745,6 +915,33 @@ pub fn truncate_sessions(sessions: &mut [Session], max_s: f64) {
             keep += 1;
         }
         s.requests.truncate(keep);
+    }
+}
+
+/// The outcomes of a stepped run grouped by rate, in the order first played.
+fn steps_by_rate(records: &[StepRecord]) -> anyhow::Result<Vec<(f64, Vec<Outcome>)>> {
+    let mut points: Vec<(f64, Vec<Outcome>)> = Vec::new();
+    for r in records {
+        let o = steady::outcome(&r.load)?;
+        match points.iter_mut().find(|(rate, _)| (*rate - r.load.spec.rate).abs() < 1e-9) {
+            Some((_, v)) => v.push(o),
+            None => points.push((r.load.spec.rate, vec![o])),
+        }
+    }
+    Ok(points)
+}
+
+/// The step channel as a prober that prints each step as it ends.
+struct LoggedSteps<'a, 'b> {
+    channel: &'a mut StepChannel,
+    say: &'b mut dyn FnMut(&vidbench_load::StepResult),
+}
+
+impl Prober for LoggedSteps<'_, '_> {
+    fn probe(&mut self, rate: f64, _repetition: u32) -> anyhow::Result<Outcome> {
+        let r = self.channel.step(rate)?;
+        (self.say)(&r);
+        steady::outcome(&r)
     }
 }
 

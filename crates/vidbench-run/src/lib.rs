@@ -42,6 +42,7 @@ mod reader;
 mod search;
 mod server;
 mod setup;
+mod steady;
 mod template;
 
 pub use driver::{ConfigSummary, Driver, RunResult, DONE};

@@ -14,8 +14,26 @@
 //! 3. Repetitions: the best passing rate is run until it has `repetitions` runs,
 //!    for a 95 % confidence interval. If the mean of the repetitions fails, the
 //!    next lower passing rate is taken and repeated the same way.
+//!
+//! [`bracket_max_failure_free`] is the search of the steady-state protocol,
+//! made for probes that are steps of one long run (each change of rate is
+//! small, so each step settles quickly) and for claims of a relative
+//! resolution ("tells apart 5 %"):
+//!
+//! 1. Bracketing from `start`: up (or down) by `step_pct` per probe until the
+//!    outcome flips, giving a passing rate and a failing one.
+//! 2. Refinement: geometric bisection until the failing rate is at most
+//!    `resolution_pct` above the passing one.
+//! 3. Confirmation: the two are probed alternately until each has
+//!    `repetitions` outcomes; a passing rate whose mean fails moves the pair
+//!    one resolution step down, a failing rate whose mean passes moves it one
+//!    step up. The answer is a passing rate with its repetitions next to a
+//!    failing rate at most `resolution_pct` above it with as many.
+//!
+//! `max_probes` bounds the whole search; a search cut by it says so
+//! (`complete: false`) and reports the best rate confirmed so far.
 
-use crate::experiment::SearchSection;
+use crate::experiment::{BracketSection, SearchSection};
 use vidbench_stats as stats;
 use serde::{Deserialize, Serialize};
 
@@ -50,6 +68,8 @@ pub enum Phase {
     Coarse,
     Bisect,
     Repeat,
+    /// The bracketing search's confirmation of the rate above the result.
+    Above,
 }
 
 /// The search's answer.
@@ -65,6 +85,16 @@ pub struct SearchResult {
     /// Mean and 95 % CI half-width of failure % at `max_rate`.
     pub failure_pct: Option<(f64, f64)>,
     pub steps: Vec<Step>,
+    /// False when a bracketing search hit `max_probes` before confirming.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub complete: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 /// Rounds rates to 1/100 session/s so that run directories have stable names.
@@ -159,7 +189,119 @@ pub fn find_max_failure_free(
         throughput_mbs: summary(|o| o.throughput_mbs),
         failure_pct: summary(|o| o.failure_pct),
         steps: h.steps,
+        complete: true,
     })
+}
+
+impl History {
+    fn count(&self, rate: f64) -> u32 {
+        self.outcomes(rate).len() as u32
+    }
+
+    fn result(self, lo: Option<f64>, hi: Option<f64>, complete: bool) -> SearchResult {
+        let summary = |f: fn(&Outcome) -> f64| {
+            lo.map(|r| {
+                let v: Vec<f64> = self.outcomes(r).iter().map(f).collect();
+                (stats::mean(&v), stats::ci95_half_width(&v))
+            })
+        };
+        SearchResult {
+            max_rate: lo,
+            first_failing_rate: hi,
+            throughput_mbs: summary(|o| o.throughput_mbs),
+            failure_pct: summary(|o| o.failure_pct),
+            steps: self.steps,
+            complete,
+        }
+    }
+}
+
+/// The bracketing search of the steady-state protocol (see the module comment).
+pub fn bracket_max_failure_free(b: &BracketSection, threshold_pct: f64, prober: &mut dyn Prober) -> anyhow::Result<SearchResult> {
+    let mut h = History { steps: Vec::new(), threshold: threshold_pct };
+    let step = 1.0 + b.step_pct / 100.0;
+    let res = 1.0 + b.resolution_pct / 100.0;
+    // Rates below this are not worth a probe: nothing passes.
+    let floor = b.start / 1000.0;
+    let budget_left = |h: &History| (h.steps.len() as u32) < b.max_probes;
+
+    // 1. Bracketing.
+    let (mut lo, mut hi): (Option<f64>, Option<f64>);
+    let mut rate = round_rate(b.start);
+    if h.run(prober, Phase::Coarse, rate)? {
+        lo = Some(rate);
+        hi = None;
+        while hi.is_none() && budget_left(&h) {
+            rate = round_rate(rate * step);
+            if h.run(prober, Phase::Coarse, rate)? {
+                lo = Some(rate);
+            } else {
+                hi = Some(rate);
+            }
+        }
+    } else {
+        hi = Some(rate);
+        lo = None;
+        while lo.is_none() && budget_left(&h) {
+            let lower = round_rate(rate / step);
+            if lower < floor || same(lower, rate) {
+                return Ok(h.result(None, hi, true));
+            }
+            rate = lower;
+            if h.run(prober, Phase::Coarse, rate)? {
+                lo = Some(rate);
+            } else {
+                hi = Some(rate);
+            }
+        }
+    }
+    let (Some(mut l), Some(mut u)) = (lo, hi) else {
+        return Ok(h.result(lo, hi, false));
+    };
+
+    // 2. Refinement.
+    while u > l * res + 1e-9 && budget_left(&h) {
+        let mid = round_rate((l * u).sqrt());
+        if same(mid, l) || same(mid, u) {
+            break;
+        }
+        if h.run(prober, Phase::Bisect, mid)? {
+            l = mid;
+        } else {
+            u = mid;
+        }
+    }
+
+    // 3. Confirmation: alternate the pair until both have their repetitions.
+    loop {
+        if !h.passes(l) {
+            // The passing rate's mean failed: the pair moves one step down.
+            u = l;
+            l = round_rate(l / res);
+            if l < floor || same(l, u) {
+                return Ok(h.result(None, Some(u), true));
+            }
+        } else if h.passes(u) {
+            // The failing rate's mean passed: the pair moves one step up.
+            l = u;
+            u = round_rate(u * res);
+        }
+        let (nl, nu) = (h.count(l), h.count(u));
+        if nl >= b.repetitions && nu >= b.repetitions && h.passes(l) && !h.passes(u) {
+            return Ok(h.result(Some(l), Some(u), true));
+        }
+        if !budget_left(&h) {
+            let confirmed = h.passes(l) && h.count(l) > 0;
+            return Ok(h.result(confirmed.then_some(l), Some(u), false));
+        }
+        // The rate with fewer outcomes next (the passing one first on a tie),
+        // so that consecutive probes alternate.
+        if nl == 0 || (nl <= nu && nl < b.repetitions) || nu >= b.repetitions {
+            h.run(prober, Phase::Repeat, l)?;
+        } else {
+            h.run(prober, Phase::Above, u)?;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -281,6 +423,69 @@ mod tests {
         }
         let second = find_max_failure_free(&section(), 0.3, &mut Replay(first.steps.clone())).unwrap();
         assert_eq!(first, second);
+    }
+
+    fn bracket() -> BracketSection {
+        BracketSection { start: 30.0, step_pct: 20.0, resolution_pct: 5.0, repetitions: 3, max_probes: 30 }
+    }
+
+    #[test]
+    fn the_bracketing_search_resolves_5_percent_with_repetitions_on_both_sides() {
+        for (knee, start) in [(47.3, 30.0), (47.3, 80.0), (10.0, 30.0), (100.0, 30.0)] {
+            for seed in 0..30 {
+                let mut server = SimulatedServer::new(knee, 0.1, seed);
+                let b = BracketSection { start, ..bracket() };
+                let r = bracket_max_failure_free(&b, 0.3, &mut server).unwrap();
+                assert!(r.complete, "knee {knee} start {start} seed {seed}: {:?}", r.steps);
+                let (max, fail) = (r.max_rate.unwrap(), r.first_failing_rate.unwrap());
+                let truth = server.true_max(0.3);
+                // 0.1 % noise blurs the crossing by 0.05 sessions/s each side.
+                assert!(max <= truth + 0.06, "seed {seed}: {max} above the true maximum {truth}");
+                assert!(fail >= truth - 0.06, "seed {seed}: {fail} fails below the true maximum {truth}");
+                assert!(fail <= max * 1.05 + 0.011, "seed {seed}: {max} and {fail} are more than 5 % apart");
+                let at = |rate: f64| r.steps.iter().filter(|s| same(s.rate, rate)).count();
+                assert!(at(max) >= 3 && at(fail) >= 3, "seed {seed}: {} and {} runs", at(max), at(fail));
+                assert!(r.steps.len() <= 16, "knee {knee} start {start} seed {seed}: {} probes", r.steps.len());
+            }
+        }
+    }
+
+    #[test]
+    fn the_bracketing_search_alternates_in_its_confirmation() {
+        let mut server = SimulatedServer::new(47.3, 0.0, 1);
+        let r = bracket_max_failure_free(&bracket(), 0.3, &mut server).unwrap();
+        let confirm: Vec<f64> = r.steps.iter().filter(|s| matches!(s.phase, Phase::Repeat | Phase::Above)).map(|s| s.rate).collect();
+        assert!(confirm.windows(2).all(|w| w[0] != w[1]), "{confirm:?}");
+        assert!(!confirm.is_empty());
+    }
+
+    #[test]
+    fn the_bracketing_search_moves_down_when_repetitions_fail_and_stops_at_its_budget() {
+        struct Flaky;
+        impl Prober for Flaky {
+            fn probe(&mut self, rate: f64, rep: u32) -> anyhow::Result<Outcome> {
+                let f = if rate >= 41.0 { 5.0 } else if rate >= 38.0 && rep > 0 { 1.0 } else { 0.0 };
+                Ok(Outcome { failure_pct: f, throughput_mbs: 1.0 })
+            }
+        }
+        let r = bracket_max_failure_free(&bracket(), 0.3, &mut Flaky).unwrap();
+        let max = r.max_rate.unwrap();
+        assert!(max < 38.0 && r.complete, "{max}");
+        let short = BracketSection { max_probes: 4, ..bracket() };
+        let r = bracket_max_failure_free(&short, 0.3, &mut Flaky).unwrap();
+        assert!(!r.complete);
+        assert_eq!(r.steps.len(), 4);
+    }
+
+    #[test]
+    fn the_bracketing_search_reports_none_when_nothing_passes() {
+        let mut server = SimulatedServer::new(0.0, 0.0, 1);
+        server.slope = 1000.0;
+        let r = bracket_max_failure_free(&BracketSection { max_probes: 60, ..bracket() }, 0.3, &mut server).unwrap();
+        assert_eq!(r.max_rate, None);
+        assert!(r.complete, "{} probes", r.steps.len());
+        // Down to a thousandth of the start, then it gives up.
+        assert!(r.steps.iter().all(|s| s.rate >= 0.03));
     }
 
     #[test]

@@ -17,6 +17,37 @@ fn read(path: &str) -> Option<String> {
     std::fs::read_to_string(path).ok().map(|s| s.trim().to_string())
 }
 
+/// The kernel's socket buffer settings, which bound how far each server's
+/// send buffer grows (and so how much each `sendfile` asks the disk for).
+pub fn network() -> Value {
+    let get = |p: &str| read(&format!("/proc/sys/net/{p}"));
+    json!({
+        "tcp_wmem": get("ipv4/tcp_wmem"),
+        "tcp_rmem": get("ipv4/tcp_rmem"),
+        "wmem_default": get("core/wmem_default"),
+        "wmem_max": get("core/wmem_max"),
+        "tcp_autocorking": get("ipv4/tcp_autocorking"),
+        "tcp_notsent_lowat": get("ipv4/tcp_notsent_lowat"),
+    })
+}
+
+/// The send buffers (`ss` skmem `tb`, bytes) of the established connections
+/// on local `port`, as min / median / max and count; `None` without `ss` or
+/// connections.
+pub fn send_buffers(port: u16) -> Option<Value> {
+    let out = run("ss", &["-tmnH", "state", "established", &format!("( sport = :{port} )")])?;
+    let mut tb: Vec<u64> = out
+        .split("tb")
+        .skip(1)
+        .filter_map(|rest| rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
+        .collect();
+    if tb.is_empty() {
+        return None;
+    }
+    tb.sort_unstable();
+    Some(json!({"connections": tb.len(), "min": tb[0], "median": tb[tb.len() / 2], "max": tb[tb.len() - 1]}))
+}
+
 /// Gathers the machine description. `source_dir` is inside the repository
 /// (for the git revision).
 pub fn machine(source_dir: &Path) -> Value {

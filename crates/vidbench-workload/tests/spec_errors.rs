@@ -136,7 +136,7 @@ fn bundled_specs() -> Vec<PathBuf> {
 fn bundled_specs_are_valid_and_state_their_memory_limit() {
     let specs = bundled_specs();
     let names: Vec<String> = specs.iter().map(|p| p.file_stem().unwrap().to_string_lossy().into_owned()).collect();
-    for want in ["sd-paper000", "sd-paper001", "hd-paper001", "mixed-sdhd", "small"] {
+    for want in ["sd-paper000", "sd-paper000-full", "sd-paper001", "hd-paper001", "hd-paper001-full", "mixed-sdhd", "mixed-sdhd-full", "small"] {
         assert!(names.iter().any(|n| n == want), "bench/specs/{want}.toml is missing: {names:?}");
     }
     for path in &specs {
@@ -163,4 +163,23 @@ fn a_class_that_cannot_receive_a_chunk_in_time_is_refused() {
     // The same class is fine for SD (0.5 MB in 4.3 s), and uncapped is always fine.
     let sd = "[library]\nbitrate_kbps = 419\n[sessions]\nclasses = [{ name = \"medium\", rate_mbps = 1.0, share = 0.5 }, { name = \"lan\", rate_mbps = 0, share = 0.5 }]\n";
     assert!(vidbench_workload::Spec::parse(sd, Path::new("sd.toml")).is_ok());
+}
+
+/// The first request of a session also opens the connection, inside its own
+/// deadline: two one-way delays of handshake before the request's own two.
+/// 2,618,750 bytes at 2.2 Mbit/s take 9.52 s; with a 150 ms delay one round
+/// trip gives 9.82 s (fits), handshake included 10.12 s (does not). Fails
+/// before the handshake was counted (the class was accepted).
+#[test]
+fn the_first_requests_handshake_counts_against_the_deadline() {
+    let class = |rate: f64, delay: u32| {
+        format!("[library]\nbitrate_kbps = 2095\n[sessions]\nclasses = [{{ name = \"far\", rate_mbps = {rate}, delay_ms = {delay}, share = 1.0 }}]\n")
+    };
+    assert_mentions(&class(2.2, 150), &["sessions.classes[0].rate_mbps", "\"far\"", "2.2 Mbit/s", "10.12 s", "600 ms of connection handshake", "10 s deadline"]);
+    // The same rate with a 50 ms delay fits (9.72 s), as do the unpaced
+    // initial requests: each has its own deadline, not one shared by three.
+    let ok = class(2.2, 50);
+    assert!(Spec::parse(&ok, Path::new("ok.toml")).is_ok());
+    // A delay that alone exceeds the deadline is named as such, even uncapped.
+    assert_mentions(&class(0.0, 2600), &["sessions.classes[0].delay_ms", "lower delay_ms"]);
 }

@@ -10,7 +10,7 @@ use super::schema::{
     RunSection, ServerKind, WorkloadSection,
 };
 use super::schema::OneOrMany;
-use super::{Config, Experiment, ExperimentError, Mode, RatePlan, WorkloadSource};
+use super::{Config, Experiment, ExperimentError, Mode, RatePlan, SteadySection, WorkloadSource, SAMPLE_INTERVAL_S};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
@@ -243,11 +243,18 @@ impl Checker<'_> {
 
     /// `[run]`.
     fn run(&self, run: &RunSection) -> Result<(), ExperimentError> {
-        match (run.duration_s, run.sessions) {
-            (Some(d), None) => self.positive_seconds("run.duration_s", d)?,
-            (None, Some(n)) if n > 0 => {}
-            (None, Some(_)) => return Err(self.invalid("run.sessions", "must be at least 1")),
-            _ => return Err(self.invalid("run", "give exactly one of `duration_s` or `sessions`")),
+        match (run.duration_s, run.sessions, &run.steady) {
+            (Some(d), None, None) => self.positive_seconds("run.duration_s", d)?,
+            (None, Some(n), None) if n > 0 => {}
+            (None, Some(_), None) => return Err(self.invalid("run.sessions", "must be at least 1")),
+            (None, None, Some(steady)) => self.steady(steady)?,
+            (_, _, Some(_)) => {
+                return Err(self.invalid("run.steady", "replaces `duration_s` and `sessions`: give the steady-state timings alone"))
+            }
+            _ => return Err(self.invalid("run", "give exactly one of `duration_s`, `sessions` or a `steady` table")),
+        }
+        if run.steady.is_some() && run.max_session_s.is_some() {
+            return Err(self.invalid("run.max_session_s", "the steady-state protocol plays full sessions: remove the cut"));
         }
         if !matches!(run.drop_caches, 0..=3) {
             return Err(self.invalid("run.drop_caches", "must be 0 (do not drop), 1, 2 or 3"));
@@ -274,6 +281,22 @@ impl Checker<'_> {
         Ok(())
     }
 
+    fn steady(&self, st: &SteadySection) -> Result<(), ExperimentError> {
+        for (key, v, zero_ok) in
+            [("ramp_s", st.ramp_s, false), ("settle_s", st.settle_s, true), ("measure_s", st.measure_s, false), ("hold_s", st.hold_s, true)]
+        {
+            let ok = v.is_finite() && (v > 0.0 || (zero_ok && v == 0.0)) && (v / SAMPLE_INTERVAL_S).fract() == 0.0;
+            if !ok {
+                let what = if zero_ok { "zero or more" } else { "a positive number of" };
+                return Err(self.invalid(
+                    format!("run.steady.{key}"),
+                    format!("{v} must be {what} seconds, a multiple of the {SAMPLE_INTERVAL_S} s sample interval"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// A `[rates]` table (top-level or a configuration's) as a rate plan.
     fn rates(&self, key: &str, rates: &RatesSection) -> Result<RatePlan, ExperimentError> {
         if !(rates.threshold_pct.is_finite() && rates.threshold_pct > 0.0 && rates.threshold_pct < 100.0) {
@@ -282,9 +305,31 @@ impl Checker<'_> {
         if rates.repetitions == 0 {
             return Err(self.invalid(format!("{key}.repetitions"), "must be at least 1"));
         }
+        let given = [rates.fixed.is_some(), rates.search.is_some(), rates.bracket.is_some()].iter().filter(|g| **g).count();
+        if given != 1 {
+            return Err(self.invalid(key, "give exactly one of `fixed = [rates...]`, a `search` table or a `bracket` table"));
+        }
+        if let Some(b) = &rates.bracket {
+            let k = format!("{key}.bracket");
+            if !(b.start.is_finite() && b.start > 0.0) {
+                return Err(self.invalid(format!("{k}.start"), "must be a positive rate"));
+            }
+            if !(b.step_pct.is_finite() && b.step_pct > 0.0 && b.step_pct <= 100.0) {
+                return Err(self.invalid(format!("{k}.step_pct"), "must be a percentage above 0 and at most 100"));
+            }
+            if !(b.resolution_pct.is_finite() && b.resolution_pct > 0.0 && b.resolution_pct <= b.step_pct) {
+                return Err(self.invalid(format!("{k}.resolution_pct"), format!("must be above 0 and at most step_pct ({})", b.step_pct)));
+            }
+            if b.repetitions == 0 {
+                return Err(self.invalid(format!("{k}.repetitions"), "must be at least 1"));
+            }
+            if b.max_probes < 2 * b.repetitions {
+                return Err(self.invalid(format!("{k}.max_probes"), format!("must allow the repetitions on both sides (at least {})", 2 * b.repetitions)));
+            }
+            return Ok(RatePlan::Bracket { bracket: *b, threshold_pct: rates.threshold_pct });
+        }
         match (&rates.fixed, &rates.search) {
-            (Some(_), Some(_)) => Err(self.invalid(key, "give either `fixed` or `search`, not both")),
-            (None, None) => Err(self.invalid(key, "give `fixed = [rates...]` or a `search` table")),
+            (Some(_), Some(_)) | (None, None) => unreachable!("exactly one was checked above"),
             (Some(fixed), None) => {
                 if fixed.is_empty() {
                     return Err(self.invalid(format!("{key}.fixed"), "is empty"));

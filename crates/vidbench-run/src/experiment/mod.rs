@@ -25,7 +25,8 @@ mod schema;
 
 pub use libception_proto::{Mode, Prefetch};
 use libception_proto::AdaptiveParams;
-pub use schema::{DiskMode, DiskSection, ExperimentFile, FillOrder, FsKind, FsSize, PathsSection, RunKind, RunSection, Scheduler, SearchSection, ServerKind};
+pub use schema::{DiskMode, DiskSection, ExperimentFile, FillOrder, FsKind, FsSize, PathsSection, RunKind, RunSection, Scheduler, SearchSection, ServerKind, SteadySection, SAMPLE_INTERVAL_S};
+pub use schema::BracketSection;
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -61,8 +62,21 @@ pub enum WorkloadSource {
 pub enum RatePlan {
     Fixed { rates: Vec<f64>, repetitions: u32, threshold_pct: f64 },
     Search { search: SearchSection, threshold_pct: f64 },
+    Bracket { bracket: BracketSection, threshold_pct: f64 },
     /// The `wc` bound has no rate: one run per repetition.
     None { repetitions: u32 },
+}
+
+impl RatePlan {
+    /// The failure threshold of a plan with rates.
+    pub fn threshold_pct(&self) -> Option<f64> {
+        match self {
+            RatePlan::Fixed { threshold_pct, .. } | RatePlan::Search { threshold_pct, .. } | RatePlan::Bracket { threshold_pct, .. } => {
+                Some(*threshold_pct)
+            }
+            RatePlan::None { .. } => None,
+        }
+    }
 }
 
 /// One configuration after expansion.
@@ -329,6 +343,33 @@ kind = "wc"
         assert!(err.contains("limit_gb"), "{err}");
         assert!(err.contains("line 10"), "{err}");
         assert!(err.contains("e.toml"), "{err}");
+    }
+
+    #[test]
+    fn the_steady_protocol_and_the_bracketing_search_parse_and_are_checked() {
+        let steady = "duration_s = 60";
+        let good = GOOD
+            .replace(steady, "steady = { ramp_s = 300, settle_s = 90, measure_s = 120, hold_s = 60 }")
+            .replace("fixed = [10, 20]", "bracket = { start = 3.0 }");
+        let e = parse(&good).unwrap();
+        let st = e.run.steady.unwrap();
+        assert_eq!((st.ramp_s, st.settle_s, st.measure_s, st.hold_s, st.one_run), (300.0, 90.0, 120.0, 60.0, true));
+        let RatePlan::Bracket { bracket, threshold_pct } = e.config("vanilla").unwrap().rates else { panic!("a bracketing plan") };
+        assert_eq!((bracket.start, bracket.step_pct, bracket.resolution_pct, bracket.repetitions), (3.0, 20.0, 5.0, 3));
+        assert_eq!(threshold_pct, 0.3);
+        let cases = [
+            (good.replace("measure_s = 120", "measure_s = 122"), "run.steady.measure_s"),
+            (good.replace("ramp_s = 300", "ramp_s = 0"), "run.steady.ramp_s"),
+            (good.replace("steady = {", "duration_s = 5\nsteady = {"), "run.steady"),
+            (good.replace("steady = {", "max_session_s = 50\nsteady = {"), "run.max_session_s"),
+            (good.replace("start = 3.0", "start = 3.0, resolution_pct = 30"), "rates.bracket.resolution_pct"),
+            (good.replace("start = 3.0", "start = 3.0, repetitions = 3, max_probes = 5"), "rates.bracket.max_probes"),
+            (good.replace("bracket = { start = 3.0 }", "bracket = { start = 3.0 }\nfixed = [1]"), "exactly one of"),
+        ];
+        for (text, want) in cases {
+            let err = parse(&text).unwrap_err().to_string();
+            assert!(err.contains(want), "{err:?} should mention {want:?}");
+        }
     }
 
     #[test]

@@ -195,7 +195,37 @@ pub struct RunSection {
     /// seconds of paced time (a shorter tail for short experiments; the same
     /// cut for every configuration). Absent: sessions as generated.
     pub max_session_s: Option<f64>,
+    /// The steady-state protocol (`docs/run.md`): measured windows after a
+    /// ramp, full sessions, every MB/s over the window. Replaces
+    /// `duration_s`, `sessions` and `max_session_s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady: Option<SteadySection>,
 }
+
+/// Timing of the steady-state protocol, in seconds (each a multiple of the
+/// 5-second sample interval, so that the load's and the disk's samples share
+/// the window's edges).
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SteadySection {
+    /// Arrivals at the first rate of a run before its first window, from an
+    /// idle server with a warmed cache.
+    pub ramp_s: f64,
+    /// Arrivals at a new rate before its window, in a run that changes rate.
+    pub settle_s: f64,
+    /// The measured window.
+    pub measure_s: f64,
+    /// After the window at the same rate: failures of the window's sessions
+    /// up to the end of the hold still count.
+    pub hold_s: f64,
+    /// Probe every rate of a configuration as a step of one run (true), or
+    /// each in its own run with its own ramp (false).
+    #[serde(default = "yes")]
+    pub one_run: bool,
+}
+
+/// The load's sample interval, seconds; the steady-state timings are multiples of it.
+pub const SAMPLE_INTERVAL_S: f64 = 5.0;
 
 fn yes() -> bool {
     true
@@ -230,6 +260,10 @@ pub struct RatesSection {
     pub fixed: Option<Vec<f64>>,
     /// Or search for the maximum failure-free rate.
     pub search: Option<SearchSection>,
+    /// Or search by bracketing from a start rate in relative steps (the
+    /// steady-state protocol's search; see `search.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bracket: Option<BracketSection>,
     /// Runs per fixed rate.
     #[serde(default = "one_u32")]
     pub repetitions: u32,
@@ -257,6 +291,33 @@ pub struct SearchSection {
     pub resolution: f64,
     #[serde(default = "default_reps")]
     pub repetitions: u32,
+}
+
+/// The bracketing search: from `start`, steps of `step_pct` until the outcome
+/// flips, bisection down to `resolution_pct`, then `repetitions` outcomes at
+/// the result and at the failing rate above it; at most `max_probes` probes.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BracketSection {
+    pub start: f64,
+    #[serde(default = "default_step_pct")]
+    pub step_pct: f64,
+    #[serde(default = "default_resolution_pct")]
+    pub resolution_pct: f64,
+    #[serde(default = "default_reps")]
+    pub repetitions: u32,
+    #[serde(default = "default_max_probes")]
+    pub max_probes: u32,
+}
+
+fn default_step_pct() -> f64 {
+    20.0
+}
+fn default_resolution_pct() -> f64 {
+    5.0
+}
+fn default_max_probes() -> u32 {
+    16
 }
 
 fn default_coarse() -> u32 {

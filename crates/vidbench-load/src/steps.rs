@@ -1,0 +1,273 @@
+//! Stepped runs: one load run that offers a sequence of session rates, each
+//! measured in steady state (paper 003 section 7's protocol applied per rate).
+//!
+//! A step at rate r lasts `settle_s + measure_s + hold_s`. Sessions arrive at
+//! r throughout. The **measured sessions** of the step are those scheduled to
+//! start inside its window `[start + settle_s, start + settle_s + measure_s)`;
+//! one of them counts as failed when it fails before the step ends (the hold
+//! gives the last of them `hold_s` seconds at the same rate to show a late
+//! failure); a measured session still running when the step ends is counted as
+//! not failed (it is censored: what happens to it later happens under another
+//! rate). Delivered MB/s is that of requests completed inside the window, so a
+//! driver that samples the disk at the same times reports both over one window.
+//!
+//! What comes next is decided by a [`StepPlan`] when each step ends, from the
+//! step's result: a fixed list of rates, or a search for the maximum
+//! failure-free rate running on another thread. When the plan says stop, the
+//! sessions still active are ended and recorded as `interrupted` (neither
+//! completed nor failed).
+
+use crate::records::{IntervalRecord, SessionCounts};
+use crate::summary::mean_ci95;
+use serde::{Deserialize, Serialize};
+
+/// One rate of a stepped run and how long each of its phases lasts.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct StepSpec {
+    /// Sessions per second (Poisson arrivals).
+    pub rate: f64,
+    /// Seconds of arrivals at `rate` before the measured window (the first
+    /// step's ramp-up from an idle server; a later step's settling after the
+    /// change of rate).
+    pub settle_s: f64,
+    /// Length of the measured window.
+    pub measure_s: f64,
+    /// Seconds at the same rate after the window, in which failures of the
+    /// window's sessions still count.
+    pub hold_s: f64,
+}
+
+impl StepSpec {
+    pub fn length_s(&self) -> f64 {
+        self.settle_s + self.measure_s + self.hold_s
+    }
+
+    pub(crate) fn check(&self) -> Result<(), String> {
+        if !(self.rate.is_finite() && self.rate > 0.0) {
+            return Err(format!("step rate {} must be a positive number of sessions/s", self.rate));
+        }
+        for (name, v) in [("settle_s", self.settle_s), ("hold_s", self.hold_s)] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(format!("step {name} {v} must be zero or more seconds"));
+            }
+        }
+        if !(self.measure_s.is_finite() && self.measure_s > 0.0) {
+            return Err(format!("step measure_s {} must be a positive number of seconds", self.measure_s));
+        }
+        Ok(())
+    }
+}
+
+/// Decides the steps of a stepped run.
+pub trait StepPlan {
+    /// The first step (`finished` is `None`), or the one after `finished`;
+    /// `None` ends the run. Called on the load client's event loop: it must
+    /// answer promptly.
+    fn next(&mut self, finished: Option<&StepResult>) -> Option<StepSpec>;
+}
+
+/// A plan that plays a fixed list of steps.
+pub struct FixedSteps(pub std::collections::VecDeque<StepSpec>);
+
+impl StepPlan for FixedSteps {
+    fn next(&mut self, _finished: Option<&StepResult>) -> Option<StepSpec> {
+        self.0.pop_front()
+    }
+}
+
+/// Active sessions over the window: the steady state shows as equal thirds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ActiveSessions {
+    pub mean: f64,
+    pub first_third: f64,
+    pub last_third: f64,
+}
+
+/// What one step measured (a row of `steps.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepResult {
+    /// From 0, in the order played.
+    pub index: usize,
+    pub spec: StepSpec,
+    /// Seconds since the run started: when the step began and ended, and its
+    /// measured window.
+    pub start_s: f64,
+    pub window_s: (f64, f64),
+    pub end_s: f64,
+    /// Sessions started during the whole step.
+    pub sessions_started: u64,
+    /// Sessions scheduled inside the window.
+    pub sessions_measured: u64,
+    /// Of those, failed before the step ended.
+    pub sessions_failed: u64,
+    pub failed_by_cause: std::collections::BTreeMap<String, u64>,
+    /// Failed measured sessions in percent of the measured ones; `None` when
+    /// no session arrived in the window.
+    pub failure_percent: Option<f64>,
+    /// Completed-request bytes inside the window, MB/s.
+    pub throughput_mb_s: f64,
+    /// Body bytes received inside the window (sample intervals wholly inside
+    /// it), MB/s.
+    pub received_mb_s: Option<f64>,
+    /// Mean and 95 % CI half-width of the completed MB/s of the sample
+    /// intervals wholly inside the window.
+    pub samples_mb_s: (Option<f64>, Option<f64>),
+    pub samples: usize,
+    pub active_sessions: Option<ActiveSessions>,
+}
+
+/// The running accounting of the current step.
+#[derive(Debug)]
+pub(crate) struct StepCounters {
+    pub index: usize,
+    pub spec: StepSpec,
+    pub start_s: f64,
+    pub started: u64,
+    pub measured: u64,
+    pub failures: SessionCounts,
+}
+
+impl StepCounters {
+    pub fn new(index: usize, spec: StepSpec, start_s: f64) -> StepCounters {
+        StepCounters { index, spec, start_s, started: 0, measured: 0, failures: SessionCounts::default() }
+    }
+
+    pub fn window(&self) -> (f64, f64) {
+        let a = self.start_s + self.spec.settle_s;
+        (a, a + self.spec.measure_s)
+    }
+
+    pub fn end_s(&self) -> f64 {
+        self.start_s + self.spec.length_s()
+    }
+
+    fn in_window(&self, scheduled_s: f64) -> bool {
+        let (a, b) = self.window();
+        scheduled_s >= a && scheduled_s < b
+    }
+
+    pub fn session_started(&mut self, scheduled_s: f64) {
+        self.started += 1;
+        if self.in_window(scheduled_s) {
+            self.measured += 1;
+        }
+    }
+
+    /// A session ended (before this step's end, or it would have been closed).
+    pub fn session_ended(&mut self, scheduled_s: f64, outcome: crate::records::Outcome) {
+        if self.in_window(scheduled_s) && outcome != crate::records::Outcome::Ok && outcome != crate::records::Outcome::Interrupted {
+            self.failures.started += 1;
+            self.failures.failed += 1;
+            *self.failures.failed_by_cause.entry(outcome.name().to_owned()).or_default() += 1;
+        }
+    }
+
+    /// The step's result, from its counters, the completed requests
+    /// `(end time, bytes)` and the sample intervals of the run so far.
+    pub fn finish(&self, completed: &[(f64, u64)], intervals: &[IntervalRecord]) -> StepResult {
+        let (a, b) = self.window();
+        let bytes: u64 = completed.iter().filter(|(t, _)| *t >= a && *t < b).map(|(_, n)| n).sum();
+        let inside: Vec<&IntervalRecord> = intervals.iter().filter(|i| i.start_s >= a - 1e-6 && i.end_s <= b + 1e-6).collect();
+        let values: Vec<f64> = inside.iter().map(|i| i.completed_mb_s).collect();
+        let received = (!inside.is_empty()).then(|| {
+            let span: f64 = inside.iter().map(|i| i.end_s - i.start_s).sum();
+            inside.iter().map(|i| i.received_bytes).sum::<u64>() as f64 / 1e6 / span.max(1e-9)
+        });
+        let active: Vec<f64> = inside.iter().map(|i| i.sessions_active as f64).collect();
+        let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+        let third = active.len() / 3;
+        let active_sessions = (third > 0).then(|| ActiveSessions {
+            mean: mean(&active).unwrap_or(0.0),
+            first_third: mean(&active[..third]).unwrap_or(0.0),
+            last_third: mean(&active[active.len() - third..]).unwrap_or(0.0),
+        });
+        StepResult {
+            index: self.index,
+            spec: self.spec,
+            start_s: self.start_s,
+            window_s: (a, b),
+            end_s: self.end_s(),
+            sessions_started: self.started,
+            sessions_measured: self.measured,
+            sessions_failed: self.failures.failed,
+            failed_by_cause: self.failures.failed_by_cause.clone(),
+            failure_percent: (self.measured > 0).then(|| 100.0 * self.failures.failed as f64 / self.measured as f64),
+            throughput_mb_s: bytes as f64 / 1e6 / (b - a),
+            received_mb_s: received,
+            samples_mb_s: mean_ci95(&values),
+            samples: values.len(),
+            active_sessions,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::Outcome;
+
+    fn spec() -> StepSpec {
+        StepSpec { rate: 2.0, settle_s: 10.0, measure_s: 30.0, hold_s: 10.0 }
+    }
+
+    fn interval(start: f64, mb_s: f64, active: u64) -> IntervalRecord {
+        IntervalRecord {
+            start_s: start,
+            end_s: start + 5.0,
+            received_bytes: (mb_s * 5e6) as u64,
+            received_mb_s: mb_s,
+            completed_bytes: (mb_s * 5e6) as u64,
+            completed_mb_s: mb_s,
+            requests_completed: 1,
+            requests_failed: 0,
+            sessions_started: 1,
+            sessions_active: active,
+        }
+    }
+
+    #[test]
+    fn only_sessions_scheduled_in_the_window_and_failed_before_the_end_count() {
+        let mut s = StepCounters::new(1, spec(), 100.0);
+        assert_eq!(s.window(), (110.0, 140.0));
+        assert_eq!(s.end_s(), 150.0);
+        for t in [105.0, 110.0, 120.0, 139.9, 140.0, 145.0] {
+            s.session_started(t);
+        }
+        assert_eq!((s.started, s.measured), (6, 3));
+        s.session_ended(105.0, Outcome::Timeout); // settling: not measured
+        s.session_ended(110.0, Outcome::Timeout);
+        s.session_ended(120.0, Outcome::Ok);
+        s.session_ended(139.9, Outcome::Interrupted); // the run ended: not a failure
+        s.session_ended(140.0, Outcome::Connect); // after the window
+        let r = s.finish(&[], &[]);
+        assert_eq!(r.sessions_failed, 1);
+        assert_eq!(r.failed_by_cause.get("timeout"), Some(&1));
+        let pct = r.failure_percent.unwrap();
+        assert!((pct - 100.0 / 3.0).abs() < 1e-9, "{pct}");
+    }
+
+    #[test]
+    fn throughput_and_samples_are_those_of_the_window() {
+        let s = StepCounters::new(0, spec(), 0.0);
+        // Completions before, inside and after the window [10, 40).
+        let completed = [(5.0, 9_000_000), (10.0, 3_000_000), (39.0, 3_000_000), (40.0, 9_000_000)];
+        let intervals: Vec<IntervalRecord> =
+            (0..10).map(|k| interval(k as f64 * 5.0, if (2..8).contains(&k) { 1.0 } else { 50.0 }, 10 + k)).collect();
+        let r = s.finish(&completed, &intervals);
+        assert!((r.throughput_mb_s - 6.0 / 30.0).abs() < 1e-9);
+        assert_eq!(r.samples, 6);
+        assert_eq!(r.samples_mb_s.0, Some(1.0));
+        assert_eq!(r.received_mb_s, Some(1.0));
+        let a = r.active_sessions.unwrap();
+        assert_eq!((a.first_third, a.last_third), (12.5, 16.5));
+        assert_eq!(s.finish(&[], &[]).failure_percent, None);
+    }
+
+    #[test]
+    fn bad_specs_are_refused() {
+        assert!(spec().check().is_ok());
+        assert!(StepSpec { rate: 0.0, ..spec() }.check().is_err());
+        assert!(StepSpec { measure_s: 0.0, ..spec() }.check().is_err());
+        assert!(StepSpec { hold_s: f64::NAN, ..spec() }.check().is_err());
+    }
+}

@@ -1,0 +1,320 @@
+//! The steady-state protocol's plumbing: the load client plays steps on its
+//! own thread while the search (or a fixed list of rates) decides them on the
+//! driver's, and a sampler records the disk and the memory cgroup on the load
+//! client's clock, so that every figure of a step is over its window.
+//!
+//! - [`StepChannel`] is the driver's end: `step(rate)` asks the load thread to
+//!   play a step and waits for its result; it is a [`Prober`], so the same
+//!   search code decides steps of one run or separate runs.
+//! - [`ChannelPlan`] is the load thread's end (a [`StepPlan`]).
+//! - [`Sampler`] writes `samples.csv` every sample interval.
+//! - [`StepRecord`] joins a step's load figures with the disk's and the
+//!   memory's over the same window (a row of the run's `steps.json`).
+
+use crate::cgroup::RunCgroup;
+use crate::disk::Disk;
+use crate::experiment::{SteadySection, SAMPLE_INTERVAL_S};
+use crate::interrupt;
+use crate::search::{Outcome, Prober};
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::time::{Duration, Instant};
+use vidbench_load::{StepPlan, StepResult, StepSpec};
+
+/// The load thread's end of the channel.
+pub struct ChannelPlan {
+    results: Sender<StepResult>,
+    next: Receiver<Option<StepSpec>>,
+}
+
+impl StepPlan for ChannelPlan {
+    fn next(&mut self, finished: Option<&StepResult>) -> Option<StepSpec> {
+        if let Some(f) = finished {
+            if self.results.send(f.clone()).is_err() {
+                return None;
+            }
+        }
+        // A closed channel (the driver stopped or failed) ends the run.
+        self.next.recv().ok().flatten()
+    }
+}
+
+/// The driver's end of the channel.
+pub struct StepChannel {
+    next: Sender<Option<StepSpec>>,
+    results: Receiver<StepResult>,
+    timing: SteadySection,
+    played: Vec<StepResult>,
+    /// Whether the load thread is still running (checked while waiting).
+    load_running: Box<dyn Fn() -> bool + Send>,
+}
+
+/// A connected pair of ends.
+pub fn channel(timing: SteadySection, load_running: Box<dyn Fn() -> bool + Send>) -> (StepChannel, ChannelPlan) {
+    let (next_tx, next_rx) = std::sync::mpsc::channel();
+    let (res_tx, res_rx) = std::sync::mpsc::channel();
+    (
+        StepChannel { next: next_tx, results: res_rx, timing, played: Vec::new(), load_running },
+        ChannelPlan { results: res_tx, next: next_rx },
+    )
+}
+
+impl StepChannel {
+    /// Plays one step at `rate` (the first with the ramp, later ones with the
+    /// settling time) and returns its result.
+    pub fn step(&mut self, rate: f64) -> anyhow::Result<StepResult> {
+        let t = &self.timing;
+        let settle_s = if self.played.is_empty() { t.ramp_s } else { t.settle_s };
+        let spec = StepSpec { rate, settle_s, measure_s: t.measure_s, hold_s: t.hold_s };
+        self.next.send(Some(spec)).map_err(|_| anyhow::anyhow!("the load client stopped before step {}", self.played.len() + 1))?;
+        loop {
+            interrupt::check()?;
+            match self.results.recv_timeout(Duration::from_millis(200)) {
+                Ok(r) => {
+                    self.played.push(r.clone());
+                    return Ok(r);
+                }
+                Err(RecvTimeoutError::Timeout) if (self.load_running)() => {}
+                Err(_) => anyhow::bail!("the load client stopped during step {} (its error follows when the run ends)", self.played.len() + 1),
+            }
+        }
+    }
+
+    /// Tells the load thread that there are no more steps.
+    pub fn finish(self) -> Vec<StepResult> {
+        let _ = self.next.send(None);
+        self.played
+    }
+}
+
+impl Prober for StepChannel {
+    fn probe(&mut self, rate: f64, _repetition: u32) -> anyhow::Result<Outcome> {
+        let r = self.step(rate)?;
+        outcome(&r)
+    }
+}
+
+/// A step's result as the search sees it.
+pub fn outcome(r: &StepResult) -> anyhow::Result<Outcome> {
+    let failure_pct = r.failure_percent.with_context(|| {
+        format!(
+            "step {} at {:.2} sessions/s: no session arrived in its {} s window; lengthen run.steady.measure_s",
+            r.index + 1,
+            r.spec.rate,
+            r.spec.measure_s
+        )
+    })?;
+    Ok(Outcome { failure_pct, throughput_mbs: r.throughput_mb_s })
+}
+
+/// One row of `samples.csv`: counters at `t_s` seconds on the load's clock.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    pub t_s: f64,
+    /// The emulated drive's own counters (`vidbench disk stat`).
+    pub disk_reads: Option<f64>,
+    pub disk_bytes: Option<f64>,
+    pub disk_busy_s: Option<f64>,
+    /// The loop device's `/sys/block/*/stat` (block mode).
+    pub block_reads: Option<f64>,
+    pub block_read_sectors: Option<f64>,
+    pub block_io_ticks_ms: Option<f64>,
+    /// The run's memory cgroup: usage and limit hits so far.
+    pub memory_bytes: Option<f64>,
+    pub memory_limit_hits: Option<f64>,
+}
+
+impl Sample {
+    fn read(t_s: f64, disk: &Disk, cgroup: &RunCgroup) -> Sample {
+        let stats = disk.stats().unwrap_or(Value::Null);
+        let at = |path: &[&str]| path.iter().try_fold(&stats, |v, k| v.get(*k)).and_then(Value::as_f64);
+        // A sample with no memory figures rather than no sample (as for the disk).
+        let memory = cgroup.memory_stats().unwrap_or(Value::Null);
+        Sample {
+            t_s,
+            disk_reads: at(&["total", "counters", "reads"]),
+            disk_bytes: at(&["total", "counters", "bytes"]),
+            disk_busy_s: at(&["total", "counters", "busy_ns"]).map(|ns| ns / 1e9),
+            block_reads: at(&["block_layer", "counters", "reads"]),
+            block_read_sectors: at(&["block_layer", "counters", "read_sectors"]),
+            block_io_ticks_ms: at(&["block_layer", "counters", "io_ticks_ms"]),
+            memory_bytes: memory.get("usage_in_bytes").and_then(Value::as_f64),
+            memory_limit_hits: memory.get("failcnt").and_then(Value::as_f64),
+        }
+    }
+}
+
+/// When the server's send buffers are looked at (`sockets.json`): after the
+/// ramp's first minute, when the connections have grown their buffers.
+const SOCKETS_AT_S: f64 = 60.0;
+
+/// Samples every sample interval from `epoch` until `stop`, writing each row
+/// to `path` as it is taken; once, `SOCKETS_AT_S` in, records the send buffers
+/// of the server's connections on `port` in `sockets.json` beside `path`.
+pub fn sample(epoch: Instant, disk: &Disk, cgroup: &RunCgroup, port: u16, path: &Path, stop: &AtomicBool) -> anyhow::Result<Vec<Sample>> {
+    let mut out = csv::Writer::from_path(path).with_context(|| format!("cannot create {}", path.display()))?;
+    let mut rows = Vec::new();
+    let mut k = 0u32;
+    while !stop.load(Ordering::Relaxed) {
+        let at = epoch + Duration::from_secs_f64(SAMPLE_INTERVAL_S) * k;
+        let now = Instant::now();
+        if now < at {
+            std::thread::sleep((at - now).min(Duration::from_millis(200)));
+            continue;
+        }
+        let row = Sample::read(k as f64 * SAMPLE_INTERVAL_S, disk, cgroup);
+        out.serialize(row).and_then(|_| out.flush().map_err(Into::into)).with_context(|| format!("cannot write {}", path.display()))?;
+        rows.push(row);
+        if row.t_s == SOCKETS_AT_S {
+            let sockets = serde_json::json!({"t_s": row.t_s, "send_buffer_bytes": crate::setup::send_buffers(port)});
+            let file = path.with_file_name("sockets.json");
+            std::fs::write(&file, sockets.to_string() + "\n").with_context(|| format!("cannot write {}", file.display()))?;
+        }
+        k += 1;
+    }
+    Ok(rows)
+}
+
+/// What the disk did over a window, from the samples at its edges.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DiskWindow {
+    pub seconds: f64,
+    pub reads: f64,
+    pub bytes: f64,
+    pub busy_s: f64,
+    pub mb_s: f64,
+    pub block_reads: Option<f64>,
+    pub block_mb_s: Option<f64>,
+}
+
+/// A step of a steady-state run: the load's figures and the disk's and the
+/// memory's over the same window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    #[serde(flatten)]
+    pub load: StepResult,
+    pub disk: Option<DiskWindow>,
+    /// Bytes the drive read per byte delivered to clients, in the window.
+    pub disk_bytes_per_delivered_byte: Option<f64>,
+    /// Mean memory cgroup usage over the window, and limit hits in it.
+    pub memory_mean_bytes: Option<f64>,
+    pub memory_limit_hits: Option<f64>,
+}
+
+impl StepRecord {
+    pub fn new(load: StepResult, samples: &[Sample]) -> StepRecord {
+        let (a, b) = load.window_s;
+        let edge = |t: f64| samples.iter().find(|s| (s.t_s - t).abs() < SAMPLE_INTERVAL_S / 2.0);
+        let (first, last) = (edge(a), edge(b));
+        let delta = |f: fn(&Sample) -> Option<f64>| Some(f(last?)? - f(first?)?);
+        let seconds = b - a;
+        let disk = delta(|s| s.disk_bytes).map(|bytes| DiskWindow {
+            seconds,
+            reads: delta(|s| s.disk_reads).unwrap_or(0.0),
+            bytes,
+            busy_s: delta(|s| s.disk_busy_s).unwrap_or(0.0),
+            mb_s: bytes / 1e6 / seconds,
+            block_reads: delta(|s| s.block_reads),
+            block_mb_s: delta(|s| s.block_read_sectors).map(|sectors| sectors * 512.0 / 1e6 / seconds),
+        });
+        let inside: Vec<f64> = samples.iter().filter(|s| s.t_s >= a - 1e-6 && s.t_s <= b + 1e-6).filter_map(|s| s.memory_bytes).collect();
+        let delivered = load.throughput_mb_s;
+        StepRecord {
+            disk_bytes_per_delivered_byte: disk.filter(|_| delivered > 0.0).map(|d| d.mb_s / delivered),
+            disk,
+            memory_mean_bytes: (!inside.is_empty()).then(|| inside.iter().sum::<f64>() / inside.len() as f64),
+            memory_limit_hits: delta(|s| s.memory_limit_hits),
+            load,
+        }
+    }
+}
+
+/// Stops the sampler when dropped, whatever way the run ends.
+pub struct StopFlag<'a>(pub &'a AtomicBool);
+
+impl Drop for StopFlag<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load_step(window: (f64, f64), mb_s: f64) -> StepResult {
+        StepResult {
+            index: 0,
+            spec: StepSpec { rate: 1.0, settle_s: window.0, measure_s: window.1 - window.0, hold_s: 5.0 },
+            start_s: 0.0,
+            window_s: window,
+            end_s: window.1 + 5.0,
+            sessions_started: 10,
+            sessions_measured: 5,
+            sessions_failed: 0,
+            failed_by_cause: Default::default(),
+            failure_percent: Some(0.0),
+            throughput_mb_s: mb_s,
+            received_mb_s: Some(mb_s),
+            samples_mb_s: (Some(mb_s), None),
+            samples: 2,
+            active_sessions: None,
+        }
+    }
+
+    #[test]
+    fn a_step_record_takes_disk_and_memory_over_the_load_window() {
+        // The disk reads 10 MB/s before the window and 30 MB/s inside it.
+        let samples: Vec<Sample> = (0..8)
+            .map(|k| {
+                let t = k as f64 * 5.0;
+                let bytes = if t <= 10.0 { t * 10e6 } else { 100e6 + (t - 10.0) * 30e6 };
+                Sample {
+                    t_s: t,
+                    disk_reads: Some(t),
+                    disk_bytes: Some(bytes),
+                    disk_busy_s: Some(t / 2.0),
+                    block_read_sectors: Some(bytes / 512.0),
+                    memory_bytes: Some(if t < 10.0 { 0.0 } else { 1000.0 }),
+                    memory_limit_hits: Some(k as f64),
+                    ..Sample::default()
+                }
+            })
+            .collect();
+        let r = StepRecord::new(load_step((10.0, 30.0), 20.0), &samples);
+        let d = r.disk.unwrap();
+        assert_eq!((d.seconds, d.reads, d.busy_s), (20.0, 20.0, 10.0));
+        assert!((d.mb_s - 30.0).abs() < 1e-9);
+        assert!((d.block_mb_s.unwrap() - 30.0).abs() < 1e-9);
+        assert!((r.disk_bytes_per_delivered_byte.unwrap() - 1.5).abs() < 1e-9);
+        assert_eq!(r.memory_mean_bytes, Some(1000.0));
+        assert_eq!(r.memory_limit_hits, Some(4.0));
+        // No sample at an edge: no disk figure rather than a wrong one.
+        assert_eq!(StepRecord::new(load_step((10.0, 60.0), 20.0), &samples).disk, None);
+    }
+
+    #[test]
+    fn the_channel_hands_steps_and_results_across_threads() {
+        let timing = SteadySection { ramp_s: 30.0, settle_s: 10.0, measure_s: 20.0, hold_s: 5.0, one_run: true };
+        let (mut driver_end, mut plan) = channel(timing, Box::new(|| true));
+        let load = std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            let mut last: Option<StepResult> = None;
+            while let Some(spec) = plan.next(last.as_ref()) {
+                seen.push(spec);
+                last = Some(StepResult { spec, index: seen.len() - 1, ..load_step((0.0, 1.0), spec.rate) });
+            }
+            seen
+        });
+        let a = driver_end.step(2.0).unwrap();
+        let b = driver_end.probe(3.0, 0).unwrap();
+        assert_eq!((a.spec.rate, b.throughput_mbs), (2.0, 3.0));
+        assert_eq!(driver_end.finish().len(), 2);
+        let seen = load.join().unwrap();
+        assert_eq!(seen.iter().map(|s| (s.rate, s.settle_s)).collect::<Vec<_>>(), [(2.0, 30.0), (3.0, 10.0)]);
+    }
+}

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# The steady-state protocol end to end, with real nginx on the emulated disk:
+#  1. one run, two rates as its steps (run.steady, one_run): steps.json holds
+#     both steps with their windows, the disk's MB/s over the same window and
+#     the disk bytes per delivered byte; samples.csv covers the run on the
+#     load's clock; sessions are full (not cut) and those still running at the
+#     end are censored, not failed; the kernel's TCP buffer settings and the
+#     server's send buffers a minute in are recorded;
+#  2. the same rate in its own run (one_run = false): one step, ramp first;
+#  3. the report reads both and prints one window per row.
+# Needs root, /dev/fuse, a cgroup memory controller and nginx.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+VB=${VIDBENCH:-${LIBCEPTION_BUILD:-$PWD/build}/bin/vidbench}
+if [ "$(id -u)" -ne 0 ]; then echo "skip: needs root (cgroups, drop_caches, FUSE)"; exit 77; fi
+[ -c /dev/fuse ] || { echo "skip: /dev/fuse is missing"; exit 77; }
+[ -x /usr/sbin/nginx ] || { echo "skip: nginx is not installed"; exit 77; }
+[ -x "$VB" ] || { echo "FAIL: $VB not built (run make)"; exit 1; }
+
+tmp=$(mktemp -d /tmp/run-steady.XXXXXX)
+chmod 755 "$tmp"
+cleanup() {
+  for m in $(grep -o " $tmp[^ ]*" /proc/mounts || true); do umount -l "$m" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; [ -f "$tmp/log" ] && tail -30 "$tmp/log"; exit 1; }
+
+"$VB" workload gen bench/specs/small.toml --out "$tmp/w" > /dev/null
+experiment() { # one_run, rates
+  cat <<EOT
+name = "steady"
+templates = "$PWD/bench/servers"
+[workload]
+dir = "$tmp/w"
+[disk]
+preset = "wd-red-1tb"
+[memory]
+limit_mb = 256
+[run]
+warm = false
+port = 18098
+steady = { ramp_s = 15, settle_s = 10, measure_s = 15, hold_s = 5, one_run = $1 }
+[rates]
+fixed = $2
+[[config]]
+name = "srv"
+server = "nginx"
+EOT
+}
+
+# 1. Two rates as steps of one run.
+experiment true "[2, 4]" > "$tmp/e1.toml"
+"$VB" run "$tmp/e1.toml" --out "$tmp/r1" > "$tmp/log" 2>&1 || fail "the stepped run failed"
+run="$tmp/r1/runs/srv/steps-rep0"
+[ -f "$run/DONE" ] || fail "the stepped run is not complete"
+python3 - "$run" <<'PY' || fail "the stepped run's records are wrong"
+import csv, json, sys
+run = sys.argv[1]
+steps = json.load(open(f"{run}/steps.json"))
+assert [s["spec"]["rate"] for s in steps] == [2, 4], steps
+assert [s["window_s"] for s in steps] == [[15, 30], [45, 60]], [s["window_s"] for s in steps]
+assert steps[0]["spec"]["settle_s"] == 15 and steps[1]["spec"]["settle_s"] == 10
+for s in steps:
+    assert s["sessions_measured"] > 0, s
+    d = s["disk"]
+    assert d is not None and d["seconds"] == 15 and d["bytes"] > 0, s
+    assert s["disk_bytes_per_delivered_byte"] > 0, s
+    assert s["memory_mean_bytes"] > 0, s
+samples = list(csv.DictReader(open(f"{run}/samples.csv")))
+times = [float(r["t_s"]) for r in samples]
+assert times[0] == 0 and times[-1] >= 65 and all(b - a == 5 for a, b in zip(times, times[1:])), times
+sessions = list(csv.DictReader(open(f"{run}/load/sessions.csv")))
+assert all(float(r["scheduled_s"]) < 70 for r in sessions)
+assert any(r["outcome"] == "interrupted" for r in sessions), "nothing was running at the end"
+# Full sessions: some lasted beyond a 50 s cut.
+assert any(int(r["requests_total"]) > 8 for r in sessions)
+setup = json.load(open(f"{run}/setup.json"))
+assert setup["rate"] == "steps", setup["rate"]
+assert setup["network"]["tcp_wmem"], setup["network"]
+sockets = json.load(open(f"{run}/sockets.json"))
+assert sockets["t_s"] == 60 and sockets["send_buffer_bytes"]["connections"] > 0, sockets
+PY
+grep -q "step 2 at 4.00 sessions/s" "$tmp/log" || fail "the driver did not report the steps as they ended"
+
+# 2. One rate in its own run.
+experiment false "[2]" > "$tmp/e2.toml"
+"$VB" run "$tmp/e2.toml" --out "$tmp/r2" > "$tmp/log" 2>&1 || fail "the separate run failed"
+python3 - "$tmp/r2/runs/srv/rate-2.00-rep0" <<'PY' || fail "the separate run's records are wrong"
+import json, sys
+steps = json.load(open(f"{sys.argv[1]}/steps.json"))
+assert len(steps) == 1 and steps[0]["window_s"] == [15, 30] and steps[0]["disk"]["bytes"] > 0, steps
+PY
+
+# 3. The report.
+"$VB" report "$tmp/r1" --print-table > "$tmp/table" 2> "$tmp/log" || fail "the report of a stepped run failed"
+grep -q "  2.00 " "$tmp/table" && grep -q "  4.00 " "$tmp/table" || fail "the table lacks a step: $(cat "$tmp/table")"
+grep -q "every column over the step's measured window" "$tmp/table" || fail "the table does not state its window: $(cat "$tmp/table")"
+echo "ok: steps of one run and a separate run measured in their windows, disk over the same window"
