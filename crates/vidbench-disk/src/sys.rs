@@ -16,7 +16,8 @@ pub struct MountEntry {
     pub source: String,
 }
 
-fn unescape(field: &str) -> String {
+/// A mountinfo field with its `\ooo` escapes decoded.
+pub fn unescape(field: &str) -> String {
     // mountinfo escapes space, tab, newline and backslash as \ooo.
     let bytes = field.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());

@@ -3,7 +3,7 @@
 
 use crate::driver::{self, Driver};
 use crate::experiment::{Config, Experiment, Prefetch, RatePlan};
-use crate::{cgroup, interrupt, reader};
+use crate::{cgroup, cgroup_probe, interrupt, reader};
 use anyhow::Context;
 use std::io::Write;
 use std::path::PathBuf;
@@ -15,10 +15,10 @@ use std::time::Duration;
                    searching each configuration's maximum failure-free rate (see docs/run.md)")]
 pub struct Args {
     /// The experiment file (TOML), e.g. bench/experiments/quick.toml.
-    #[arg(required_unless_present = "internal_read")]
+    #[arg(required_unless_present_any = ["internal_read", "probe_cgroup"])]
     pub experiment: Option<PathBuf>,
     /// Results directory (created; refused if it holds results, unless --resume).
-    #[arg(long, required_unless_present_any = ["internal_read", "check"])]
+    #[arg(long, required_unless_present_any = ["internal_read", "check", "probe_cgroup"])]
     pub out: Option<PathBuf>,
     /// Continue an interrupted experiment: finished runs are kept, the others redone.
     #[arg(long)]
@@ -30,6 +30,15 @@ pub struct Args {
     /// `[[config]]` name of a sweep), comma-separated. A resumed run needs the same list.
     #[arg(long, value_delimiter = ',', value_name = "NAME,...")]
     pub only: Vec<String>,
+    /// Check the cgroups a run would use, with stand-in children instead of
+    /// servers: detect the hierarchy (or take VIDBENCH_CGROUP_ROOT), create a
+    /// run cgroup, place a CPU-busy child per role, read the counters, tear it
+    /// down; prints what was used and seen as JSON. Fails as a run would.
+    #[arg(long, conflicts_with_all = ["experiment", "out", "resume", "check"])]
+    pub probe_cgroup: bool,
+    /// With --probe-cgroup: also set this memory limit (MiB), as every run does.
+    #[arg(long, requires = "probe_cgroup", value_name = "MIB")]
+    pub probe_limit_mb: Option<u64>,
     #[arg(long, hide = true)]
     pub internal_read: Option<PathBuf>,
     #[arg(long, hide = true)]
@@ -48,6 +57,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let ranges = vidbench_library::session_io::read_warm_list(list)?;
         let r = reader::read_ranges(mount, &ranges, 128, args.internal_deadline_s.map(Duration::from_secs_f64))?;
         std::fs::write(report, serde_json::to_string_pretty(&r)? + "\n")?;
+        return Ok(());
+    }
+    if args.probe_cgroup {
+        let report = cgroup_probe::probe(args.probe_limit_mb.map(|mb| mb << 20))?;
+        println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
     let path = args.experiment.expect("clap requires it");

@@ -572,7 +572,7 @@ impl Driver {
         let disk_after = disk.stats()?;
         write_json(&dir.join("disk-after.json"), &disk_after)?;
         let cpu_after = (cgroup.cpu_seconds(Role::Server), cgroup.cpu_seconds(Role::Daemon));
-        let memory = cgroup.memory_stats();
+        let memory = cgroup.memory_stats()?;
         if let Some(d) = &daemon {
             match d.stats() {
                 Ok(v) => write_json(&dir.join("daemon.json"), &v)?,
@@ -595,6 +595,7 @@ impl Driver {
                 "daemon_cpu_total_s": cgroup.cpu_seconds(Role::Daemon),
                 "reader_cpu_total_s": cgroup.cpu_seconds(Role::Reader),
                 "memory_cgroup": memory,
+                "cgroup": cgroup.describe(),
                 "server_alive_after_load": server_alive,
                 "server_exit": server_status.to_string(),
             }),
@@ -807,7 +808,7 @@ impl Driver {
         write_json(&dir.join("disk-after.json"), &disk_after)?;
         write_json(
             &dir.join("resources.json"),
-            &json!({"reader_cpu_total_s": cgroup.cpu_seconds(Role::Reader), "memory_cgroup": cgroup.memory_stats()}),
+            &json!({"reader_cpu_total_s": cgroup.cpu_seconds(Role::Reader), "memory_cgroup": cgroup.memory_stats()?, "cgroup": cgroup.describe()}),
         )?;
         drop(cgroup);
         write_json(

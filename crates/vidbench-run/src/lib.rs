@@ -22,11 +22,14 @@
 //!   The daemon's command line and every wait for a child to be ready come
 //!   from `libception::launch`, the shim's environment from
 //!   `libception_proto::ShimEnv`.
+//! - `cgroup_probe`: `--probe-cgroup`, a run's cgroup steps with stand-in
+//!   children, to check a machine.
 //! - `reader`: cache warming and the `wc` upper bound.
 //! - `setup`: the machine description recorded with every run.
 //! - `progress`: the "run N of M" line.
 
 mod cgroup;
+mod cgroup_probe;
 pub mod cli;
 mod daemon;
 mod disk;

@@ -132,7 +132,8 @@ impl Sample {
     fn read(t_s: f64, disk: &Disk, cgroup: &RunCgroup) -> Sample {
         let stats = disk.stats().unwrap_or(Value::Null);
         let at = |path: &[&str]| path.iter().try_fold(&stats, |v, k| v.get(*k)).and_then(Value::as_f64);
-        let memory = cgroup.memory_stats();
+        // A sample with no memory figures rather than no sample (as for the disk).
+        let memory = cgroup.memory_stats().unwrap_or(Value::Null);
         Sample {
             t_s,
             disk_reads: at(&["total", "counters", "reads"]),
