@@ -12,7 +12,7 @@
 # "Left behind" is precise: a loop device or image-server mount created during
 # the test whose mount process is gone, a mount under the test's directory, a
 # process naming it, a cgroup of the driver.
-# Needs root, /dev/fuse, loop devices, mkfs.ext4, the cgroup v1 memory
+# Needs root, /dev/fuse, loop devices, mkfs.ext4, a cgroup memory (v1 or v2)
 # controller and nginx (skips otherwise).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -22,9 +22,10 @@ if [ "$(id -u)" -ne 0 ]; then echo "skip: needs root (cgroups, loop devices, mou
 [ -e /dev/loop-control ] || { echo "skip: no loop devices (/dev/loop-control)"; exit 77; }
 command -v losetup > /dev/null || { echo "skip: losetup is missing"; exit 77; }
 command -v mkfs.ext4 > /dev/null || { echo "skip: mkfs.ext4 is missing"; exit 77; }
-[ -e /sys/fs/cgroup/memory/memory.limit_in_bytes ] || { echo "skip: no cgroup v1 memory controller"; exit 77; }
 [ -x /usr/sbin/nginx ] || { echo "skip: nginx is not installed"; exit 77; }
 [ -x "$VB" ] || { echo "FAIL: $VB not built (run make)"; exit 1; }
+. tests/integration/lib/cgroup.sh
+cgroup=$(cgroup_root) || { echo "$cgroup"; exit 77; }
 
 tmp=$(mktemp -d /tmp/run-block-cleanup.XXXXXX)
 chmod 755 "$tmp"
@@ -79,8 +80,7 @@ no_leftovers() { # driver pid
   orphans > "$tmp/orphans-after"
   new=$(comm -13 "$tmp/orphans-before" "$tmp/orphans-after")
   [ -z "$new" ] && true || fail "loop device or image server left by a dead mount process: $new ($(losetup -a))"
-  ls -d /sys/fs/cgroup/memory/vidbench-"$1"-* 2>/dev/null && fail "cgroup of driver $1 left behind"
-  ls -d /sys/fs/cgroup/cpuacct/vidbench-"$1"-* 2>/dev/null && fail "cpuacct cgroup of driver $1 left behind"
+  cgroup_leftovers "$cgroup" "$1" || fail "$(cgroup_leftovers "$cgroup" "$1")"
   pgrep -f "$tmp" > /dev/null && fail "processes left: $(pgrep -af "$tmp")"
   return 0
 }

@@ -8,15 +8,16 @@
 #  3. Ctrl-C (SIGINT) in the middle of a real nginx run: the driver says how to
 #     resume, and the mount, the cgroup, nginx and the disk process are gone;
 #     the interrupted run is not marked complete.
-# Needs root, /dev/fuse, the cgroup v1 memory controller and nginx (skips otherwise).
+# Needs root, /dev/fuse, a cgroup memory controller (v1 or v2) and nginx (skips otherwise).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 VB=${VIDBENCH:-${LIBCEPTION_BUILD:-$PWD/build}/bin/vidbench}
 if [ "$(id -u)" -ne 0 ]; then echo "skip: needs root (cgroups, drop_caches, FUSE)"; exit 77; fi
 [ -c /dev/fuse ] || { echo "skip: /dev/fuse is missing"; exit 77; }
-[ -e /sys/fs/cgroup/memory/memory.limit_in_bytes ] || { echo "skip: no cgroup v1 memory controller"; exit 77; }
 [ -x /usr/sbin/nginx ] || { echo "skip: nginx is not installed"; exit 77; }
 [ -x "$VB" ] || { echo "FAIL: $VB not built (run make)"; exit 1; }
+. tests/integration/lib/cgroup.sh
+cgroup=$(cgroup_root) || { echo "$cgroup"; exit 77; }
 
 tmp=$(mktemp -d /tmp/run-cleanup.XXXXXX)
 chmod 755 "$tmp"
@@ -55,8 +56,7 @@ EOT
 }
 no_leftovers() { # driver pid
   grep -q " $tmp" /proc/mounts && fail "a mount under $tmp is left: $(grep " $tmp" /proc/mounts)"
-  ls -d /sys/fs/cgroup/memory/vidbench-"$1"-* 2>/dev/null && fail "cgroup of driver $1 left behind"
-  ls -d /sys/fs/cgroup/cpuacct/vidbench-"$1"-* 2>/dev/null && fail "cpuacct cgroup of driver $1 left behind"
+  cgroup_leftovers "$cgroup" "$1" || fail "$(cgroup_leftovers "$cgroup" "$1")"
   pgrep -f "$tmp" > /dev/null && fail "processes left: $(pgrep -af "$tmp")"
   return 0
 }
