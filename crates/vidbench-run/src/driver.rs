@@ -706,7 +706,15 @@ impl Driver {
             stop.store(true, Ordering::Relaxed);
             (driven, summary, sampler.join())
         });
-        let summary = summary.map_err(|_| anyhow::anyhow!("the load client panicked"))?.context("the load client failed")?;
+        let summary = summary.map_err(|_| anyhow::anyhow!("the load client panicked"))?;
+        // An interruption is reported as such; otherwise the load client's
+        // own error is the cause of the driver's "the load client stopped".
+        if let Err(e) = &driven {
+            if e.downcast_ref::<Interrupted>().is_some() || summary.is_ok() {
+                return Err(driven.err().expect("checked"));
+            }
+        }
+        let summary = summary.context("the load client failed")?;
         let driven = driven?;
         let samples = samples.map_err(|_| anyhow::anyhow!("the sampler panicked"))??;
         let records: Vec<StepRecord> = summary.steps.into_iter().map(|s| StepRecord::new(s, &samples)).collect();
