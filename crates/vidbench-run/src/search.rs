@@ -109,6 +109,8 @@ fn same(a: f64, b: f64) -> bool {
 struct History {
     steps: Vec<Step>,
     threshold: f64,
+    /// At most this many probes (the bracketing search's `max_probes`).
+    budget: Option<usize>,
 }
 
 impl History {
@@ -133,7 +135,7 @@ pub fn find_max_failure_free(
     threshold_pct: f64,
     prober: &mut dyn Prober,
 ) -> anyhow::Result<SearchResult> {
-    let mut h = History { steps: Vec::new(), threshold: threshold_pct };
+    let mut h = History { steps: Vec::new(), threshold: threshold_pct, budget: None };
     let n = search.coarse_points.max(2);
     let mut lo: Option<f64> = None;
     let mut hi: Option<f64> = None;
@@ -147,17 +149,7 @@ pub fn find_max_failure_free(
         }
     }
     if let (Some(mut l), Some(mut u)) = (lo, hi) {
-        while u - l > search.resolution {
-            let mid = round_rate((l + u) / 2.0);
-            if same(mid, l) || same(mid, u) {
-                break;
-            }
-            if h.run(prober, Phase::Bisect, mid)? {
-                l = mid;
-            } else {
-                u = mid;
-            }
-        }
+        (l, u) = h.bisect(prober, l, u, |l, u| u - l > search.resolution, |l, u| (l + u) / 2.0)?;
         lo = Some(l);
         hi = Some(u);
     }
@@ -177,23 +169,34 @@ pub fn find_max_failure_free(
             .filter(|r| *r < candidate && h.passes(*r))
             .fold(None, |best: Option<f64>, r| Some(best.map_or(r, |b| b.max(r))));
     }
-    let summary = |f: fn(&Outcome) -> f64| {
-        lo.map(|r| {
-            let v: Vec<f64> = h.outcomes(r).iter().map(f).collect();
-            (stats::mean(&v), stats::ci95_half_width(&v))
-        })
-    };
-    Ok(SearchResult {
-        max_rate: lo,
-        first_failing_rate: hi,
-        throughput_mbs: summary(|o| o.throughput_mbs),
-        failure_pct: summary(|o| o.failure_pct),
-        steps: h.steps,
-        complete: true,
-    })
+    Ok(h.result(lo, hi, true))
 }
 
 impl History {
+    /// Bisection between a passing `l` and a failing `u` while `wide(l, u)`
+    /// and the probe budget (if any) allow, at `mid(l, u)` rounded.
+    fn bisect(
+        &mut self,
+        prober: &mut dyn Prober,
+        mut l: f64,
+        mut u: f64,
+        wide: impl Fn(f64, f64) -> bool,
+        mid: impl Fn(f64, f64) -> f64,
+    ) -> anyhow::Result<(f64, f64)> {
+        while wide(l, u) && self.budget.is_none_or(|b| self.steps.len() < b) {
+            let m = round_rate(mid(l, u));
+            if same(m, l) || same(m, u) {
+                break;
+            }
+            if self.run(prober, Phase::Bisect, m)? {
+                l = m;
+            } else {
+                u = m;
+            }
+        }
+        Ok((l, u))
+    }
+
     fn count(&self, rate: f64) -> u32 {
         self.outcomes(rate).len() as u32
     }
@@ -218,7 +221,7 @@ impl History {
 
 /// The bracketing search of the steady-state protocol (see the module comment).
 pub fn bracket_max_failure_free(b: &BracketSection, threshold_pct: f64, prober: &mut dyn Prober) -> anyhow::Result<SearchResult> {
-    let mut h = History { steps: Vec::new(), threshold: threshold_pct };
+    let mut h = History { steps: Vec::new(), threshold: threshold_pct, budget: Some(b.max_probes as usize) };
     let step = 1.0 + b.step_pct / 100.0;
     let res = 1.0 + b.resolution_pct / 100.0;
     // Rates below this are not worth a probe: nothing passes.
@@ -260,17 +263,7 @@ pub fn bracket_max_failure_free(b: &BracketSection, threshold_pct: f64, prober: 
     };
 
     // 2. Refinement.
-    while u > l * res + 1e-9 && budget_left(&h) {
-        let mid = round_rate((l * u).sqrt());
-        if same(mid, l) || same(mid, u) {
-            break;
-        }
-        if h.run(prober, Phase::Bisect, mid)? {
-            l = mid;
-        } else {
-            u = mid;
-        }
-    }
+    (l, u) = h.bisect(prober, l, u, |l, u| u > l * res + 1e-9, |l, u| (l * u).sqrt())?;
 
     // 3. Confirmation: alternate the pair until both have their repetitions.
     loop {
