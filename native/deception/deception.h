@@ -172,12 +172,19 @@ enum lcp__method {
 uint32_t lcp__fdtab_get(int fd);
 void lcp__fdtab_set(int fd, enum lcp__fd_kind kind, enum lcp__method method);
 void lcp__fdtab_forget(int fd);
-/* A range of the file (dev, ino) behind fd recently confirmed resident (by
- * the daemon, or by an in-process prefetch), valid until expires_ns
- * (lcp__now_ns clock): lets calls inside it on files the process cannot
- * check itself skip the daemon round trip (or a second prefetch). */
-int lcp__fdtab_in_window(int fd, uint64_t dev, uint64_t ino, uint64_t off, uint64_t len, uint64_t now_ns);
-void lcp__fdtab_set_window(int fd, uint64_t dev, uint64_t ino, uint64_t start, uint64_t end, uint64_t expires_ns);
+/* The file a window is about, as it was: st_dev, st_ino, and st_size and
+ * st_ctime, which a write, a truncation or a rewrite changes. */
+struct lcp__file_id {
+	uint64_t dev, ino, size, change_ns;
+};
+
+/* A range of the file behind fd recently confirmed resident (by the daemon,
+ * or by an in-process prefetch), valid until expires_ns (lcp__now_ns clock)
+ * and only while fstat still shows the same id: lets calls inside it on files
+ * the process cannot check itself skip the daemon round trip (or a second
+ * prefetch). A hint: a wrong one only lets a read go to libc unprepared. */
+int lcp__fdtab_in_window(int fd, const struct lcp__file_id *id, uint64_t off, uint64_t len, uint64_t now_ns);
+void lcp__fdtab_set_window(int fd, const struct lcp__file_id *id, uint64_t start, uint64_t end, uint64_t expires_ns);
 
 static inline enum lcp__fd_kind lcp__fd_kind(uint32_t state) { return (enum lcp__fd_kind)(state & 3u); }
 static inline enum lcp__method lcp__fd_method(uint32_t state) { return (enum lcp__method)((state >> 2) & 3u); }
@@ -200,6 +207,7 @@ struct lcp__file {
 	uint64_t size;
 	uid_t uid;
 	uint64_t ino, dev;
+	uint64_t change_ns; /* st_ctime */
 };
 
 int lcp__file_stat(struct lcp__file *file);

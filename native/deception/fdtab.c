@@ -24,7 +24,9 @@
  * The second hint is the window: a byte range of the file behind the fd that
  * was recently confirmed resident by someone the shim trusts (the daemon's
  * answer, or the shim's own in-process prefetch), with the file's identity
- * (st_dev, st_ino) and an expiry time. It spares files that only the daemon
+ * (st_dev, st_ino), its size and change time when it was confirmed (a
+ * truncation or a write changes them and so ends the window) and an expiry
+ * time. Closing the fd or opening another file on its number forgets it. It spares files that only the daemon
  * can check a round trip per call while a server works through a range the
  * daemon just fetched or confirmed. Its fields are written together under a
  * per-entry sequence counter (odd while a writer is at work; a writer that
@@ -37,6 +39,7 @@ struct fd_entry {
 	uint32_t state;      /* kind | method << 2 */
 	uint32_t window_seq; /* odd while the window is being written */
 	uint64_t window_dev, window_ino;
+	uint64_t window_size, window_change_ns;
 	uint64_t window_start, window_end;
 	uint64_t window_expires_ns;
 };
@@ -58,7 +61,7 @@ void lcp__fdtab_set(int fd, enum lcp__fd_kind kind, enum lcp__method method)
 }
 
 /* Write the window of fd; skipped if another thread is writing it. */
-static void window_store(struct fd_entry *e, uint64_t dev, uint64_t ino, uint64_t start, uint64_t end,
+static void window_store(struct fd_entry *e, const struct lcp__file_id *id, uint64_t start, uint64_t end,
 			 uint64_t expires_ns)
 {
 	uint32_t seq = __atomic_load_n(&e->window_seq, __ATOMIC_RELAXED);
@@ -66,8 +69,10 @@ static void window_store(struct fd_entry *e, uint64_t dev, uint64_t ino, uint64_
 	if ((seq & 1u) != 0 ||
 	    !__atomic_compare_exchange_n(&e->window_seq, &seq, seq + 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 		return;
-	__atomic_store_n(&e->window_dev, dev, __ATOMIC_RELAXED);
-	__atomic_store_n(&e->window_ino, ino, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->window_dev, id->dev, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->window_ino, id->ino, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->window_size, id->size, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->window_change_ns, id->change_ns, __ATOMIC_RELAXED);
 	__atomic_store_n(&e->window_start, start, __ATOMIC_RELAXED);
 	__atomic_store_n(&e->window_end, end, __ATOMIC_RELAXED);
 	__atomic_store_n(&e->window_expires_ns, expires_ns, __ATOMIC_RELAXED);
@@ -76,19 +81,21 @@ static void window_store(struct fd_entry *e, uint64_t dev, uint64_t ino, uint64_
 
 void lcp__fdtab_forget(int fd)
 {
+	static const struct lcp__file_id none;
+
 	if (fd < 0 || fd >= LCP_FDTAB_SIZE)
 		return;
 	__atomic_store_n(&fd_table[fd].state, LCP_FD_UNKNOWN, __ATOMIC_RELAXED);
 	/* The window names its file, so a stale one is harmless; dropping it
 	 * is only tidiness and may be skipped under contention. */
 	if (__atomic_load_n(&fd_table[fd].window_end, __ATOMIC_RELAXED) != 0)
-		window_store(&fd_table[fd], 0, 0, 0, 0, 0);
+		window_store(&fd_table[fd], &none, 0, 0, 0);
 }
 
-int lcp__fdtab_in_window(int fd, uint64_t dev, uint64_t ino, uint64_t off, uint64_t len, uint64_t now_ns)
+int lcp__fdtab_in_window(int fd, const struct lcp__file_id *id, uint64_t off, uint64_t len, uint64_t now_ns)
 {
 	struct fd_entry *e;
-	uint64_t w_dev, w_ino, start, end, expires;
+	uint64_t w_dev, w_ino, w_size, w_change, start, end, expires;
 	uint32_t seq;
 
 	if (fd < 0 || fd >= LCP_FDTAB_SIZE)
@@ -101,18 +108,20 @@ int lcp__fdtab_in_window(int fd, uint64_t dev, uint64_t ino, uint64_t off, uint6
 	 * fence would do, but ThreadSanitizer does not model fences). */
 	w_dev = __atomic_load_n(&e->window_dev, __ATOMIC_ACQUIRE);
 	w_ino = __atomic_load_n(&e->window_ino, __ATOMIC_ACQUIRE);
+	w_size = __atomic_load_n(&e->window_size, __ATOMIC_ACQUIRE);
+	w_change = __atomic_load_n(&e->window_change_ns, __ATOMIC_ACQUIRE);
 	start = __atomic_load_n(&e->window_start, __ATOMIC_ACQUIRE);
 	end = __atomic_load_n(&e->window_end, __ATOMIC_ACQUIRE);
 	expires = __atomic_load_n(&e->window_expires_ns, __ATOMIC_ACQUIRE);
 	if (__atomic_load_n(&e->window_seq, __ATOMIC_RELAXED) != seq)
 		return 0;
-	return end > start && w_dev == dev && w_ino == ino && now_ns < expires && off >= start &&
-	       off + len <= end;
+	return end > start && w_dev == id->dev && w_ino == id->ino && w_size == id->size &&
+	       w_change == id->change_ns && now_ns < expires && off >= start && off + len <= end;
 }
 
-void lcp__fdtab_set_window(int fd, uint64_t dev, uint64_t ino, uint64_t start, uint64_t end, uint64_t expires_ns)
+void lcp__fdtab_set_window(int fd, const struct lcp__file_id *id, uint64_t start, uint64_t end, uint64_t expires_ns)
 {
 	if (fd < 0 || fd >= LCP_FDTAB_SIZE)
 		return;
-	window_store(&fd_table[fd], dev, ino, start, end, expires_ns);
+	window_store(&fd_table[fd], id, start, end, expires_ns);
 }

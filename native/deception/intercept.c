@@ -142,6 +142,11 @@ static int64_t iov_total(const struct iovec *iov, int iovcnt)
 	return (int64_t)total;
 }
 
+static struct lcp__file_id file_id(const struct lcp__file *file)
+{
+	return (struct lcp__file_id){ file->dev, file->ino, file->size, file->change_ns };
+}
+
 /*
  * Remember that [start, end) of the file behind fd is resident, for
  * LIBCEPTION_WINDOW_MS: only for files the process cannot check itself, whose
@@ -149,9 +154,24 @@ static int64_t iov_total(const struct iovec *iov, int iovcnt)
  */
 static void remember_window(const struct lcp__file *file, uint64_t start, uint64_t end)
 {
+	struct lcp__file_id id = file_id(file);
+
 	if (lcp__cfg.window_ns == 0 || end <= start || !file->have_stat)
 		return;
-	lcp__fdtab_set_window(file->fd, file->dev, file->ino, start, end, lcp__now_ns() + lcp__cfg.window_ns);
+	lcp__fdtab_set_window(file->fd, &id, start, end, lcp__now_ns() + lcp__cfg.window_ns);
+}
+
+/* Is [off, off+len) inside fd's window? The range is clamped to the file's
+ * size first: a call that asks past end of file reads only up to it. */
+static int in_window(const struct lcp__file *file, uint64_t off, uint64_t len)
+{
+	struct lcp__file_id id = file_id(file);
+
+	if (lcp__cfg.window_ns == 0 || !file->have_stat || off >= file->size)
+		return 0;
+	if (len > file->size - off)
+		len = file->size - off;
+	return lcp__fdtab_in_window(file->fd, &id, off, len, lcp__now_ns());
 }
 
 static int ask_daemon(struct lcp__file *file, uint16_t op, uint64_t off, uint64_t len, uint32_t call_kind,
@@ -174,16 +194,14 @@ static int ask_daemon(struct lcp__file *file, uint16_t op, uint64_t off, uint64_
 		lcp__stats_count(LCP_CTR_CHECK_DAEMON, 1);
 		if ((reply.flags & LCP_REP_RESIDENT) || op == LCP_OP_FETCH) {
 			/* A FETCH answered without error has made the range
-			 * resident. A read of its own (not joined to another)
-			 * started at the page holding off and covered
-			 * bytes_read bytes from there or later, after a
-			 * resident prefix: so at least this much is resident. */
+			 * resident; a daemon that lets us learn residency says
+			 * how far past it the resident run goes (what it read,
+			 * or found resident up to its prefetch size), so a
+			 * forward walk asks once per window, not per call. */
 			uint64_t end = off + len;
-			uint64_t page = 1ull << lcp__cfg.page_shift;
 
-			if (op == LCP_OP_FETCH && (reply.flags & LCP_REP_READ) && !(reply.flags & LCP_REP_JOINED) &&
-			    (off & ~(page - 1)) + reply.bytes_read > end)
-				end = (off & ~(page - 1)) + reply.bytes_read;
+			if (reply.resident_end > end)
+				end = reply.resident_end;
 			remember_window(file, off, end);
 		}
 		return (reply.flags & LCP_REP_RESIDENT) ? LCP_RES_HIT : LCP_RES_MISS;
@@ -303,8 +321,7 @@ static void before_range(struct call *c, int fd, int have_offset, int64_t off, u
 		lcp__stats_count(LCP_CTR_CHECK_CACHESTAT, 1);
 	else if (method == LCP_METHOD_MINCORE)
 		lcp__stats_count(LCP_CTR_CHECK_MINCORE, 1);
-	else if (verdict == LCP_RES_UNKNOWN && lcp__cfg.window_ns != 0 && file.have_stat &&
-		 lcp__fdtab_in_window(fd, file.dev, file.ino, (uint64_t)off, len, lcp__now_ns())) {
+	else if (verdict == LCP_RES_UNKNOWN && in_window(&file, (uint64_t)off, len)) {
 		/* Inside a range the daemon confirmed moments ago. */
 		lcp__stats_count(LCP_CTR_CHECK_WINDOW, 1);
 		verdict = LCP_RES_HIT;

@@ -76,6 +76,7 @@ int lcp__file_stat(struct lcp__file *file)
 	file->uid = st.st_uid;
 	file->ino = st.st_ino;
 	file->dev = st.st_dev;
+	file->change_ns = (uint64_t)st.st_ctim.tv_sec * 1000000000u + (uint64_t)st.st_ctim.tv_nsec;
 	return 0;
 }
 

@@ -80,6 +80,17 @@ static int range_resident(int fd, uint64_t off, uint64_t len)
 	return cs[0] >= pages;
 }
 
+/* resident_end of a reply about a resident [off, off+len): as far as the
+ * prefetch size (2 MiB from off's page) if all of that is resident too. */
+static uint64_t resident_ahead(int fd, uint64_t off, uint64_t len)
+{
+	uint64_t ahead = (off & ~4095ull) + (2u << 20);
+
+	if (ahead > off + len && range_resident(fd, off, ahead - off))
+		return ahead;
+	return off + len;
+}
+
 static void read_range(int fd, uint64_t off, uint64_t len, uint64_t *bytes)
 {
 	static __thread char buf[1 << 16];
@@ -221,8 +232,11 @@ static void *serve_connection(void *arg)
 				} else {
 					r.regular = 1;
 					r.resident = range_resident(passed_fd, buf.req.offset, buf.req.length);
-					if (r.resident)
+					if (r.resident) {
 						reply.flags |= LCP_REP_RESIDENT;
+						reply.resident_end = resident_ahead(passed_fd, buf.req.offset,
+										    buf.req.length);
+					}
 					if (buf.req.op == LCP_OP_FETCH && !r.resident) {
 						uint64_t len = buf.req.length;
 
@@ -230,6 +244,7 @@ static void *serve_connection(void *arg)
 							len = 2u << 20;
 						read_range(passed_fd, buf.req.offset, len, &reply.bytes_read);
 						reply.flags |= LCP_REP_READ;
+						reply.resident_end = buf.req.offset + reply.bytes_read;
 					}
 				}
 			}

@@ -41,12 +41,14 @@ shim_real_daemon_available() {
 }
 
 # shim_start_daemon SOCKET LOG [fake-behaviour]
+# (SHIM_DAEMON_ARGS: more arguments for the real daemon, e.g. --trust-uid)
 shim_start_daemon() {
   local sock=$1 log=$2 behaviour=${3:-}
   rm -f "$sock"
   if [ -z "$behaviour" ] && shim_real_daemon_available; then
     DAEMON_KIND=real
-    "$LIBCEPTION" daemon --socket "$sock" >"$log" 2>&1 &
+    # shellcheck disable=SC2086 # a word list on purpose
+    "$LIBCEPTION" daemon --socket "$sock" ${SHIM_DAEMON_ARGS:-} >"$log" 2>&1 &
   else
     DAEMON_KIND=fake
     "$FAKEDAEMON" --socket "$sock" --behaviour "${behaviour:-normal}" --log "$log" &

@@ -10,7 +10,15 @@
  *   beyond    a call past the window's end asks the daemon again;
  *   expiry    the same range after the window expired asks again;
  *   otherfile another file dup2'ed onto the number asks again;
- * and LIBCEPTION_WINDOW_MS=0 turns it off (every call asks). Needs root.
+ * and LIBCEPTION_WINDOW_MS=0 turns it off (every call asks). A daemon that
+ * lets the shim learn residency says how far the resident run reaches past
+ * the request (lcp_reply.resident_end, up to its 2 MiB prefetch here):
+ *   walk      64 KiB preads walking a resident 4 MiB file ask once per
+ *             2 MiB window, not once per call;
+ *   change    the window ends when the file is truncated, and when the fd
+ *             is closed and the number opened again (same file, so only the
+ *             close can have ended it).
+ * Needs root.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -37,12 +45,49 @@ static void drain(int fd)
 		;
 }
 
+#define WALK_FILE (4u << 20)
+
+static void walk(void)
+{
+	int fd = open(h_path("walk.bin"), O_RDONLY);
+
+	for (unsigned off = 0; off < WALK_FILE; off += PIECE)
+		H_CALL("walk", pread(fd, buf, PIECE, off), buf, PIECE);
+	close(fd);
+}
+
+static void change(void)
+{
+	int fd = open(h_path("own.bin"), O_RDONLY), rw, again;
+
+	H_CALL("first", pread(fd, buf, PIECE, 0), buf, PIECE);
+	H_CALL("inside the window", pread(fd, buf, PIECE, PIECE), buf, PIECE);
+	rw = open(h_path("own.bin"), O_RDWR);
+	printf("truncate: %d\n", ftruncate(rw, 3u << 20));
+	close(rw);
+	H_CALL("after the truncation", pread(fd, buf, PIECE, 2 * PIECE), buf, PIECE);
+	H_CALL("inside the new window", pread(fd, buf, PIECE, 3 * PIECE), buf, PIECE);
+	close(fd);
+	again = open(h_path("own.bin"), O_RDONLY);
+	printf("same number: %s\n", again == fd ? "yes" : "no");
+	H_CALL("after close and open", pread(again, buf, PIECE, 4 * PIECE), buf, PIECE);
+	H_CALL("inside the newest window", pread(again, buf, PIECE, 5 * PIECE), buf, PIECE);
+	close(again);
+}
+
 static void scenario(const char *name)
 {
 	int fd, other, sv[2], size = PIECE;
 	off_t off = 0;
 
-	(void)name;
+	if (strcmp(name, "walk") == 0) {
+		walk();
+		return;
+	}
+	if (strcmp(name, "change") == 0) {
+		change();
+		return;
+	}
 	h_evict(h_path("root.bin"));
 	h_evict(h_path("root2.bin"));
 	fd = open(h_path("root.bin"), O_RDONLY);
@@ -127,5 +172,49 @@ int main(int argc, char **argv)
 		h_expect(r.records[i].op == LCP_OP_CHECK, "track: sent op %u", r.records[i].op);
 	h_result_free(&r);
 	h_result_free(&b);
+
+	/* walk: 64 calls, two windows of 2 MiB, one round trip each. */
+	h_make_file(h_path("walk.bin"), WALK_FILE, 112);
+	h_run(&base, "walk", 30, &b);
+	h_run(&full, "walk", 30, &r);
+	window = h_stat(&r, "\"residency_checks\"", "window");
+	printf("walk: %d requests, window hits %lld\n", r.nrecords, window);
+	h_expect(r.status == 0 && strcmp(r.output, b.output) == 0, "walk: output differs from libc's:\n%s", r.output);
+	h_expect(r.nrecords == 2 && window == 62,
+		 "walk: expected 2 requests (one per 2 MiB window) and 62 window hits, got %d and %lld", r.nrecords,
+		 window);
+	h_result_free(&r);
+	h_result_free(&b);
+
+	/* change: a file of the caller's own, checked through the daemon. */
+	{
+		const struct h_run own = { .label = "full, own file via the daemon", .mode = "full", .daemon = 1,
+					   .setpriv_uid = "65534",
+					   .extra_env = { "LIBCEPTION_WINDOW_MS=60000", "LIBCEPTION_FORCE_CHECK=daemon" } };
+		int asked = 0;
+
+		h_make_file(h_path("own.bin"), 4u << 20, 113);
+		if (chown(h_path("own.bin"), 65534, 65534) != 0)
+			h_fail("chown own.bin: %s", strerror(errno));
+		h_run(&base, "change", 30, &b);
+		h_make_file(h_path("own.bin"), 4u << 20, 113);
+		if (chown(h_path("own.bin"), 65534, 65534) != 0)
+			h_fail("chown own.bin: %s", strerror(errno));
+		h_run(&own, "change", 30, &r);
+		window = h_stat(&r, "\"residency_checks\"", "window");
+		/* Every file is checked through the daemon here, the loader's
+		 * and libc's own small reads too: count the scenario's. */
+		for (int i = 0; i < r.nrecords; i++)
+			asked += r.records[i].length == PIECE;
+		printf("change: %d requests about own.bin, window hits %lld\n", asked, window);
+		h_expect(r.status == 0 && strcmp(r.output, b.output) == 0 && strstr(b.output, "same number: yes"),
+			 "change: output differs from libc's (or the number was not reused):\n%s\n%s", b.output,
+			 r.output);
+		h_expect(asked == 3 && window == 3,
+			 "change: expected 3 requests (first, after the truncation, after close+open) and 3 window "
+			 "hits, got %d and %lld", asked, window);
+		h_result_free(&r);
+		h_result_free(&b);
+	}
 	return h_finish();
 }

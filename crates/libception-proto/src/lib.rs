@@ -28,8 +28,12 @@ pub mod shim_env;
 pub use prefetch::{AdaptiveParams, BitrateScale, ParamError, Prefetch, DEFAULT_START};
 pub use shim_env::{Mode, ShimEnv};
 
-/// `LCP_PROTO_VERSION`.
-pub const PROTO_VERSION: u16 = 1;
+/// `LCP_PROTO_VERSION`: what this side sends. Version 2 added
+/// [`Reply::resident_end`].
+pub const PROTO_VERSION: u16 = 2;
+/// `LCP_PROTO_VERSION_MIN`: the oldest request version the daemon still
+/// answers (in that version's reply layout, see [`Reply::encode_version`]).
+pub const PROTO_VERSION_MIN: u16 = 1;
 /// `LCP_REQUEST_MAGIC`: "LCPQ" as a little-endian u32.
 pub const REQUEST_MAGIC: u32 = 0x5150_434c;
 /// `LCP_REPLY_MAGIC`: "LCPR" as a little-endian u32.
@@ -43,7 +47,10 @@ pub const MAX_MESSAGE: usize = 64;
 /// `sizeof(struct lcp_request)`.
 pub const REQUEST_SIZE: usize = 48;
 /// `sizeof(struct lcp_reply)`.
-pub const REPLY_SIZE: usize = 40;
+pub const REPLY_SIZE: usize = 48;
+/// The version 1 reply: the first 40 bytes of the current one (no
+/// `resident_end`).
+pub const REPLY_SIZE_V1: usize = 40;
 
 /// Declares a `#[repr(C)]` mirror of an enum of the C header and, from the
 /// same list, its parser from a wire value and its lower-case name.
@@ -190,6 +197,7 @@ wire_struct! {
         flags: u32,
         bytes_read: u64,
         payload_len: u64,
+        resident_end: u64,
     }
 }
 
@@ -204,7 +212,7 @@ pub enum RequestError {
     Size { len: usize },
     #[error("request magic is {found:#010x}, expected {REQUEST_MAGIC:#010x}")]
     Magic { found: u32 },
-    #[error("request version is {found}, this daemon speaks {PROTO_VERSION}")]
+    #[error("request version is {found}, this daemon speaks {PROTO_VERSION_MIN} to {PROTO_VERSION}")]
     Version { found: u16 },
     #[error("request op {found} is not one of fetch(1), check(2), stats(3)")]
     Op { found: u16 },
@@ -230,6 +238,9 @@ pub enum ReplyError {
 /// A validated request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Request {
+    /// The sender's protocol version, [`PROTO_VERSION_MIN`]..=[`PROTO_VERSION`]:
+    /// the reply goes out in the same version.
+    pub version: u16,
     pub op: Op,
     /// Only bits of [`request_flags::KNOWN`].
     pub flags: u32,
@@ -253,6 +264,9 @@ pub struct Reply {
     pub flags: u32,
     pub bytes_read: u64,
     pub payload_len: u64,
+    /// 0, or the end of a range from the request's offset known resident
+    /// when the reply was made (`lcp_reply.resident_end`; version 2).
+    pub resident_end: u64,
 }
 
 impl Request {
@@ -264,7 +278,7 @@ impl Request {
         if raw.magic != REQUEST_MAGIC {
             return Err(RequestError::Magic { found: raw.magic });
         }
-        if raw.version != PROTO_VERSION {
+        if !(PROTO_VERSION_MIN..=PROTO_VERSION).contains(&raw.version) {
             return Err(RequestError::Version { found: raw.version });
         }
         let op = Op::from_wire(raw.op).ok_or(RequestError::Op { found: raw.op })?;
@@ -274,14 +288,14 @@ impl Request {
         if raw.flags & !request_flags::KNOWN != 0 {
             return Err(RequestError::Flags { unknown: raw.flags & !request_flags::KNOWN });
         }
-        let RawRequest { flags, call, seq, offset, length, tid, .. } = raw;
-        Ok(Request { op, flags, call, seq, offset, length, tid })
+        let RawRequest { version, flags, call, seq, offset, length, tid, .. } = raw;
+        Ok(Request { version, op, flags, call, seq, offset, length, tid })
     }
 
-    /// The exact wire image (magic, version and reserved filled in).
+    /// The exact wire image (magic and reserved filled in).
     pub fn encode(&self) -> [u8; REQUEST_SIZE] {
-        let Request { op, flags, call, seq, offset, length, tid } = *self;
-        RawRequest { magic: REQUEST_MAGIC, version: PROTO_VERSION, op: op as u16, flags, call, seq, offset, length, tid, reserved: 0 }.to_wire()
+        let Request { version, op, flags, call, seq, offset, length, tid } = *self;
+        RawRequest { magic: REQUEST_MAGIC, version, op: op as u16, flags, call, seq, offset, length, tid, reserved: 0 }.to_wire()
     }
 
     /// Whether the client asked for the exact range only.
@@ -315,6 +329,7 @@ impl Reply {
             flags: 0,
             bytes_read: 0,
             payload_len: 0,
+            resident_end: 0,
         }
     }
 
@@ -328,8 +343,27 @@ impl Reply {
 
     /// The exact wire image.
     pub fn encode(&self) -> [u8; REPLY_SIZE] {
-        let Reply { op, seq, status, flags, bytes_read, payload_len } = *self;
-        RawReply { magic: REPLY_MAGIC, version: PROTO_VERSION, op, seq, status, flags, bytes_read, payload_len }.to_wire()
+        self.encode_version(PROTO_VERSION).0
+    }
+
+    /// The wire image for a peer that spoke `version`, and its length: the
+    /// whole reply for version 2, the first [`REPLY_SIZE_V1`] bytes (labelled
+    /// version 1, `resident_end` left out) for version 1.
+    pub fn encode_version(&self, version: u16) -> ([u8; REPLY_SIZE], usize) {
+        let Reply { op, seq, status, flags, bytes_read, payload_len, resident_end } = *self;
+        let v1 = version < 2;
+        let raw = RawReply {
+            magic: REPLY_MAGIC,
+            version: if v1 { 1 } else { PROTO_VERSION },
+            op,
+            seq,
+            status,
+            flags,
+            bytes_read,
+            payload_len,
+            resident_end: if v1 { 0 } else { resident_end },
+        };
+        (raw.to_wire(), if v1 { REPLY_SIZE_V1 } else { REPLY_SIZE })
     }
 
     /// Parses one reply datagram.
@@ -345,8 +379,8 @@ impl Reply {
         if raw.flags & !reply_flags::KNOWN != 0 {
             return Err(ReplyError::Flags { unknown: raw.flags & !reply_flags::KNOWN });
         }
-        let RawReply { op, seq, status, flags, bytes_read, payload_len, .. } = raw;
-        Ok(Reply { op, seq, status, flags, bytes_read, payload_len })
+        let RawReply { op, seq, status, flags, bytes_read, payload_len, resident_end, .. } = raw;
+        Ok(Reply { op, seq, status, flags, bytes_read, payload_len, resident_end })
     }
 }
 
@@ -356,6 +390,7 @@ mod tests {
 
     fn sample() -> Request {
         Request {
+            version: PROTO_VERSION,
             op: Op::Fetch,
             flags: request_flags::NO_PREFETCH,
             call: Call::Sendfile as u32,
@@ -370,7 +405,7 @@ mod tests {
     fn request_bytes_are_little_endian_at_c_offsets() {
         let b = sample().encode();
         assert_eq!(&b[0..4], b"LCPQ");
-        assert_eq!(&b[4..6], &[1, 0]);
+        assert_eq!(&b[4..6], &[2, 0]);
         assert_eq!(&b[6..8], &[1, 0]);
         assert_eq!(&b[16..24], &[8, 7, 6, 5, 4, 3, 2, 1]);
         assert_eq!(&b[44..48], &[0, 0, 0, 0]);
@@ -385,8 +420,14 @@ mod tests {
         b[0] = b'X';
         assert!(matches!(Request::parse(&b), Err(RequestError::Magic { .. })));
         let mut b = good;
-        b[4] = 2;
-        assert_eq!(Request::parse(&b), Err(RequestError::Version { found: 2 }));
+        b[4] = 3;
+        assert_eq!(Request::parse(&b), Err(RequestError::Version { found: 3 }));
+        let mut b = good;
+        b[4] = 0;
+        assert_eq!(Request::parse(&b), Err(RequestError::Version { found: 0 }));
+        let mut b = good;
+        b[4] = 1;
+        assert_eq!(Request::parse(&b), Ok(Request { version: 1, ..sample() }), "version 1 is still answered");
         let mut b = good;
         b[6] = 9;
         assert_eq!(Request::parse(&b), Err(RequestError::Op { found: 9 }));
@@ -420,10 +461,25 @@ mod tests {
             flags: reply_flags::READ | reply_flags::JOINED,
             bytes_read: 2 << 20,
             payload_len: 1234,
+            resident_end: 3 << 20,
         };
         let b = r.encode();
         assert_eq!(&b[0..4], b"LCPR");
         assert_eq!(Reply::parse(&b), Ok(r));
-        assert_eq!(Reply::parse(&b[..39]), Err(ReplyError::Size { len: 39 }));
+        assert_eq!(Reply::parse(&b[..47]), Err(ReplyError::Size { len: 47 }));
+    }
+
+    #[test]
+    fn a_version_1_peer_gets_the_version_1_layout() {
+        let r = Reply { flags: reply_flags::RESIDENT, bytes_read: 7, resident_end: 3 << 20, ..Reply::ok(1, 9) };
+        let (v1, n) = r.encode_version(1);
+        assert_eq!(n, REPLY_SIZE_V1);
+        assert_eq!(&v1[4..6], &[1, 0]);
+        let (v2, m) = r.encode_version(PROTO_VERSION);
+        assert_eq!(m, REPLY_SIZE);
+        // Everything but the version label is where version 1 had it.
+        assert_eq!(v1[..4], v2[..4]);
+        assert_eq!(v1[6..n], v2[6..n]);
+        assert_eq!(Reply::parse(&v2[..m]), Ok(r));
     }
 }

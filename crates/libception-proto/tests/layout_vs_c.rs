@@ -47,7 +47,9 @@ int main(void)
     FIELD(lcp_reply, flags);
     FIELD(lcp_reply, bytes_read);
     FIELD(lcp_reply, payload_len);
+    FIELD(lcp_reply, resident_end);
     CONST(LCP_PROTO_VERSION);
+    CONST(LCP_PROTO_VERSION_MIN);
     CONST(LCP_REQUEST_MAGIC);
     CONST(LCP_REPLY_MAGIC);
     CONST(LCP_MAX_MESSAGE);
@@ -110,6 +112,7 @@ fn rust_facts() -> BTreeMap<String, String> {
         }
     }
     put("const.LCP_PROTO_VERSION", PROTO_VERSION.to_string());
+    put("const.LCP_PROTO_VERSION_MIN", PROTO_VERSION_MIN.to_string());
     put("const.LCP_REQUEST_MAGIC", REQUEST_MAGIC.to_string());
     put("const.LCP_REPLY_MAGIC", REPLY_MAGIC.to_string());
     put("const.LCP_MAX_MESSAGE", MAX_MESSAGE.to_string());
@@ -190,6 +193,7 @@ fn rust_layout_and_constants_match_the_c_header() {
 fn c_reads_rust_bytes_and_rust_reads_c_bytes() {
     let dir = tempfile::tempdir().unwrap();
     let req = Request {
+        version: PROTO_VERSION,
         op: Op::Check,
         flags: request_flags::NO_PREFETCH,
         call: Call::Mmap as u32,
@@ -215,7 +219,7 @@ int main(int argc, char **argv)
     memset(&r, 0, sizeof r);
     r.magic = LCP_REPLY_MAGIC; r.version = LCP_PROTO_VERSION; r.op = q.op; r.seq = q.seq;
     r.status = -71; r.flags = LCP_REP_READ | LCP_REP_JOINED; r.bytes_read = 2097152;
-    r.payload_len = 77;
+    r.payload_len = 77; r.resident_end = 4194304;
     f = fopen(argv[2], "wb");
     if (!f || fwrite(&r, 1, sizeof r, f) != sizeof r) return 3;
     fclose(f);
@@ -243,8 +247,8 @@ int main(int argc, char **argv)
     assert_eq!(
         String::from_utf8(out.stdout).unwrap().trim(),
         format!(
-            "{} 1 2 1 3 {} 123456789012 65536 4242 0",
-            REQUEST_MAGIC, 0xdead_beef_0000_0001u64
+            "{} {} 2 1 3 {} 123456789012 65536 4242 0",
+            REQUEST_MAGIC, PROTO_VERSION, 0xdead_beef_0000_0001u64
         )
     );
     let rep = Reply::parse(&std::fs::read(dir.path().join("rep.bin")).unwrap()).unwrap();
@@ -256,7 +260,8 @@ int main(int argc, char **argv)
             status: -71,
             flags: reply_flags::READ | reply_flags::JOINED,
             bytes_read: 2_097_152,
-            payload_len: 77
+            payload_len: 77,
+            resident_end: 4_194_304,
         }
     );
 }

@@ -73,7 +73,7 @@ impl Client {
     pub fn call(&mut self, op: Op, flags: u32, offset: u64, length: u64, fd: Option<RawFd>) -> io::Result<Reply> {
         let seq = self.next_seq;
         self.next_seq += 1;
-        let req = Request { op, flags, call: 0, seq, offset, length, tid: nix::unistd::gettid().as_raw() as u32 };
+        let req = Request { version: libception_proto::PROTO_VERSION, op, flags, call: 0, seq, offset, length, tid: nix::unistd::gettid().as_raw() as u32 };
         let fds: Vec<RawFd> = fd.into_iter().collect();
         self.send_raw(&req.encode(), &fds)?;
         let reply = self.recv_reply()?;

@@ -13,13 +13,17 @@
 //! whoever sends the reply re-arms reading afterwards. The receptionist sets
 //! hang-up-only interest *before* queueing, so a fast reply's re-arm cannot be
 //! overwritten.
+//!
+//! Version: replies go out in the protocol version of the client's latest
+//! request (a shim loaded before an upgrade speaks version 1); the
+//! receptionist records it before answering or queueing the request.
 
 use crate::stats::{ClientStats, Stats};
 use crate::sys::{self, Epoll, EV_HANGUP_ONLY, EV_READ};
 use libception_proto::Reply;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::sync::Arc;
 
 /// The peer's credentials as the kernel reported them at accept time.
@@ -40,15 +44,22 @@ pub struct Connection {
     epoll: Arc<Epoll>,
     stats: Arc<Stats>,
     closed: AtomicBool,
+    /// Protocol version of the latest request: the replies' layout.
+    version: AtomicU16,
 }
 
 impl Connection {
     pub fn new(id: u64, fd: OwnedFd, peer: Peer, client: Arc<ClientStats>, epoll: Arc<Epoll>, stats: Arc<Stats>) -> Self {
-        Connection { id, peer, client, fd, epoll, stats, closed: AtomicBool::new(false) }
+        Connection { id, peer, client, fd, epoll, stats, closed: AtomicBool::new(false), version: AtomicU16::new(libception_proto::PROTO_VERSION) }
     }
 
     pub fn raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
+    }
+
+    /// Replies from now on use the layout of protocol `version`.
+    pub fn set_version(&self, version: u16) {
+        self.version.store(version, Ordering::Relaxed);
     }
 
     pub fn is_closed(&self) -> bool {
@@ -62,7 +73,8 @@ impl Connection {
         if self.is_closed() {
             return false;
         }
-        let mut result = sys::send_nonblocking(self.raw_fd(), &reply.encode());
+        let (image, len) = reply.encode_version(self.version.load(Ordering::Relaxed));
+        let mut result = sys::send_nonblocking(self.raw_fd(), &image[..len]);
         if let (Ok(()), Some(p)) = (&result, payload) {
             result = sys::send_nonblocking(self.raw_fd(), p);
         }

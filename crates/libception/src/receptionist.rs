@@ -384,6 +384,7 @@ impl Receptionist {
             }
         };
         conn.client.touch();
+        conn.set_version(request.version);
         let (op, seq) = (request.op as u16, request.seq);
         self.stats.on_request(&conn.client, request.op);
         if control_truncated {
@@ -514,9 +515,18 @@ impl Receptionist {
                 conn.send(&Reply::ok(op, seq), None);
                 return Ok(Outcome::Answered);
             }
-            let resident = req_start >= req_end || self.check_resident(&file, req_start, req_end);
-            let flags = if resident { reply_flags::RESIDENT } else { 0 };
-            conn.send(&Reply { flags, ..Reply::ok(op, seq) }, None);
+            // Up to the prefetch size ahead, as a read would have covered.
+            let ahead_end = req_start
+                .saturating_sub(req_start % residency::page_size())
+                .saturating_add(self.controller.current_bytes(&route.disk.name))
+                .min(size)
+                .max(req_end);
+            let run = if req_start >= req_end { Some(req_end) } else { self.resident_run(&file, req_start, req_end, ahead_end) };
+            let reply = match run {
+                Some(end) => Reply { flags: reply_flags::RESIDENT, resident_end: end, ..Reply::ok(op, seq) },
+                None => Reply::ok(op, seq),
+            };
+            conn.send(&reply, None);
             return Ok(Outcome::Answered);
         }
 
@@ -542,7 +552,11 @@ impl Receptionist {
         };
         let wanted = plan.want_end - req_start;
         route.disk.on_requested(&conn.client, wanted);
-        let resident = self.check_resident(&file, req_start, plan.want_end);
+        // A peer that may learn residency is told how far it reaches, up to
+        // the planned read's end: its shim then need not ask again inside.
+        let ahead_end = if reveal { plan.end } else { plan.want_end };
+        let run = self.resident_run(&file, req_start, plan.want_end, ahead_end);
+        let resident = run.is_some();
         self.controller.observe_request(&RequestObservation {
             disk: &route.disk.name,
             worker: route.worker.index,
@@ -551,9 +565,10 @@ impl Receptionist {
             end: plan.want_end,
             resident,
         });
-        if resident {
+        if let Some(end) = run {
             route.disk.on_resident_hit(&conn.client);
-            conn.send(&Reply { flags: hit_flags, ..Reply::ok(op, seq) }, None);
+            let resident_end = if reveal { end } else { 0 };
+            conn.send(&Reply { flags: hit_flags, resident_end, ..Reply::ok(op, seq) }, None);
             return Ok(Outcome::Answered);
         }
         let Some(charge) = self.clients.budget(conn.peer.uid).charge(plan.end - plan.start, &self.cfg.limits) else {
@@ -584,15 +599,34 @@ impl Receptionist {
         Ok(Outcome::Queued)
     }
 
-    /// Residency with the daemon's rights; a failed check counts as "not
-    /// resident" (the FETCH path then reads, which is always safe).
-    fn check_resident(&self, file: &File, start: u64, end: u64) -> bool {
-        match residency::is_resident(file.as_fd(), start, end) {
-            Ok(r) => r,
+    /// Residency of `[start, want_end)` with the daemon's rights and, when
+    /// it is resident, how far the resident run from `start` reaches,
+    /// looking up to `ahead_end` (>= `want_end`): `Some(end)` or `None`. The
+    /// part ahead is only looked at once the wanted part is known resident
+    /// (one `cachestat` each when all is resident, a bisection of the part
+    /// ahead otherwise). A failed check counts as "not resident" (the FETCH
+    /// path then reads, which is always safe), one ahead as nothing ahead.
+    fn resident_run(&self, file: &File, start: u64, want_end: u64, ahead_end: u64) -> Option<u64> {
+        let failed = |e: std::io::Error| {
+            self.stats.on_residency_check_failed();
+            tracing::debug!("residency check failed, treating as not resident: {e}");
+        };
+        match residency::is_resident(file.as_fd(), start, want_end) {
+            Ok(true) => {}
+            Ok(false) => return None,
             Err(e) => {
-                self.stats.on_residency_check_failed();
-                tracing::debug!("residency check failed, treating as not resident: {e}");
-                false
+                failed(e);
+                return None;
+            }
+        }
+        if ahead_end <= want_end {
+            return Some(want_end);
+        }
+        match residency::resident_prefix(file.as_fd(), want_end, ahead_end) {
+            Ok(more) => Some(want_end + more),
+            Err(e) => {
+                failed(e);
+                Some(want_end)
             }
         }
     }

@@ -339,7 +339,11 @@ impl DiskWorker {
             let reply = if w.conceal {
                 Reply { status, ..Reply::ok(w.op, w.seq) }
             } else {
-                Reply { status, flags, bytes_read: bytes, ..Reply::ok(w.op, w.seq) }
+                // The resident prefix and what was read lie before plan.start
+                // + prefix + bytes, and every waiter's offset is at or past
+                // plan.start (a joiner's range lies inside the plan).
+                let resident_end = if status == 0 { plan.start + prefix + bytes } else { 0 };
+                Reply { status, flags, bytes_read: bytes, resident_end, ..Reply::ok(w.op, w.seq) }
             };
             if w.conn.send(&reply, None) {
                 w.conn.resume_reading();

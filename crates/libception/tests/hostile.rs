@@ -6,13 +6,13 @@
 mod common;
 use common::*;
 use libception::Client;
-use libception_proto::{reply_flags, Op, Request, MAX_MESSAGE, REQUEST_MAGIC};
+use libception_proto::{reply_flags, Op, Request, MAX_MESSAGE, PROTO_VERSION, REQUEST_MAGIC};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 fn req(op: Op, seq: u64, offset: u64, length: u64) -> Request {
-    Request { op, flags: 0, call: 0, seq, offset, length, tid: 1 }
+    Request { version: PROTO_VERSION, op, flags: 0, call: 0, seq, offset, length, tid: 1 }
 }
 
 /// Sends raw bytes with fds on a fresh connection and returns the reply

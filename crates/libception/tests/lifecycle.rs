@@ -80,7 +80,7 @@ fn peers_outside_the_allow_lists_are_rejected_and_logged() {
     let d = Daemon::start(&["--allow-uid", &other, "--allow-gid", &other]);
     let c = libception::Client::connect(&d.socket).unwrap();
     c.set_timeout(Some(Duration::from_secs(5))).unwrap();
-    let sent = c.send_raw(&Request { op: Op::Stats, flags: 0, call: 0, seq: 1, offset: 0, length: 0, tid: 0 }.encode(), &[]);
+    let sent = c.send_raw(&Request { version: libception_proto::PROTO_VERSION, op: Op::Stats, flags: 0, call: 0, seq: 1, offset: 0, length: 0, tid: 0 }.encode(), &[]);
     let mut buf = [0u8; 64];
     let got = c.recv_raw(&mut buf);
     assert!(sent.is_err() || matches!(got, Ok(0) | Err(_)), "a rejected peer got an answer");
@@ -104,7 +104,7 @@ fn sigterm_answers_pending_requests_before_exiting() {
             evict(f);
             let c = d.client();
             let file = std::fs::File::open(f).unwrap();
-            c.send_raw(&Request { op: Op::Fetch, flags: 0, call: 0, seq: i as u64 + 1, offset: 0, length: 32 * MIB, tid: 0 }.encode(), &[file.as_raw_fd()])
+            c.send_raw(&Request { version: libception_proto::PROTO_VERSION, op: Op::Fetch, flags: 0, call: 0, seq: i as u64 + 1, offset: 0, length: 32 * MIB, tid: 0 }.encode(), &[file.as_raw_fd()])
                 .unwrap();
             c
         })
@@ -360,4 +360,31 @@ fn anonymous_devices_get_a_bounded_number_of_queues() {
     assert_eq!(s.workers.len(), 9, "{:?}", s.disks.iter().map(|d| &d.name).collect::<Vec<_>>());
     let other = s.disks.iter().find(|d| d.name == "anon-other").expect("a shared queue for the rest");
     assert_eq!(other.requests, 4);
+}
+
+/// Protocol version 2 added `resident_end` to the reply; a shim loaded into a
+/// long-running server before an upgrade still speaks version 1 and must be
+/// answered in version 1's layout (40 bytes), not dropped as a protocol error.
+#[test]
+fn a_version_1_client_is_answered_in_version_1() {
+    let dir = real_tempdir();
+    let path = make_file(dir.path(), "v1", 4 * MIB);
+    std::fs::read(&path).unwrap();
+    let file = std::fs::File::open(&path).unwrap();
+    let d = Daemon::start(&["--prefetch", "1M"]);
+    let c = d.client();
+    for (version, size) in [(1u16, libception_proto::REPLY_SIZE_V1), (libception_proto::PROTO_VERSION, libception_proto::REPLY_SIZE)] {
+        let req = Request { version, op: Op::Fetch, flags: 0, call: 0, seq: 5, offset: 0, length: 4096, tid: 0 };
+        c.send_raw(&req.encode(), &[file.as_raw_fd()]).unwrap();
+        let mut buf = [0u8; libception_proto::MAX_MESSAGE];
+        let n = c.recv_raw(&mut buf).unwrap();
+        assert_eq!((n, u16::from_le_bytes([buf[4], buf[5]])), (size, version), "reply to a version {version} request");
+        let mut image = [0u8; libception_proto::REPLY_SIZE];
+        image[..n].copy_from_slice(&buf[..n]);
+        image[4..6].copy_from_slice(&libception_proto::PROTO_VERSION.to_le_bytes());
+        let r = libception_proto::Reply::parse(&image).unwrap();
+        assert_eq!((r.status, r.seq, r.flags & reply_flags::RESIDENT), (0, 5, reply_flags::RESIDENT));
+        // Root is trusted: version 2 says how far the run goes, version 1 cannot.
+        assert_eq!(r.resident_end, if version == 1 { 0 } else { MIB }, "version {version}");
+    }
 }

@@ -163,7 +163,7 @@ fn the_resident_prefix_of_a_planned_read_is_skipped() {
 }
 
 fn send_fetch(c: &libception::Client, fd: i32, seq: u64, offset: u64, length: u64) {
-    let req = Request { op: Op::Fetch, flags: 0, call: 0, seq, offset, length, tid: 0 };
+    let req = Request { version: libception_proto::PROTO_VERSION, op: Op::Fetch, flags: 0, call: 0, seq, offset, length, tid: 0 };
     c.send_raw(&req.encode(), &[fd]).unwrap();
 }
 

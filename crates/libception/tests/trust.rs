@@ -19,13 +19,19 @@ struct Outcome {
     read: bool,
     joined: bool,
     bytes_read: u64,
+    resident_end: u64,
 }
 
 /// `libception fetch [--check]` as uid/gid `nobody`, on `file` passed as its
 /// stdin and reopened through /dev/stdin (no directory traversal needed).
 fn as_nobody(d: &Daemon, file: &Path, check: bool) -> Outcome {
+    as_nobody_at(d, file, check, 0)
+}
+
+/// `as_nobody` for the 64 KiB at `offset`.
+fn as_nobody_at(d: &Daemon, file: &Path, check: bool, offset: u64) -> Outcome {
     let mut cmd = Command::new(BIN);
-    cmd.args(["fetch", "--json", "--fadvise-random", "--length", "64K", "--socket"]).arg(&d.socket);
+    cmd.args(["fetch", "--json", "--fadvise-random", "--length", "64K", "--offset", &offset.to_string(), "--socket"]).arg(&d.socket);
     if check {
         cmd.arg("--check");
     }
@@ -75,11 +81,13 @@ fn an_untrusted_reader_of_a_foreign_file_learns_nothing_but_is_served() {
     assert_eq!((check.status, check.resident), (0, false), "CHECK told a stranger what is resident: {check:?}");
     let fetch = as_nobody(&daemon, &hot, false);
     assert_eq!((fetch.status, fetch.resident, fetch.read, fetch.joined, fetch.bytes_read), (0, false, false, false, 0), "{fetch:?}");
+    // Nor how far the resident run goes: no window ahead of the request.
+    assert_eq!((check.resident_end, fetch.resident_end), (0, 0), "resident_end told a stranger: {check:?} {fetch:?}");
 
     let cold = foreign_file(dir.path(), "cold");
     evict(&cold);
     let fetch = as_nobody(&daemon, &cold, false);
-    assert_eq!((fetch.status, fetch.resident, fetch.read, fetch.bytes_read), (0, false, false, 0), "{fetch:?}");
+    assert_eq!((fetch.status, fetch.resident, fetch.read, fetch.bytes_read, fetch.resident_end), (0, false, false, 0, 0), "{fetch:?}");
     assert_eq!(resident_prefix(&cold, 0, 4 * MIB), MIB, "the FETCH was served all the same (1 MiB prefetch)");
 
     let s = daemon.stats();
@@ -103,9 +111,17 @@ fn trusted_uids_and_gids_are_told_what_is_resident() {
         warm(&hot);
         let check = as_nobody(&daemon, &hot, true);
         assert_eq!((check.status, check.resident), (0, true), "{flag}: {check:?}");
+        // How far the resident run goes, up to the prefetch size (1 MiB)
+        // from the request's page: one answer covers a forward walk's window.
+        assert_eq!(check.resident_end, MIB, "{flag}: {check:?}");
+        let fetch = as_nobody_at(&daemon, &hot, false, 5000);
+        assert_eq!((fetch.status, fetch.resident, fetch.resident_end), (0, true, 4096 + MIB), "{flag}: {fetch:?}");
         evict(&cold);
         let fetch = as_nobody(&daemon, &cold, false);
-        assert_eq!((fetch.status, fetch.read, fetch.bytes_read), (0, true, MIB), "{flag}: {fetch:?}");
+        assert_eq!((fetch.status, fetch.read, fetch.bytes_read, fetch.resident_end), (0, true, MIB, MIB), "{flag}: {fetch:?}");
+        // Only what is resident: the run ends where the cache does.
+        let fetch = as_nobody_at(&daemon, &cold, false, 64 * 1024);
+        assert_eq!((fetch.status, fetch.resident, fetch.resident_end), (0, true, MIB), "{flag}: {fetch:?}");
         assert_eq!(daemon.stats().totals.residency_concealed, 0);
         assert!(daemon.log_text().contains("trusted=true"));
     }

@@ -32,7 +32,15 @@
 
 #include <stdint.h>
 
-#define LCP_PROTO_VERSION 1
+/*
+ * Version 2 added lcp_reply.resident_end (the reply grew from 40 to 48
+ * bytes). The daemon still accepts version 1 requests and answers them with
+ * a version 1 reply (the first 40 bytes, resident_end left out), so shims
+ * loaded before an upgrade keep working; a version 2 shim accepts only
+ * version 2 replies.
+ */
+#define LCP_PROTO_VERSION 2
+#define LCP_PROTO_VERSION_MIN 1
 
 /* "LCPQ" and "LCPR" as little-endian u32. */
 #define LCP_REQUEST_MAGIC 0x5150434cu
@@ -110,11 +118,21 @@ struct lcp_reply {
 	uint32_t flags;       /* enum lcp_reply_flags */
 	uint64_t bytes_read;  /* bytes the daemon read from the file for this */
 	uint64_t payload_len; /* STATS: size of the JSON datagram that follows */
+	/*
+	 * FETCH and CHECK answered with status 0: 0, or the end (exclusive byte
+	 * offset) of a range from the request's offset that the daemon knew
+	 * resident when it replied - what it just read, or what it checked with
+	 * its own rights - reaching past the requested range by up to the
+	 * prefetch size. A hint about the page cache for the client's
+	 * residency window: pages may be evicted at any time after. Always 0 for
+	 * a peer that may not learn residency (same rule as LCP_REP_RESIDENT).
+	 */
+	uint64_t resident_end;
 };
 
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
 _Static_assert(sizeof(struct lcp_request) == 48, "lcp_request is 48 bytes");
-_Static_assert(sizeof(struct lcp_reply) == 40, "lcp_reply is 40 bytes");
+_Static_assert(sizeof(struct lcp_reply) == 48, "lcp_reply is 48 bytes");
 #endif
 
 #endif /* LIBCEPTION_PROTOCOL_H */

@@ -34,6 +34,8 @@ struct Outcome<'a> {
     read: bool,
     joined: bool,
     bytes_read: u64,
+    /// 0, or how far from the offset the daemon knew the file resident.
+    resident_end: u64,
 }
 
 /// Returns the exit code: 0 when every request got status 0.
@@ -62,6 +64,7 @@ pub fn run(opts: &FetchOptions) -> Result<i32> {
             read: reply.flags & reply_flags::READ != 0,
             joined: reply.flags & reply_flags::JOINED != 0,
             bytes_read: reply.bytes_read,
+            resident_end: reply.resident_end,
         };
         if o.status != 0 {
             failures += 1;
