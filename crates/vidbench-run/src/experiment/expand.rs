@@ -10,6 +10,7 @@ use super::schema::{
     RunSection, ServerKind, WorkloadSection,
 };
 use super::schema::OneOrMany;
+use libception_proto::AdaptiveParams;
 use super::{Config, Experiment, ExperimentError, Mode, RatePlan, SteadySection, WorkloadSource, SAMPLE_INTERVAL_S};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -430,8 +431,9 @@ impl Checker<'_> {
             rates: plan,
             trace: c.trace.unwrap_or(disk.trace),
         }];
+        let adaptive = self.adaptive(key, c, &prefetches)?;
         sweep(&mut configs, &prefetches, |c, p| {
-            c.prefetch = p.map(PrefetchSize::to_prefetch);
+            c.prefetch = p.map(|p| p.to_prefetch(&adaptive));
             p.map(|p| p.name_suffix()).unwrap_or_default()
         });
         sweep(&mut configs, &read_aheads, |c, r| {
@@ -543,6 +545,33 @@ impl Checker<'_> {
     /// The prefetch sizes to sweep (`[None]` for modes without one): modes
     /// full and prefetch need a size, the others take none, and only the
     /// daemon (mode full) can size adaptively.
+    /// The adaptive controller's parameters of a configuration, checked.
+    fn adaptive(&self, key: &str, c: &ConfigSection, sizes: &[Option<PrefetchSize>]) -> Result<AdaptiveParams, ExperimentError> {
+        let Some(section) = &c.adaptive else { return Ok(AdaptiveParams::default()) };
+        let k = format!("{key}.adaptive");
+        if !sizes.contains(&Some(PrefetchSize::Adaptive)) {
+            return Err(self.invalid(k, "applies only with prefetch_kb = \"adaptive\""));
+        }
+        let p = section.params();
+        if let Some(s) = section.interval_s {
+            if !(s.is_finite() && s >= 1.0) {
+                return Err(self.invalid(format!("{k}.interval_s"), format!("{s} must be at least 1 second")));
+            }
+        }
+        for (name, v) in [("deflation", p.deflation), ("busy", p.busy), ("evict", p.evict)] {
+            if !(v.is_finite() && (0.0..=1.0).contains(&v)) {
+                return Err(self.invalid(format!("{k}.{name}"), format!("{v} must be a fraction from 0 to 1")));
+            }
+        }
+        if p.min == 0 || p.step == 0 || p.min > p.max || p.start.is_some_and(|s| s < p.min || s > p.max) {
+            return Err(self.invalid(
+                k,
+                format!("needs 0 < min_kb <= start_kb <= max_kb and step_kb > 0 (min {} KiB, max {} KiB)", p.min / 1024, p.max / 1024),
+            ));
+        }
+        Ok(p)
+    }
+
     fn prefetch_sizes(&self, key: &str, c: &ConfigSection) -> Result<Vec<Option<PrefetchSize>>, ExperimentError> {
         match (c.libception, &c.prefetch_kb) {
             (Some(Mode::Full | Mode::Prefetch), None) => {

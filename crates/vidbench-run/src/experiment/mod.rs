@@ -127,9 +127,9 @@ impl Config {
 
 /// [`Config::prefetch`] as results have always recorded it: `prefetch_kb`
 /// (the fixed size in KiB, `null` otherwise) and `prefetch_adaptive` (written
-/// only when true, as results from before adaptive prefetching lack it). An
-/// experiment file gives sizes in KiB and the adaptive controller with its
-/// default parameters only, so the two keys hold the whole value.
+/// only when true, as results from before adaptive prefetching lack it), plus
+/// `prefetch_adaptive_params` when the controller's parameters differ from
+/// paper 001's.
 mod recorded_prefetch {
     use super::{AdaptiveParams, Prefetch};
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -140,13 +140,21 @@ mod recorded_prefetch {
         prefetch_kb: Option<u32>,
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         prefetch_adaptive: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        prefetch_adaptive_params: Option<AdaptiveParams>,
     }
 
     pub fn serialize<S: Serializer>(prefetch: &Option<Prefetch>, s: S) -> Result<S::Ok, S::Error> {
         let keys = match prefetch {
-            None => Keys { prefetch_kb: None, prefetch_adaptive: false },
-            Some(Prefetch::Fixed(bytes)) => Keys { prefetch_kb: Some((bytes / 1024) as u32), prefetch_adaptive: false },
-            Some(Prefetch::Adaptive(_)) => Keys { prefetch_kb: None, prefetch_adaptive: true },
+            None => Keys { prefetch_kb: None, prefetch_adaptive: false, prefetch_adaptive_params: None },
+            Some(Prefetch::Fixed(bytes)) => {
+                Keys { prefetch_kb: Some((bytes / 1024) as u32), prefetch_adaptive: false, prefetch_adaptive_params: None }
+            }
+            Some(Prefetch::Adaptive(p)) => Keys {
+                prefetch_kb: None,
+                prefetch_adaptive: true,
+                prefetch_adaptive_params: (*p != AdaptiveParams::default()).then(|| p.clone()),
+            },
         };
         keys.serialize(s)
     }
@@ -154,7 +162,7 @@ mod recorded_prefetch {
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Prefetch>, D::Error> {
         let keys = Keys::deserialize(d)?;
         Ok(match (keys.prefetch_adaptive, keys.prefetch_kb) {
-            (true, _) => Some(Prefetch::Adaptive(AdaptiveParams::default())),
+            (true, _) => Some(Prefetch::Adaptive(keys.prefetch_adaptive_params.unwrap_or_default())),
             (false, Some(kb)) => Some(Prefetch::Fixed(u64::from(kb) * 1024)),
             (false, None) => None,
         })
@@ -343,6 +351,34 @@ kind = "wc"
         assert!(err.contains("limit_gb"), "{err}");
         assert!(err.contains("line 10"), "{err}");
         assert!(err.contains("e.toml"), "{err}");
+    }
+
+    #[test]
+    fn adaptive_parameters_reach_the_daemon_and_the_record() {
+        let text = GOOD.replace("prefetch_kb = [1024, 2048]", "prefetch_kb = [2048, \"adaptive\"]\nadaptive = { interval_s = 30, start_kb = 1024, scale = \"none\" }");
+        let e = parse(&text).unwrap();
+        let Some(Prefetch::Adaptive(p)) = e.config("lib-padaptive").unwrap().prefetch.clone() else { panic!("adaptive") };
+        assert_eq!((p.interval.as_secs(), p.start, p.scale), (30, Some(1 << 20), libception_proto::BitrateScale::None));
+        let args = e.config("lib-padaptive").unwrap().daemon_prefetch().unwrap().daemon_args().join(" ");
+        assert!(args.contains("--adaptive-interval 30") && args.contains("--adaptive-start 1048576") && args.contains("--adaptive-scale none"), "{args}");
+        // Recorded and read back whole; the fixed size of the sweep is untouched.
+        let cfg = e.config("lib-padaptive").unwrap();
+        let back: Config = serde_json::from_value(serde_json::to_value(cfg).unwrap()).unwrap();
+        assert_eq!(back.prefetch, cfg.prefetch);
+        assert_eq!(e.config("lib-p2048").unwrap().prefetch, Some(Prefetch::Fixed(2048 << 10)));
+        for (bad, want) in [
+            ("interval_s = 0.5", "adaptive.interval_s"),
+            ("busy = 2", "adaptive.busy"),
+            ("min_kb = 4096, max_kb = 1024", "min_kb <= start_kb <= max_kb"),
+            ("speed = 1", "speed"),
+        ] {
+            let err = parse(&GOOD.replace("prefetch_kb = [1024, 2048]", &format!("prefetch_kb = \"adaptive\"\nadaptive = {{ {bad} }}")))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(want), "{err:?} should mention {want:?}");
+        }
+        let err = parse(&GOOD.replace("prefetch_kb = [1024, 2048]", "prefetch_kb = 2048\nadaptive = { interval_s = 30 }")).unwrap_err().to_string();
+        assert!(err.contains("only with prefetch_kb = \"adaptive\""), "{err}");
     }
 
     #[test]

@@ -416,13 +416,55 @@ impl<'de> Deserialize<'de> for PrefetchSize {
     }
 }
 
+/// The adaptive controller's parameters an experiment may set (the daemon's
+/// `--adaptive-*` flags; absent keys keep paper 001's values). An experiment
+/// shorter than the paper's 3,900 s scales `interval_s` down so that the
+/// controller still makes its decisions (docs/run.md, "Adaptive prefetching").
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AdaptiveSection {
+    pub interval_s: Option<f64>,
+    pub start_kb: Option<u32>,
+    pub probe: Option<bool>,
+    pub min_kb: Option<u32>,
+    pub max_kb: Option<u32>,
+    pub step_kb: Option<u32>,
+    pub deflation: Option<f64>,
+    pub busy: Option<f64>,
+    pub evict: Option<f64>,
+    pub scale: Option<libception_proto::BitrateScale>,
+    pub transaction_kb: Option<u32>,
+}
+
+impl AdaptiveSection {
+    /// Paper 001's parameters with these changes.
+    pub fn params(&self) -> AdaptiveParams {
+        let d = AdaptiveParams::default();
+        let kb = |v: Option<u32>, default: u64| v.map_or(default, |kb| u64::from(kb) * 1024);
+        AdaptiveParams {
+            start: self.start_kb.map(|kb| u64::from(kb) * 1024).or(d.start),
+            probe: self.probe.unwrap_or(d.probe),
+            min: kb(self.min_kb, d.min),
+            max: kb(self.max_kb, d.max),
+            step: kb(self.step_kb, d.step),
+            interval: self.interval_s.map_or(d.interval, std::time::Duration::from_secs_f64),
+            deflation: self.deflation.unwrap_or(d.deflation),
+            busy: self.busy.unwrap_or(d.busy),
+            evict: self.evict.unwrap_or(d.evict),
+            scale: self.scale.unwrap_or(d.scale),
+            transaction: kb(self.transaction_kb, d.transaction),
+            ..d
+        }
+    }
+}
+
 impl PrefetchSize {
     /// The daemon's setting: KiB as bytes, or the adaptive controller with
-    /// paper 001's parameters (an experiment file cannot change them).
-    pub fn to_prefetch(self) -> Prefetch {
+    /// `adaptive`'s parameters.
+    pub fn to_prefetch(self, adaptive: &AdaptiveParams) -> Prefetch {
         match self {
             PrefetchSize::Kb(kb) => Prefetch::Fixed(u64::from(kb) * 1024),
-            PrefetchSize::Adaptive => Prefetch::Adaptive(AdaptiveParams::default()),
+            PrefetchSize::Adaptive => Prefetch::Adaptive(adaptive.clone()),
         }
     }
 
@@ -468,6 +510,8 @@ pub struct ConfigSection {
     pub binary: Option<PathBuf>,
     pub libception: Option<Mode>,
     pub prefetch_kb: Option<OneOrMany<PrefetchSize>>,
+    /// Parameters of the adaptive controller (`prefetch_kb = "adaptive"`).
+    pub adaptive: Option<AdaptiveSection>,
     pub read_ahead_kb: Option<OneOrMany<u32>>,
     /// FUSE mode only.
     pub max_request_kb: Option<u32>,
