@@ -5,9 +5,10 @@
  * completions exactly once with the handle laio_gethandle() gave, errno
  * kept on inline success and equal to the direct call's on failure.
  */
+#include "ltest.h"
+
 #include <sys/socket.h>
 
-#include "ltest.h"
 
 static void args(void)
 {
