@@ -275,6 +275,17 @@ static int path_cached(int dirfd, const char *path, int nofollow)
 	return errno != EAGAIN && errno != ENOSYS;
 }
 
+/* statx, stat, lstat, newfstatat: inline when the path is cached. */
+static long stat_family(long nr, const long a[6], int dirfd, long path, int nofollow,
+			laio_handle_t *h)
+{
+	if (path_cached(dirfd, (const char *)path, nofollow))
+		return raw(nr, a);
+	if (nr == SYS_statx)
+		return to_uring(LAIO__STATX, nr, a, a, h);
+	return to_pool(nr, a, h);
+}
+
 static long lazy(long nr, const long a[6], laio_handle_t *h)
 {
 	long ua[6] = { a[0], a[1], a[2], a[3], a[4], a[5] };
@@ -327,18 +338,12 @@ static long lazy(long nr, const long a[6], laio_handle_t *h)
 		ua[1] = nr == SYS_fdatasync;
 		return to_uring(LAIO__FSYNC, nr, a, ua, h);
 	case SYS_statx:
-		if (path_cached((int)a[0], (const char *)a[1], a[2] & AT_SYMLINK_NOFOLLOW))
-			return raw(nr, a);
-		return to_uring(LAIO__STATX, nr, a, ua, h);
+		return stat_family(nr, a, (int)a[0], a[1], a[2] & AT_SYMLINK_NOFOLLOW, h);
 	case SYS_stat:
 	case SYS_lstat:
-		if (path_cached(AT_FDCWD, (const char *)a[0], nr == SYS_lstat))
-			return raw(nr, a);
-		return to_pool(nr, a, h);
+		return stat_family(nr, a, AT_FDCWD, a[0], nr == SYS_lstat, h);
 	case SYS_newfstatat:
-		if (path_cached((int)a[0], (const char *)a[1], a[3] & AT_SYMLINK_NOFOLLOW))
-			return raw(nr, a);
-		return to_pool(nr, a, h);
+		return stat_family(nr, a, (int)a[0], a[1], a[3] & AT_SYMLINK_NOFOLLOW, h);
 	default:
 		return to_pool(nr, a, h);
 	}
