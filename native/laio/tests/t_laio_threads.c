@@ -4,7 +4,10 @@
  * their own socket, fed by the main thread) and inline calls, and all 4 poll
  * the one process-wide completion queue. Every completion is collected
  * exactly once by some thread; laio_gethandle() is per thread (a thread
- * that started nothing gets 0).
+ * that started nothing gets 0). A thread that exits with an operation in
+ * the background: still exactly one completion, the result (eager) or
+ * ECANCELED (lazy: the kernel cancels an exiting thread's io_uring
+ * requests, laio(3) "THREADS").
  */
 #include "ltest.h"
 
@@ -74,9 +77,46 @@ static void *worker(void *arg)
 	}
 }
 
+static int exit_sv[2];
+static char exit_buf[4];
+static laio_handle_t exit_handle;
+
+static void *exits_early(void *arg)
+{
+	struct outcome o;
+
+	start_call(&o, SYS_recvfrom, exit_sv[0], exit_buf, sizeof(exit_buf), 0, 0, 0);
+	CHECK(o.background);
+	exit_handle = o.handle;
+	return arg;
+}
+
+static void exiting_thread(void)
+{
+	struct timespec ten = { 10, 0 }, zero = { 0, 0 };
+	struct laio_completion c[2];
+	pthread_t tid;
+
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, exit_sv) == 0);
+	CHECK(pthread_create(&tid, NULL, exits_early, NULL) == 0);
+	CHECK(pthread_join(tid, NULL) == 0);
+	CHECK(write(exit_sv[1], "ok", 2) == 2);
+	CHECK(laio_poll(c, 2, &ten) == 1);
+	CHECK(c[0].laio_handle == exit_handle);
+	if (lazy())
+		CHECK(c[0].laio_return_value == -1 && c[0].laio_errno == ECANCELED);
+	else
+		CHECK(c[0].laio_return_value == 2 && memcmp(exit_buf, "ok", 2) == 0);
+	CHECK(laio_poll(c, 2, &zero) == 0);
+	close(exit_sv[0]);
+	close(exit_sv[1]);
+}
+
 static void body(void)
 {
 	pthread_t tid[THREADS];
+
+	exiting_thread();
 
 	total = 0;
 	memset(collected, 0, sizeof(collected));
