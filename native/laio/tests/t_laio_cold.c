@@ -1,0 +1,155 @@
+/*
+ * t_laio_cold.c - path calls on a file system whose dentries and pages are
+ * all cold (root: a small ext4 image, loop-mounted, unmounted and mounted
+ * again before each back end): openat, statx, stat of uncached paths and a
+ * pread of uncached data go to the background in the lazy back end too;
+ * each result equals the direct call's made afterwards. The image is
+ * unmounted (and the loop device detached with it) at exit and on signals.
+ */
+#include "ltest.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+
+#define SIZE (256 * 1024)
+
+static char dir[] = "/tmp/laio-cold-XXXXXX";
+static char img[128], mnt[128];
+static int mounted;
+
+static void sh(const char *fmt, const char *a, const char *b)
+{
+	char cmd[512];
+
+	snprintf(cmd, sizeof(cmd), fmt, a, b);
+	CHECK(system(cmd) == 0);
+}
+
+static void unmount(void)
+{
+	if (mounted && umount2(mnt, 0) == 0)
+		mounted = 0;
+	if (mounted && umount2(mnt, MNT_DETACH) == 0)
+		mounted = 0;
+}
+
+static void cleanup(void)
+{
+	unmount();
+	unlink(img);
+	rmdir(mnt);
+	rmdir(dir);
+}
+
+static void on_signal(int sig)
+{
+	cleanup();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+/* Everything under mnt cold: a fresh mount of the image. */
+static void remount(void)
+{
+	unmount();
+	sh("mount -o loop %s %s", img, mnt);
+	mounted = 1;
+}
+
+static void in(char *out, const char *name)
+{
+	snprintf(out, 160, "%s/%s", mnt, name);
+}
+
+static void body(void)
+{
+	static char a[SIZE], b[SIZE];
+	char p[160];
+	struct statx sx, dsx;
+	struct stat st, dst;
+	struct outcome o, d;
+	int fd;
+
+	remount();
+
+	in(p, "d1/f1");
+	call(&o, SYS_openat, AT_FDCWD, p, O_RDONLY | O_CLOEXEC, 0);
+	EXPECT_MODE(&o, 0);
+	CHECK(o.ret >= 0);
+	CHECK(fstat((int)o.ret, &st) == 0 && stat(p, &dst) == 0 && st.st_ino == dst.st_ino);
+	close((int)o.ret);
+
+	in(p, "d2/missing");
+	call(&o, SYS_openat, AT_FDCWD, p, O_RDONLY, 0);
+	EXPECT_MODE(&o, 0);
+	direct(&d, SYS_openat, AT_FDCWD, p, O_RDONLY, 0);
+	SAME(&o, &d);
+	CHECK(o.err == ENOENT);
+
+	in(p, "d3/f3");
+	call(&o, SYS_statx, AT_FDCWD, p, 0, STATX_BASIC_STATS, &sx);
+	EXPECT_MODE(&o, 0);
+	direct(&d, SYS_statx, AT_FDCWD, p, 0, STATX_BASIC_STATS, &dsx);
+	SAME(&o, &d);
+	CHECK(sx.stx_ino == dsx.stx_ino && sx.stx_size == SIZE && sx.stx_mtime.tv_sec == dsx.stx_mtime.tv_sec);
+
+	in(p, "d4/f4");
+	call(&o, SYS_stat, p, &st);
+	EXPECT_MODE(&o, 0);
+	direct(&d, SYS_stat, p, &dst);
+	SAME(&o, &d);
+	CHECK(st.st_ino == dst.st_ino && st.st_size == SIZE);
+
+	/* Data: the dentry is warm now (stat above), the pages are not. */
+	fd = open(p, O_RDONLY);
+	CHECK(fd >= 0);
+	call(&o, SYS_pread64, fd, a, SIZE, 0);
+	EXPECT_MODE(&o, 0);
+	CHECK(o.ret == SIZE && pread(fd, b, SIZE, 0) == SIZE && memcmp(a, b, SIZE) == 0);
+	close(fd);
+	unmount();
+}
+
+int main(void)
+{
+	static char data[SIZE];
+	const char *dirs[] = { "d1", "d2", "d3", "d4" };
+	char p[160];
+	int fd, rc;
+
+	if (geteuid() != 0) {
+		printf("needs root (mounts an ext4 image)\n");
+		return 77;
+	}
+	if (system("command -v mkfs.ext4 >/dev/null") != 0) {
+		printf("needs mkfs.ext4 (scripts/bootstrap installs e2fsprogs)\n");
+		return 77;
+	}
+	CHECK(mkdtemp(dir));
+	atexit(cleanup);
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	snprintf(img, sizeof(img), "%s/img", dir);
+	snprintf(mnt, sizeof(mnt), "%s/mnt", dir);
+	CHECK(mkdir(mnt, 0700) == 0);
+	fd = open(img, O_RDWR | O_CREAT, 0600);
+	CHECK(fd >= 0 && ftruncate(fd, 32 << 20) == 0);
+	close(fd);
+	sh("mkfs.ext4 -q -F %s >/dev/null 2>&1%s", img, "");
+	remount();
+	for (int i = 0; i < SIZE; i++)
+		data[i] = (char)(i * 13);
+	for (int i = 0; i < 4; i++) {
+		in(p, dirs[i]);
+		CHECK(mkdir(p, 0755) == 0);
+		snprintf(p + strlen(p), sizeof(p) - strlen(p), "/f%d", i + 1);
+		fd = open(p, O_WRONLY | O_CREAT, 0644);
+		CHECK(fd >= 0 && write(fd, data, SIZE) == SIZE);
+		close(fd);
+	}
+	unmount();
+	rc = for_each_backend(body);
+	return rc;
+}
