@@ -56,7 +56,7 @@
 //! whose transfer time equals the average seek time, measured by a short
 //! probe of the disk ([`super::probe`]) before the worker's first read.
 
-use super::snapshot::{ControllerSnapshot, Decision, IntervalRecord, ProbeSnapshot, QueueSnapshot, SizeScore, UsageTally};
+use super::snapshot::{ControllerSnapshot, Decision, IntervalRecord, ProbeSnapshot, QueueSnapshot, SizeScore, UsageTally, WorkerUsage};
 use super::tracker::PrefetchTracker;
 use super::probe::ProbeResult;
 use super::{FileKey, PrefetchContext, PrefetchController, ReadObservation, RequestObservation};
@@ -536,7 +536,7 @@ impl PrefetchController for AdaptivePrefetch {
     }
 
     fn observe_read(&self, obs: &ReadObservation<'_>) {
-        let end = if obs.ok { obs.read_start + obs.bytes_read } else { obs.read_start };
+        let end = obs.read_end();
         self.with_queue(obs.worker, obs.disk, |q, now| {
             q.observe_read(obs.file, obs.plan.start, obs.plan.want_end, obs.read_start, end, obs.busy, now)
         });
@@ -571,6 +571,18 @@ impl PrefetchController for AdaptivePrefetch {
             }
             None => self.params.start.unwrap_or(DEFAULT_START),
         }
+    }
+
+    fn usage(&self) -> Vec<WorkerUsage> {
+        let now = self.epoch.elapsed();
+        let mut queues = self.queues.lock().unwrap();
+        queues
+            .iter_mut()
+            .map(|(&worker, q)| {
+                q.advance(now);
+                WorkerUsage { worker, disks: q.disks.iter().cloned().collect(), tracked_ranges: q.tracker.tracked() as u64, usage: q.usage_total }
+            })
+            .collect()
     }
 
     fn snapshot(&self) -> Option<ControllerSnapshot> {

@@ -3,8 +3,9 @@
 //! The receptionist asks a [`PrefetchController`] how far to extend each read
 //! and tells it about every FETCH it sees (`observe_request`: which range,
 //! resident or not); the disk worker reports every finished read
-//! (`observe_read`). [`FixedPrefetch`] is paper 000's policy (one size for
-//! everything, 2 MiB by default; 0 means serialize only).
+//! (`observe_read`). [`fixed::FixedPrefetch`] is paper 000's policy (one
+//! size for everything, 2 MiB by default; 0 means serialize only), which
+//! still tracks what became of its prefetched bytes for the stats.
 //! [`adaptive::AdaptivePrefetch`] is paper 001's controller (score =
 //! disk time x cache-miss ratio, gradient descent with gradual change); it
 //! learns from both observation streams, keeps one state per disk worker and
@@ -13,15 +14,17 @@
 //! Layout, so that no module imports one that imports it back: this file is
 //! the controller's interface (the trait, what it is told, the fixed policy,
 //! read planning); [`snapshot`] is the plain data a controller reports for the
-//! stats; [`tracker`] (which prefetched bytes were used, evicted or wasted)
-//! and [`adaptive`] build on both, and nothing here imports them.
+//! stats; [`tracker`] (which prefetched bytes were used, evicted or wasted),
+//! [`fixed`] and [`adaptive`] build on both, and nothing here imports them
+//! (callers name `prefetch::fixed::FixedPrefetch`, not a re-export).
 
 pub mod adaptive;
+pub mod fixed;
 pub mod probe;
 mod snapshot;
 mod tracker;
 
-pub use snapshot::{ControllerSnapshot, Decision, IntervalRecord, ProbeSnapshot, QueueSnapshot, SizeScore, UsageTally};
+pub use snapshot::{ControllerSnapshot, Decision, IntervalRecord, ProbeSnapshot, QueueSnapshot, SizeScore, UsageTally, WorkerUsage};
 use std::time::Duration;
 
 /// Identity of a file across different descriptors.
@@ -73,6 +76,17 @@ pub struct ReadObservation<'a> {
     pub busy: Duration,
 }
 
+impl ReadObservation<'_> {
+    /// End of the bytes read (`read_start` for a failed read: nothing to track).
+    pub fn read_end(&self) -> u64 {
+        if self.ok {
+            self.read_start + self.bytes_read
+        } else {
+            self.read_start
+        }
+    }
+}
+
 /// Decides how many bytes a read is extended to.
 pub trait PrefetchController: Send + Sync {
     /// Short name for stats (`fixed`, `adaptive`).
@@ -93,36 +107,15 @@ pub trait PrefetchController: Send + Sync {
     /// The size currently in force for `disk` (`""`: the first disk queue),
     /// for stats.
     fn current_bytes(&self, disk: &str) -> u64;
+    /// What became of each disk worker's prefetched bytes, cumulative since
+    /// start (paper 001 Table 1), for the stats document's `prefetch_usage`.
+    fn usage(&self) -> Vec<WorkerUsage> {
+        Vec::new()
+    }
     /// The controller's state for the stats document (`None`: nothing beyond
     /// `prefetch_bytes`).
     fn snapshot(&self) -> Option<ControllerSnapshot> {
         None
-    }
-}
-
-/// Paper 000's fixed-size prefetch.
-#[derive(Debug, Clone, Copy)]
-pub struct FixedPrefetch {
-    bytes: u64,
-}
-
-impl FixedPrefetch {
-    pub fn new(bytes: u64) -> Self {
-        FixedPrefetch { bytes }
-    }
-}
-
-impl PrefetchController for FixedPrefetch {
-    fn name(&self) -> &'static str {
-        "fixed"
-    }
-
-    fn prefetch_bytes(&self, _ctx: &PrefetchContext<'_>) -> u64 {
-        self.bytes
-    }
-
-    fn current_bytes(&self, _disk: &str) -> u64 {
-        self.bytes
     }
 }
 

@@ -209,6 +209,19 @@ pub struct ProbeSnapshot {
     pub start_bytes: u64,
 }
 
+/// What became of one disk worker's prefetched bytes, cumulative since start
+/// (paper 001 Table 1): every controller reports it, the stats document's
+/// `prefetch_usage`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerUsage {
+    pub worker: usize,
+    /// Disk queues this worker has served.
+    pub disks: Vec<String>,
+    /// Prefetched ranges whose fate is still open.
+    pub tracked_ranges: u64,
+    pub usage: UsageTally,
+}
+
 /// The controller's part of the stats document.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ControllerSnapshot {
