@@ -88,11 +88,18 @@ fn adaptive_daemon_changes_the_prefetch_size_and_reports_its_state() {
     assert!(q.intervals >= 3 && !q.scores.is_empty());
     let last = q.last_decision.as_ref().unwrap();
     assert_eq!(Some(last), q.history.last());
+    // Block mode: on a block device the score's transactions are the device's.
+    let block = q.disks.iter().all(|d| d.split('+').all(|d| std::path::Path::new("/sys/block").join(d).join("stat").exists()));
     for r in q.history.iter().filter(|r| r.score.is_some()) {
+        let expected = if block { libception::TransactionSource::Device } else { libception::TransactionSource::Estimate };
+        assert_eq!(r.transaction_source, expected, "disks {:?}: {r:?}", q.disks);
         let ratio = r.miss_ratio.unwrap();
         assert!((0.5..=1.5).contains(&ratio), "sequential streams use what they prefetch: {r:?}");
         assert!(r.disk_ms_per_mib.unwrap() > 0.0);
-        assert!(r.disk_ms_per_transaction.unwrap() > 0.0 && r.transactions >= r.reads, "the score's disk time: {r:?}");
+        assert!(r.disk_ms_per_transaction.unwrap() > 0.0 && r.transactions > 0, "the score's disk time: {r:?}");
+        if r.transaction_source == libception::TransactionSource::Estimate {
+            assert!(r.transactions >= r.reads, "each read is at least one estimated transaction: {r:?}");
+        }
     }
     assert!((512 * KIB..=4 * MIB).contains(&snapshot.daemon.prefetch_bytes), "the size in force, not a fixed one");
 

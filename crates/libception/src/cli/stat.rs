@@ -2,7 +2,7 @@
 //! every `--watch` seconds (busy % and rates are then over the interval).
 
 use libception::human_size;
-use libception::{Client, ControllerSnapshot, DiskSnapshot, Snapshot, WorkerUsage};
+use libception::{Client, ControllerSnapshot, DiskSnapshot, Snapshot, TransactionSource, WorkerUsage};
 use anyhow::{Context, Result};
 use std::collections::HashMap;
 use std::io::Write;
@@ -178,12 +178,12 @@ pub fn render_controller(c: &ControllerSnapshot) -> String {
             continue;
         }
         out.push_str(&format!(
-            "  {:>5} {:>8} {:>7} {:>7} {:<13} {:>6} {:>8} {:>6} {:>8} {:>7} {:>7} {:>9}\n",
-            "#", "END_S", "SIZE", "NEXT", "DECISION", "BUSY%", "MS/TXN", "MISS", "SCORE", "EVICT%", "EVICT_T", "RATE/s"
+            "  {:>5} {:>8} {:>7} {:>7} {:<13} {:>6} {:>8} {:<8} {:>6} {:>8} {:>7} {:>7} {:>9}\n",
+            "#", "END_S", "SIZE", "NEXT", "DECISION", "BUSY%", "MS/TXN", "TXN_SRC", "MISS", "SCORE", "EVICT%", "EVICT_T", "RATE/s"
         ));
         for r in q.history.iter().rev().take(HISTORY_ROWS).rev() {
             out.push_str(&format!(
-                "  {:>5} {:>8.0} {:>7} {:>7} {:<13} {:>6.1} {:>8} {:>6} {:>8} {:>7.1} {:>7} {:>9}\n",
+                "  {:>5} {:>8.0} {:>7} {:>7} {:<13} {:>6.1} {:>8} {:<8} {:>6} {:>8} {:>7.1} {:>7} {:>9}\n",
                 r.index,
                 r.end_s,
                 human_size(r.prefetch_bytes),
@@ -191,6 +191,10 @@ pub fn render_controller(c: &ControllerSnapshot) -> String {
                 serde_json::to_value(r.decision).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
                 100.0 * r.busy_fraction,
                 opt(r.disk_ms_per_transaction, 2),
+                match r.transaction_source {
+                    TransactionSource::Device => "device",
+                    TransactionSource::Estimate => "estimate",
+                },
                 opt(r.miss_ratio, 2),
                 opt(r.score, 2),
                 100.0 * r.evicted_fraction.min(100.0),

@@ -29,6 +29,19 @@ pub enum Decision {
     Minimum,
 }
 
+/// Where an interval's disk transactions and busy time came from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TransactionSource {
+    /// Estimated: the worker's busy time, reads split at `transaction` bytes
+    /// (anonymous devices; and every record written before the field existed).
+    #[default]
+    Estimate,
+    /// The block device's own counters (`/sys/block/DEV/stat`: reads
+    /// completed, io_ticks), as iostat reads them.
+    Device,
+}
+
 /// One closed interval, as listed in the stats history.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IntervalRecord {
@@ -46,10 +59,12 @@ pub struct IntervalRecord {
     pub bytes_read: u64,
     /// Disk busy ms per MiB read (for comparison; not the score's factor).
     pub disk_ms_per_mib: Option<f64>,
-    /// Disk transactions (reads split at `transaction` bytes) and busy ms per
-    /// transaction: the score's disk-time factor.
+    /// Disk transactions and busy ms per transaction: the score's disk-time
+    /// factor, from the device's counters or estimated (`transaction_source`).
     #[serde(default)]
     pub transactions: u64,
+    #[serde(default)]
+    pub transaction_source: TransactionSource,
     #[serde(default)]
     pub disk_ms_per_transaction: Option<f64>,
     pub miss_ratio: Option<f64>,
