@@ -55,7 +55,7 @@ mod worker;
 pub use client::Client;
 pub use daemon::{run as run_daemon, DaemonConfig};
 pub use limits::Limits;
-pub use prefetch::{ControllerSnapshot, Decision, IntervalRecord, ProbeSnapshot, QueueSnapshot, SizeScore, TransactionSource, UsageTally, WorkerUsage};
+pub use prefetch::{ControllerSnapshot, Decision, IntervalRecord, ProbeSnapshot, ProbeSource, QueueSnapshot, SizeScore, TransactionSource, UsageTally, WorkerUsage};
 pub use trust::Trust;
 pub use residency::{is_resident, page_size, resident_prefix};
 pub use size::{human_size, parse_size, SizeError};

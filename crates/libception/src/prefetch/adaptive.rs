@@ -554,6 +554,7 @@ impl QueueControl {
                 access_ms: p.access.as_secs_f64() * 1e3,
                 transfer_bps: p.transfer_bps,
                 start_bytes: p.start_bytes,
+                source: p.source,
             }),
             history: self.history.iter().cloned().collect(),
         }

@@ -24,7 +24,7 @@ pub mod probe;
 mod snapshot;
 mod tracker;
 
-pub use snapshot::{ControllerSnapshot, Decision, IntervalRecord, ProbeSnapshot, QueueSnapshot, SizeScore, TransactionSource, UsageTally, WorkerUsage};
+pub use snapshot::{ControllerSnapshot, Decision, IntervalRecord, ProbeSnapshot, ProbeSource, QueueSnapshot, SizeScore, TransactionSource, UsageTally, WorkerUsage};
 use std::time::Duration;
 
 /// Identity of a file across different descriptors.

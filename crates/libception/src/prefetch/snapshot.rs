@@ -213,6 +213,17 @@ pub struct QueueSnapshot {
     pub history: Vec<IntervalRecord>,
 }
 
+/// What the probe's reads spanned.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProbeSource {
+    /// The file the worker was about to read.
+    #[default]
+    File,
+    /// The whole block device, read with O_DIRECT.
+    Device,
+}
+
 /// The start-up disk probe's measurement.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProbeSnapshot {
@@ -222,6 +233,9 @@ pub struct ProbeSnapshot {
     pub transfer_bps: f64,
     /// access x rate: the start size before rounding to the step.
     pub start_bytes: u64,
+    /// What the reads spanned: the whole device or the file (older documents: file).
+    #[serde(default)]
+    pub source: ProbeSource,
 }
 
 /// What became of one disk worker's prefetched bytes, cumulative since start
