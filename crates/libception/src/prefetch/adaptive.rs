@@ -664,7 +664,7 @@ impl PrefetchController for AdaptivePrefetch {
             .iter_mut()
             .map(|(&worker, q)| {
                 q.advance(now);
-                WorkerUsage { worker, disks: q.disks.iter().cloned().collect(), tracked_ranges: q.tracker.tracked() as u64, usage: q.usage_total }
+                q.tracker.report(worker, &q.disks, q.usage_total)
             })
             .collect()
     }

@@ -107,7 +107,7 @@ impl FixedPrefetch {
             .iter_mut()
             .map(|(&worker, l)| {
                 l.settle(now);
-                WorkerUsage { worker, disks: l.disks.iter().cloned().collect(), tracked_ranges: l.tracker.tracked() as u64, usage: l.total }
+                l.tracker.report(worker, &l.disks, l.total)
             })
             .collect()
     }
