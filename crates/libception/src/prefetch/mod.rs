@@ -17,6 +17,7 @@
 //! stats; [`tracker`] (which prefetched bytes were used, evicted or wasted),
 //! [`fixed`] and [`adaptive`] build on both, and nothing here imports them
 //! (callers name `prefetch::fixed::FixedPrefetch`, not a re-export).
+//! `no_import_cycle_between_the_prefetch_files` below checks it.
 
 pub mod adaptive;
 pub mod fixed;
@@ -153,7 +154,94 @@ pub fn plan_read(offset: u64, length: u64, file_size: u64, prefetch: u64, max_re
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
     const P: u64 = 4096;
+
+    /// The files of this directory and their text, without their test modules.
+    const FILES: [(&str, &str); 6] = [
+        ("mod", include_str!("mod.rs")),
+        ("adaptive", include_str!("adaptive.rs")),
+        ("fixed", include_str!("fixed.rs")),
+        ("probe", include_str!("probe.rs")),
+        ("snapshot", include_str!("snapshot.rs")),
+        ("tracker", include_str!("tracker.rs")),
+    ];
+
+    /// Which files of this directory each file imports: `super::NAME` and
+    /// `crate::prefetch::NAME` name the module NAME or an item of mod.rs;
+    /// mod.rs's own `use NAME::` names a module. Comments and test modules
+    /// are left out.
+    fn imports(files: &[(&str, &str)]) -> BTreeMap<String, Vec<String>> {
+        let names: Vec<&str> = files.iter().map(|(n, _)| *n).collect();
+        let module = |word: &str| if names.contains(&word) && word != "mod" { word.to_string() } else { "mod".to_string() };
+        let mut graph = BTreeMap::new();
+        for (name, text) in files {
+            let code = text.split("#[cfg(test)]").next().unwrap_or("");
+            let mut deps = Vec::new();
+            for line in code.lines().map(str::trim).filter(|l| !l.starts_with("//")) {
+                for prefix in ["super::", "crate::prefetch::"] {
+                    for (i, _) in line.match_indices(prefix) {
+                        let rest = &line[i + prefix.len()..];
+                        let words: Vec<&str> = match rest.strip_prefix('{') {
+                            Some(list) => list.split('}').next().unwrap_or("").split(',').map(|w| w.trim().split("::").next().unwrap_or("")).collect(),
+                            None => vec![rest.split(|c: char| !c.is_alphanumeric() && c != '_').next().unwrap_or("")],
+                        };
+                        deps.extend(words.into_iter().filter(|w| !w.is_empty()).map(module));
+                    }
+                }
+                if *name == "mod" {
+                    let rest = line.strip_prefix("pub use ").or_else(|| line.strip_prefix("use "));
+                    if let Some(word) = rest.and_then(|r| r.split("::").next()) {
+                        if names.contains(&word) {
+                            deps.push(word.to_string());
+                        }
+                    }
+                }
+            }
+            deps.retain(|d| d != name);
+            deps.sort();
+            deps.dedup();
+            graph.insert(name.to_string(), deps);
+        }
+        graph
+    }
+
+    /// A cycle of the graph, if any (depth-first search).
+    fn cycle(graph: &BTreeMap<String, Vec<String>>) -> Option<Vec<String>> {
+        fn visit(n: &str, g: &BTreeMap<String, Vec<String>>, path: &mut Vec<String>, done: &mut Vec<String>) -> Option<Vec<String>> {
+            if let Some(i) = path.iter().position(|p| p == n) {
+                return Some(path[i..].to_vec());
+            }
+            if done.iter().any(|d| d == n) {
+                return None;
+            }
+            path.push(n.to_string());
+            for d in g.get(n).into_iter().flatten() {
+                if let Some(c) = visit(d, g, path, done) {
+                    return Some(c);
+                }
+            }
+            path.pop();
+            done.push(n.to_string());
+            None
+        }
+        let mut done = Vec::new();
+        graph.keys().find_map(|n| visit(n, graph, &mut Vec::new(), &mut done))
+    }
+
+    /// The layout rule at the top of this file: no import cycles between the
+    /// files of prefetch/, and mod.rs imports only snapshot.rs.
+    #[test]
+    fn no_import_cycle_between_the_prefetch_files() {
+        let graph = imports(&FILES);
+        assert_eq!(cycle(&graph), None, "{graph:?}");
+        assert_eq!(graph["mod"], ["snapshot"], "mod.rs imports only the plain data");
+        assert_eq!(graph["snapshot"], Vec::<String>::new(), "snapshot.rs imports nothing of the crate");
+        assert!(graph["fixed"].contains(&"tracker".to_string()) && graph["tracker"].contains(&"mod".to_string()), "{graph:?}");
+        // The check sees a cycle when there is one.
+        let looped = [("mod", "use tracker::PrefetchTracker;\n"), ("tracker", "use super::{FileKey, snapshot::UsageTally};\n"), ("snapshot", "")];
+        assert_eq!(cycle(&imports(&looped)), Some(vec!["mod".to_string(), "tracker".to_string()]));
+    }
     const M: u64 = 1 << 20;
 
     #[test]
