@@ -18,7 +18,8 @@
 //! still ours (same inode), and the process exits 0.
 
 use crate::prefetch::adaptive::AdaptivePrefetch;
-use crate::prefetch::{FixedPrefetch, PrefetchController};
+use crate::prefetch::fixed::FixedPrefetch;
+use crate::prefetch::PrefetchController;
 use crate::receptionist::{ReceptionConfig, Receptionist};
 use crate::stats::{DaemonInfo, Stats};
 use crate::limits::Limits;
@@ -273,7 +274,7 @@ fn spawn_prometheus(addr: SocketAddr, stats: Arc<Stats>, controller: Arc<dyn Pre
                 let mut i = info.clone();
                 i.prefetch_bytes = controller.current_bytes("");
                 let mut snapshot = stats.snapshot(i);
-                snapshot.controller = controller.snapshot();
+                snapshot.add_controller(controller.as_ref());
                 let body = snapshot.to_prometheus();
                 format!("HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len())
             } else {

@@ -424,7 +424,7 @@ impl Receptionist {
         info.prefetch_bytes = self.controller.current_bytes("");
         info.residency_method = format!("{:?}", residency::method()).to_lowercase();
         let mut snapshot = self.stats.snapshot(info);
-        snapshot.controller = self.controller.snapshot();
+        snapshot.add_controller(self.controller.as_ref());
         if !conn.peer.trusted {
             // Other users' processes and activity are not a stranger's business.
             snapshot.clients.retain(|c| c.uid == conn.peer.uid);

@@ -286,7 +286,7 @@ impl DiskWorker {
         let own = own_description(&file);
         let reader = own.as_ref().unwrap_or(&file);
         if self.controller.wants_probe(self.index) {
-            let result = crate::prefetch::probe::run(reader);
+            let result = crate::prefetch::probe::run_for(&disk.name, reader);
             tracing::info!(disk = %disk.name, worker = self.index, ?result, "disk probe for the start size");
             self.controller.observe_probe(self.index, &disk.name, result);
         }

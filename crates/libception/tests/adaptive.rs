@@ -88,11 +88,18 @@ fn adaptive_daemon_changes_the_prefetch_size_and_reports_its_state() {
     assert!(q.intervals >= 3 && !q.scores.is_empty());
     let last = q.last_decision.as_ref().unwrap();
     assert_eq!(Some(last), q.history.last());
+    // Block mode: on a block device the score's transactions are the device's.
+    let block = q.disks.iter().all(|d| d.split('+').all(|d| std::path::Path::new("/sys/block").join(d).join("stat").exists()));
     for r in q.history.iter().filter(|r| r.score.is_some()) {
+        let expected = if block { libception::TransactionSource::Device } else { libception::TransactionSource::Estimate };
+        assert_eq!(r.transaction_source, expected, "disks {:?}: {r:?}", q.disks);
         let ratio = r.miss_ratio.unwrap();
         assert!((0.5..=1.5).contains(&ratio), "sequential streams use what they prefetch: {r:?}");
         assert!(r.disk_ms_per_mib.unwrap() > 0.0);
-        assert!(r.disk_ms_per_transaction.unwrap() > 0.0 && r.transactions >= r.reads, "the score's disk time: {r:?}");
+        assert!(r.disk_ms_per_transaction.unwrap() > 0.0 && r.transactions > 0, "the score's disk time: {r:?}");
+        if r.transaction_source == libception::TransactionSource::Estimate {
+            assert!(r.transactions >= r.reads, "each read is at least one estimated transaction: {r:?}");
+        }
     }
     assert!((512 * KIB..=4 * MIB).contains(&snapshot.daemon.prefetch_bytes), "the size in force, not a fixed one");
 
@@ -113,16 +120,41 @@ fn adaptive_daemon_changes_the_prefetch_size_and_reports_its_state() {
     }
 }
 
+/// The fixed default keeps its document's `controller` absent but reports
+/// paper 001 Table 1 (`prefetch_usage`) like the adaptive controller.
 #[test]
-fn the_fixed_default_reports_no_controller_state() {
+fn the_fixed_default_reports_usage_but_no_controller_state() {
     let daemon = Daemon::start(&[]);
     let s = daemon.stats();
     assert_eq!(s.daemon.prefetch_controller, "fixed");
     assert_eq!(s.daemon.prefetch_bytes, 2 * MIB);
     assert!(s.controller.is_none());
+    let dir = real_tempdir();
+    let file = make_file(dir.path(), "video", 8 * MIB);
+    let fd = open_random(&file);
+    evict(&file);
+    let mut client = daemon.client();
+    // A stream asks for 64K at the start of each 2M prefetch: the follow-up
+    // at 2M confirms the first range, the others stay tracked.
+    for offset in [0, 2 * MIB, 4 * MIB] {
+        let reply = client.fetch(fd.as_raw_fd(), offset, 64 * KIB, 0).expect("fetch");
+        assert_eq!((reply.status, reply.bytes_read), (0, 2 * MIB), "fetch at {offset}");
+    }
+    let s = daemon.stats();
+    assert_eq!(s.prefetch_usage.len(), 1, "{:?}", s.prefetch_usage);
+    let w = &s.prefetch_usage[0];
+    assert_eq!((w.usage.read_bytes, w.usage.used_bytes, w.usage.consumed_ranges), (4 * MIB, 4 * MIB, 2), "{w:?}");
+    assert_eq!(w.tracked_ranges, 1);
+
     let raw = daemon.client().stats_json().unwrap();
     let json: serde_json::Value = serde_json::from_slice(&raw).unwrap();
-    assert!(json.get("controller").is_none(), "the fixed controller's document is unchanged");
+    assert!(json.get("controller").is_none(), "the fixed controller has no state of its own");
+    for field in ["read_bytes", "used_bytes", "evicted_bytes", "wasted_bytes", "reread_bytes", "eviction_time_sum_s"] {
+        assert!(json["prefetch_usage"][0]["usage"][field].is_number(), "paper 001 Table 1's {field} in the JSON: {json}");
+    }
+    let out = Command::new(BIN).args(["stat", "--socket"]).arg(&daemon.socket).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("fixed prefetch, worker 0") && text.contains("requested 4.0M"), "{text}");
 }
 
 fn daemon_refuses(args: &[&str], expect: &str) {

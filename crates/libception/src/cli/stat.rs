@@ -2,7 +2,7 @@
 //! every `--watch` seconds (busy % and rates are then over the interval).
 
 use libception::human_size;
-use libception::{Client, ControllerSnapshot, DiskSnapshot, Snapshot};
+use libception::{Client, ControllerSnapshot, DiskSnapshot, Snapshot, TransactionSource, WorkerUsage};
 use anyhow::{Context, Result};
 use std::collections::HashMap;
 use std::io::Write;
@@ -90,6 +90,9 @@ pub fn render_table(s: &Snapshot, previous: Option<&Snapshot>) -> String {
             out.push_str(&format!("{:<14} reads by size {}\n", "", sizes.join(" ")));
         }
     }
+    if !s.prefetch_usage.is_empty() {
+        out.push_str(&render_usage(&s.daemon.prefetch_controller, &s.prefetch_usage));
+    }
     if let Some(c) = &s.controller {
         out.push_str(&render_controller(c));
     }
@@ -112,11 +115,47 @@ pub fn render_table(s: &Snapshot, previous: Option<&Snapshot>) -> String {
     out
 }
 
+/// What became of the prefetched bytes, per disk worker (paper 001 Table 1),
+/// for any controller.
+pub fn render_usage(controller: &str, workers: &[WorkerUsage]) -> String {
+    let mut out = String::new();
+    let opt = |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
+    for w in workers {
+        let u = &w.usage;
+        let share = |b: u64| if u.used_bytes > 0 { format!("{:.1}%", 100.0 * b as f64 / u.used_bytes as f64) } else { "-".into() };
+        out.push_str(&format!(
+            "\n{controller} prefetch, worker {} ({}): read {} requested {} evicted-before-use {} ({}) wasted {} ({}) re-read {} ({})  tracked {}  miss ratio {}\n",
+            w.worker,
+            w.disks.join(", "),
+            human_size(u.read_bytes),
+            human_size(u.used_bytes),
+            human_size(u.evicted_bytes),
+            share(u.evicted_bytes),
+            human_size(u.wasted_bytes),
+            share(u.wasted_bytes),
+            human_size(u.reread_bytes),
+            share(u.reread_bytes),
+            w.tracked_ranges,
+            opt(u.miss_ratio(), 2)
+        ));
+        if u.evictions > 0 {
+            out.push_str(&format!(
+                "  eviction time: {} evictions, between {} s and {} s after the read, estimate {} s\n",
+                u.evictions,
+                opt(u.mean_eviction_time_lower_s(), 1),
+                opt(u.mean_eviction_time_s(), 1),
+                opt(u.mean_eviction_time_estimate_s(), 1),
+            ));
+        }
+    }
+    out
+}
+
 /// Rows of the adaptive controller's history shown by the table.
 const HISTORY_ROWS: usize = 8;
 
-/// The adaptive controller's state: per disk worker, the size in force, the
-/// usage tally, and the last intervals.
+/// The adaptive controller's state: per disk worker, the size in force and
+/// the last intervals (the usage is [`render_usage`]'s).
 pub fn render_controller(c: &ControllerSnapshot) -> String {
     let mut out = String::new();
     let opt = |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
@@ -135,40 +174,16 @@ pub fn render_controller(c: &ControllerSnapshot) -> String {
             q.intervals,
             decisions.join(", ")
         ));
-        let u = &q.usage;
-        let share = |b: u64| if u.used_bytes > 0 { format!("{:.1}%", 100.0 * b as f64 / u.used_bytes as f64) } else { "-".into() };
-        out.push_str(&format!(
-            "  prefetched ranges: read {} requested {} evicted-before-use {} ({}) wasted {} ({}) re-read {} ({})  tracked {}  miss ratio {}\n",
-            human_size(u.read_bytes),
-            human_size(u.used_bytes),
-            human_size(u.evicted_bytes),
-            share(u.evicted_bytes),
-            human_size(u.wasted_bytes),
-            share(u.wasted_bytes),
-            human_size(u.reread_bytes),
-            share(u.reread_bytes),
-            q.tracked_ranges,
-            opt(u.miss_ratio(), 2)
-        ));
-        if u.evictions > 0 {
-            out.push_str(&format!(
-                "  eviction time: {} evictions, between {} s and {} s after the read, estimate {} s\n",
-                u.evictions,
-                opt(u.mean_eviction_time_lower_s(), 1),
-                opt(u.mean_eviction_time_s(), 1),
-                opt(u.mean_eviction_time_estimate_s(), 1),
-            ));
-        }
         if q.history.is_empty() {
             continue;
         }
         out.push_str(&format!(
-            "  {:>5} {:>8} {:>7} {:>7} {:<13} {:>6} {:>8} {:>6} {:>8} {:>7} {:>7} {:>9}\n",
-            "#", "END_S", "SIZE", "NEXT", "DECISION", "BUSY%", "MS/TXN", "MISS", "SCORE", "EVICT%", "EVICT_T", "RATE/s"
+            "  {:>5} {:>8} {:>7} {:>7} {:<13} {:>6} {:>8} {:<8} {:>6} {:>8} {:>7} {:>7} {:>9}\n",
+            "#", "END_S", "SIZE", "NEXT", "DECISION", "BUSY%", "MS/TXN", "TXN_SRC", "MISS", "SCORE", "EVICT%", "EVICT_T", "RATE/s"
         ));
         for r in q.history.iter().rev().take(HISTORY_ROWS).rev() {
             out.push_str(&format!(
-                "  {:>5} {:>8.0} {:>7} {:>7} {:<13} {:>6.1} {:>8} {:>6} {:>8} {:>7.1} {:>7} {:>9}\n",
+                "  {:>5} {:>8.0} {:>7} {:>7} {:<13} {:>6.1} {:>8} {:<8} {:>6} {:>8} {:>7.1} {:>7} {:>9}\n",
                 r.index,
                 r.end_s,
                 human_size(r.prefetch_bytes),
@@ -176,6 +191,10 @@ pub fn render_controller(c: &ControllerSnapshot) -> String {
                 serde_json::to_value(r.decision).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
                 100.0 * r.busy_fraction,
                 opt(r.disk_ms_per_transaction, 2),
+                match r.transaction_source {
+                    TransactionSource::Device => "device",
+                    TransactionSource::Estimate => "estimate",
+                },
                 opt(r.miss_ratio, 2),
                 opt(r.score, 2),
                 100.0 * r.evicted_fraction.min(100.0),

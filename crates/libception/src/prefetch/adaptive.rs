@@ -29,10 +29,16 @@
 //!   one worker), behind one mutex taken for a few hundred nanoseconds per
 //!   request and per read.
 //!
-//! Disk time is the worker's busy time per disk transaction in the interval
-//! (the paper's iostat "ms per transaction"): a read of `n` bytes counts as
-//! `ceil(n / transaction)` transactions, `transaction` being the largest I/O
-//! the disk is sent (FreeBSD's MAXPHYS, 128 KiB, in the paper). The miss
+//! Disk time is busy time per disk transaction in the interval (the paper's
+//! iostat "ms per transaction"). When every disk of the worker is a block
+//! device with `/sys/block/DEV/stat` ([`crate::diskstat`]), both come from the
+//! device, as iostat takes them: the transactions are its reads completed and
+//! the busy time its `io_ticks`, deltas over the interval (and the busy
+//! fraction is `io_ticks` over the interval too). Otherwise (anonymous
+//! devices: FUSE, overlayfs) they are estimated: the worker's busy time, and a
+//! read of `n` bytes counts as `ceil(n / transaction)` transactions,
+//! `transaction` being the largest I/O the disk is sent (FreeBSD's MAXPHYS,
+//! 128 KiB, in the paper). Each interval record says which (`transaction_source`). The miss
 //! ratio is disk bytes / requested bytes of the prefetched ranges retired in
 //! the interval (see the tracker for what "requested" can and cannot see).
 //! With full-size transactions, ms per transaction is proportional to ms per
@@ -56,12 +62,16 @@
 //! whose transfer time equals the average seek time, measured by a short
 //! probe of the disk ([`super::probe`]) before the worker's first read.
 
-use super::snapshot::{ControllerSnapshot, Decision, IntervalRecord, ProbeSnapshot, QueueSnapshot, SizeScore, UsageTally};
+use super::snapshot::{
+    ControllerSnapshot, Decision, IntervalRecord, ProbeSnapshot, QueueSnapshot, SizeScore, TransactionSource, UsageTally, WorkerUsage,
+};
+use crate::diskstat::{self, DeviceSample};
 use super::tracker::PrefetchTracker;
 use super::probe::ProbeResult;
 use super::{FileKey, PrefetchContext, PrefetchController, ReadObservation, RequestObservation};
 use libception_proto::{AdaptiveParams, BitrateScale, ParamError, DEFAULT_START};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -252,6 +262,14 @@ struct Counters {
     transactions: u64,
 }
 
+/// The device counters when the counters were last reset, and for which disks.
+#[derive(Debug, Clone)]
+struct DeviceBaseline {
+    at: Duration,
+    disks: BTreeSet<String>,
+    sample: DeviceSample,
+}
+
 /// The adaptive state of one disk worker.
 #[derive(Debug)]
 pub struct QueueControl {
@@ -267,6 +285,9 @@ pub struct QueueControl {
     /// The probe is still to run (no start size given, probe on).
     probe_pending: bool,
     probe: Option<ProbeResult>,
+    /// Where `block/DEV/stat` is read (`None`: always estimate).
+    sys_root: Option<PathBuf>,
+    device: Option<DeviceBaseline>,
 }
 
 impl QueueControl {
@@ -285,7 +306,44 @@ impl QueueControl {
             disks: BTreeSet::new(),
             probe_pending,
             probe: None,
+            sys_root: None,
+            device: None,
         }
+    }
+
+    /// Takes disk transactions and busy time from the devices' counters under
+    /// `sys_root` (normally `/sys`) where they exist.
+    pub fn with_device_counters(mut self, sys_root: &Path) -> Self {
+        self.sys_root = Some(sys_root.to_path_buf());
+        self
+    }
+
+    /// The worker serves `disk` too. A new disk restarts the device baseline
+    /// (the counters of the interval so far covered the other disks only).
+    pub fn add_disk(&mut self, disk: &str, now: Duration) {
+        if !disk.is_empty() && self.disks.insert(disk.to_string()) {
+            self.device = self.device_baseline(now);
+        }
+    }
+
+    /// The summed counters of the worker's disks, if every one has them.
+    fn device_baseline(&self, now: Duration) -> Option<DeviceBaseline> {
+        let root = self.sys_root.as_deref()?;
+        if self.disks.is_empty() {
+            return None;
+        }
+        let mut sample = DeviceSample::default();
+        for d in &self.disks {
+            let s = diskstat::sample_in(root, d)?;
+            sample.reads += s.reads;
+            sample.io_ticks_ms += s.io_ticks_ms;
+        }
+        Some(DeviceBaseline { at: now, disks: self.disks.clone(), sample })
+    }
+
+    fn reset_counters(&mut self, now: Duration) {
+        self.counters = Counters::default();
+        self.device = self.device_baseline(now);
     }
 
     #[cfg(test)]
@@ -324,7 +382,7 @@ impl QueueControl {
             }
             // What happened during the ramp belongs to no single size.
             self.phase = Phase::Measuring { since: end };
-            self.counters = Counters::default();
+            self.reset_counters(now);
             self.tracker.sweep(now);
             let t = self.tracker.take_tally();
             self.usage_total.add(&t);
@@ -341,12 +399,26 @@ impl QueueControl {
         let tally = self.tracker.take_tally();
         self.usage_total.add(&tally);
         let c = std::mem::take(&mut self.counters);
+        // The end of this interval's device counters is the next one's start.
+        let end = self.device_baseline(now);
+        let device = match (self.device.take(), &end) {
+            (Some(start), Some(end)) if start.disks == end.disks => {
+                end.sample.since(&start.sample).map(|d| (d, now.saturating_sub(start.at)))
+            }
+            _ => None,
+        };
+        self.device = end;
         let length = now.saturating_sub(since).as_secs_f64().max(1e-9);
+        // (busy ms, over how many seconds, transactions, source)
+        let (busy_ms, busy_over, transactions, source) = match device {
+            Some((d, over)) => (d.io_ticks_ms as f64, over.as_secs_f64().max(1e-9), d.reads, TransactionSource::Device),
+            None => (c.busy.as_secs_f64() * 1e3, length, c.transactions, TransactionSource::Estimate),
+        };
         let size = self.core.target();
         let m = IntervalMeasurement {
             size,
-            busy_fraction: c.busy.as_secs_f64() / length,
-            disk_ms_per_transaction: (c.transactions > 0).then(|| c.busy.as_secs_f64() * 1e3 / c.transactions as f64),
+            busy_fraction: busy_ms / 1e3 / busy_over,
+            disk_ms_per_transaction: (transactions > 0).then(|| busy_ms / transactions as f64),
             miss_ratio: tally.miss_ratio(),
             evicted_fraction: if tally.used_bytes > 0 {
                 tally.evicted_bytes as f64 / tally.used_bytes as f64
@@ -372,7 +444,8 @@ impl QueueControl {
             reads: c.reads,
             bytes_read: c.bytes_read,
             disk_ms_per_mib: (c.bytes_read > 0).then(|| c.busy.as_secs_f64() * 1e3 / (c.bytes_read as f64 / MIB)),
-            transactions: c.transactions,
+            transactions,
+            transaction_source: source,
             disk_ms_per_transaction: m.disk_ms_per_transaction,
             miss_ratio: m.miss_ratio,
             score: m.score(),
@@ -433,7 +506,7 @@ impl QueueControl {
         if to != before && self.intervals == 0 {
             // The probe runs before the first read: nothing measured yet.
             self.phase = Phase::Measuring { since: now };
-            self.counters = Counters::default();
+            self.reset_counters(now);
         }
         to
     }
@@ -481,6 +554,7 @@ impl QueueControl {
                 access_ms: p.access.as_secs_f64() * 1e3,
                 transfer_bps: p.transfer_bps,
                 start_bytes: p.start_bytes,
+                source: p.source,
             }),
             history: self.history.iter().cloned().collect(),
         }
@@ -501,6 +575,8 @@ fn decision_name(d: Decision) -> &'static str {
 /// Paper 001's controller for the daemon.
 pub struct AdaptivePrefetch {
     params: AdaptiveParams,
+    /// Where the devices' counters are read (`/sys`).
+    sys_root: PathBuf,
     epoch: Instant,
     queues: Mutex<BTreeMap<usize, QueueControl>>,
 }
@@ -508,15 +584,23 @@ pub struct AdaptivePrefetch {
 impl AdaptivePrefetch {
     pub fn new(params: AdaptiveParams) -> Result<Self, ParamError> {
         params.validate()?;
-        Ok(AdaptivePrefetch { params, epoch: Instant::now(), queues: Mutex::new(BTreeMap::new()) })
+        Self::with_sys_root(params, Path::new("/sys"))
+    }
+
+    /// Reads the devices' counters under `sys_root` instead of `/sys`.
+    pub fn with_sys_root(params: AdaptiveParams, sys_root: &Path) -> Result<Self, ParamError> {
+        params.validate()?;
+        Ok(AdaptivePrefetch { params, sys_root: sys_root.to_path_buf(), epoch: Instant::now(), queues: Mutex::new(BTreeMap::new()) })
     }
 
     fn with_queue<T>(&self, worker: usize, disk: &str, f: impl FnOnce(&mut QueueControl, Duration) -> T) -> T {
         let now = self.epoch.elapsed();
         let mut queues = self.queues.lock().unwrap();
-        let q = queues.entry(worker).or_insert_with(|| QueueControl::new(self.params.clone(), now));
+        let q = queues
+            .entry(worker)
+            .or_insert_with(|| QueueControl::new(self.params.clone(), now).with_device_counters(&self.sys_root));
         if !disk.is_empty() && !q.disks.contains(disk) {
-            q.disks.insert(disk.to_string());
+            q.add_disk(disk, now);
         }
         f(q, now)
     }
@@ -536,7 +620,7 @@ impl PrefetchController for AdaptivePrefetch {
     }
 
     fn observe_read(&self, obs: &ReadObservation<'_>) {
-        let end = if obs.ok { obs.read_start + obs.bytes_read } else { obs.read_start };
+        let end = obs.read_end();
         self.with_queue(obs.worker, obs.disk, |q, now| {
             q.observe_read(obs.file, obs.plan.start, obs.plan.want_end, obs.read_start, end, obs.busy, now)
         });
@@ -571,6 +655,18 @@ impl PrefetchController for AdaptivePrefetch {
             }
             None => self.params.start.unwrap_or(DEFAULT_START),
         }
+    }
+
+    fn usage(&self) -> Vec<WorkerUsage> {
+        let now = self.epoch.elapsed();
+        let mut queues = self.queues.lock().unwrap();
+        queues
+            .iter_mut()
+            .map(|(&worker, q)| {
+                q.advance(now);
+                q.tracker.report(worker, &q.disks, q.usage_total)
+            })
+            .collect()
     }
 
     fn snapshot(&self) -> Option<ControllerSnapshot> {

@@ -3,8 +3,9 @@
 //! The receptionist asks a [`PrefetchController`] how far to extend each read
 //! and tells it about every FETCH it sees (`observe_request`: which range,
 //! resident or not); the disk worker reports every finished read
-//! (`observe_read`). [`FixedPrefetch`] is paper 000's policy (one size for
-//! everything, 2 MiB by default; 0 means serialize only).
+//! (`observe_read`). [`fixed::FixedPrefetch`] is paper 000's policy (one
+//! size for everything, 2 MiB by default; 0 means serialize only), which
+//! still tracks what became of its prefetched bytes for the stats.
 //! [`adaptive::AdaptivePrefetch`] is paper 001's controller (score =
 //! disk time x cache-miss ratio, gradient descent with gradual change); it
 //! learns from both observation streams, keeps one state per disk worker and
@@ -13,15 +14,18 @@
 //! Layout, so that no module imports one that imports it back: this file is
 //! the controller's interface (the trait, what it is told, the fixed policy,
 //! read planning); [`snapshot`] is the plain data a controller reports for the
-//! stats; [`tracker`] (which prefetched bytes were used, evicted or wasted)
-//! and [`adaptive`] build on both, and nothing here imports them.
+//! stats; [`tracker`] (which prefetched bytes were used, evicted or wasted),
+//! [`fixed`] and [`adaptive`] build on both, and nothing here imports them
+//! (callers name `prefetch::fixed::FixedPrefetch`, not a re-export).
+//! `no_import_cycle_between_the_prefetch_files` below checks it.
 
 pub mod adaptive;
+pub mod fixed;
 pub mod probe;
 mod snapshot;
 mod tracker;
 
-pub use snapshot::{ControllerSnapshot, Decision, IntervalRecord, ProbeSnapshot, QueueSnapshot, SizeScore, UsageTally};
+pub use snapshot::{ControllerSnapshot, Decision, IntervalRecord, ProbeSnapshot, ProbeSource, QueueSnapshot, SizeScore, TransactionSource, UsageTally, WorkerUsage};
 use std::time::Duration;
 
 /// Identity of a file across different descriptors.
@@ -73,6 +77,17 @@ pub struct ReadObservation<'a> {
     pub busy: Duration,
 }
 
+impl ReadObservation<'_> {
+    /// End of the bytes read (`read_start` for a failed read: nothing to track).
+    pub fn read_end(&self) -> u64 {
+        if self.ok {
+            self.read_start + self.bytes_read
+        } else {
+            self.read_start
+        }
+    }
+}
+
 /// Decides how many bytes a read is extended to.
 pub trait PrefetchController: Send + Sync {
     /// Short name for stats (`fixed`, `adaptive`).
@@ -93,36 +108,15 @@ pub trait PrefetchController: Send + Sync {
     /// The size currently in force for `disk` (`""`: the first disk queue),
     /// for stats.
     fn current_bytes(&self, disk: &str) -> u64;
+    /// What became of each disk worker's prefetched bytes, cumulative since
+    /// start (paper 001 Table 1), for the stats document's `prefetch_usage`.
+    fn usage(&self) -> Vec<WorkerUsage> {
+        Vec::new()
+    }
     /// The controller's state for the stats document (`None`: nothing beyond
     /// `prefetch_bytes`).
     fn snapshot(&self) -> Option<ControllerSnapshot> {
         None
-    }
-}
-
-/// Paper 000's fixed-size prefetch.
-#[derive(Debug, Clone, Copy)]
-pub struct FixedPrefetch {
-    bytes: u64,
-}
-
-impl FixedPrefetch {
-    pub fn new(bytes: u64) -> Self {
-        FixedPrefetch { bytes }
-    }
-}
-
-impl PrefetchController for FixedPrefetch {
-    fn name(&self) -> &'static str {
-        "fixed"
-    }
-
-    fn prefetch_bytes(&self, _ctx: &PrefetchContext<'_>) -> u64 {
-        self.bytes
-    }
-
-    fn current_bytes(&self, _disk: &str) -> u64 {
-        self.bytes
     }
 }
 
@@ -160,7 +154,94 @@ pub fn plan_read(offset: u64, length: u64, file_size: u64, prefetch: u64, max_re
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
     const P: u64 = 4096;
+
+    /// The files of this directory and their text, without their test modules.
+    const FILES: [(&str, &str); 6] = [
+        ("mod", include_str!("mod.rs")),
+        ("adaptive", include_str!("adaptive.rs")),
+        ("fixed", include_str!("fixed.rs")),
+        ("probe", include_str!("probe.rs")),
+        ("snapshot", include_str!("snapshot.rs")),
+        ("tracker", include_str!("tracker.rs")),
+    ];
+
+    /// Which files of this directory each file imports: `super::NAME` and
+    /// `crate::prefetch::NAME` name the module NAME or an item of mod.rs;
+    /// mod.rs's own `use NAME::` names a module. Comments and test modules
+    /// are left out.
+    fn imports(files: &[(&str, &str)]) -> BTreeMap<String, Vec<String>> {
+        let names: Vec<&str> = files.iter().map(|(n, _)| *n).collect();
+        let module = |word: &str| if names.contains(&word) && word != "mod" { word.to_string() } else { "mod".to_string() };
+        let mut graph = BTreeMap::new();
+        for (name, text) in files {
+            let code = text.split("#[cfg(test)]").next().unwrap_or("");
+            let mut deps = Vec::new();
+            for line in code.lines().map(str::trim).filter(|l| !l.starts_with("//")) {
+                for prefix in ["super::", "crate::prefetch::"] {
+                    for (i, _) in line.match_indices(prefix) {
+                        let rest = &line[i + prefix.len()..];
+                        let words: Vec<&str> = match rest.strip_prefix('{') {
+                            Some(list) => list.split('}').next().unwrap_or("").split(',').map(|w| w.trim().split("::").next().unwrap_or("")).collect(),
+                            None => vec![rest.split(|c: char| !c.is_alphanumeric() && c != '_').next().unwrap_or("")],
+                        };
+                        deps.extend(words.into_iter().filter(|w| !w.is_empty()).map(module));
+                    }
+                }
+                if *name == "mod" {
+                    let rest = line.strip_prefix("pub use ").or_else(|| line.strip_prefix("use "));
+                    if let Some(word) = rest.and_then(|r| r.split("::").next()) {
+                        if names.contains(&word) {
+                            deps.push(word.to_string());
+                        }
+                    }
+                }
+            }
+            deps.retain(|d| d != name);
+            deps.sort();
+            deps.dedup();
+            graph.insert(name.to_string(), deps);
+        }
+        graph
+    }
+
+    /// A cycle of the graph, if any (depth-first search).
+    fn cycle(graph: &BTreeMap<String, Vec<String>>) -> Option<Vec<String>> {
+        fn visit(n: &str, g: &BTreeMap<String, Vec<String>>, path: &mut Vec<String>, done: &mut Vec<String>) -> Option<Vec<String>> {
+            if let Some(i) = path.iter().position(|p| p == n) {
+                return Some(path[i..].to_vec());
+            }
+            if done.iter().any(|d| d == n) {
+                return None;
+            }
+            path.push(n.to_string());
+            for d in g.get(n).into_iter().flatten() {
+                if let Some(c) = visit(d, g, path, done) {
+                    return Some(c);
+                }
+            }
+            path.pop();
+            done.push(n.to_string());
+            None
+        }
+        let mut done = Vec::new();
+        graph.keys().find_map(|n| visit(n, graph, &mut Vec::new(), &mut done))
+    }
+
+    /// The layout rule at the top of this file: no import cycles between the
+    /// files of prefetch/, and mod.rs imports only snapshot.rs.
+    #[test]
+    fn no_import_cycle_between_the_prefetch_files() {
+        let graph = imports(&FILES);
+        assert_eq!(cycle(&graph), None, "{graph:?}");
+        assert_eq!(graph["mod"], ["snapshot"], "mod.rs imports only the plain data");
+        assert_eq!(graph["snapshot"], Vec::<String>::new(), "snapshot.rs imports nothing of the crate");
+        assert!(graph["fixed"].contains(&"tracker".to_string()) && graph["tracker"].contains(&"mod".to_string()), "{graph:?}");
+        // The check sees a cycle when there is one.
+        let looped = [("mod", "use tracker::PrefetchTracker;\n"), ("tracker", "use super::{FileKey, snapshot::UsageTally};\n"), ("snapshot", "")];
+        assert_eq!(cycle(&imports(&looped)), Some(vec!["mod".to_string(), "tracker".to_string()]));
+    }
     const M: u64 = 1 << 20;
 
     #[test]

@@ -1,22 +1,31 @@
 //! The start-up disk probe of the adaptive controller (paper 001 section 7):
 //! the start size is the size whose transfer time equals the average seek
-//! time (Li et al.). Before a disk worker's first read, a few timed reads on
-//! the file it is about to read measure both: small reads at offsets spread
-//! over the file give the access time (seek + rotation), one larger read
-//! gives the transfer rate, and `start = access time x transfer rate`.
+//! time (Li et al.). Before a disk worker's first read, a few timed reads
+//! measure both: small reads at offsets spread over the target, in an order
+//! that alternates between its halves so that consecutive reads are far
+//! apart, give the access time (seek + rotation); one larger read gives the
+//! transfer rate; and `start = access time x transfer rate`.
 //!
-//! Limits, also in docs/daemon.md: the probe sees only the file in hand, so
-//! its seeks span that file, shorter than the disk-wide average: on a disk
-//! much larger than the file the start is an underestimate that the gradient
-//! descent then corrects. Offsets already in the page cache are skipped (a
-//! cached read times memory, not the disk); with too few uncached offsets, or
-//! timings that make no sense, the probe gives no size and the controller
-//! keeps its default start. The probe reads about 1.1 MiB once per worker.
+//! The target is the whole disk when the worker's disk is one block device
+//! the daemon can open read-only (`/dev/NAME`, checked against
+//! `/sys/block/NAME/dev`): O_DIRECT reads at offsets spread over the device
+//! give the disk-wide average seek, what the paper means. Otherwise (FUSE and
+//! other anonymous devices, a queue over several disks, no permission) it is
+//! the file in hand, whose seeks span only that file: on a disk much larger
+//! than the file the start is an underestimate that the gradient descent then
+//! corrects. File offsets already in the page cache are skipped (a cached read
+//! times memory, not the disk); with too few uncached offsets, or timings that
+//! make no sense, the probe gives no size and the controller keeps its default
+//! start. The probe reads about 1.1 MiB once per worker. Limits also in
+//! docs/daemon.md.
 
+use super::snapshot::ProbeSource;
 use crate::residency;
-use std::fs::File;
+use std::fs::{File, OpenOptions};
+use std::io::{Seek, SeekFrom};
 use std::os::fd::AsFd;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Small reads timed for the access time, and their size.
@@ -26,6 +35,9 @@ const ACCESS_BYTES: usize = 4096;
 const TRANSFER_BYTES: usize = 1 << 20;
 /// Files smaller than this do not spread the access reads enough.
 const MIN_FILE: u64 = 8 << 20;
+/// Offsets and buffers of O_DIRECT reads are aligned to this (at least any
+/// device's logical block size).
+const DIRECT_ALIGN: usize = 4096;
 
 /// What the probe measured.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -36,6 +48,7 @@ pub struct ProbeResult {
     pub transfer_bps: f64,
     /// `access x transfer_bps`: the start size.
     pub start_bytes: u64,
+    pub source: ProbeSource,
 }
 
 /// The start size from the timings, if they make sense: `big` for
@@ -47,28 +60,43 @@ pub fn start_from(access: Duration, big: Duration, big_bytes: u64) -> Option<Pro
     }
     let transfer_bps = big_bytes as f64 / transfer.as_secs_f64();
     let start_bytes = (access.as_secs_f64() * transfer_bps) as u64;
-    Some(ProbeResult { access, transfer_bps, start_bytes })
+    Some(ProbeResult { access, transfer_bps, start_bytes, source: ProbeSource::File })
 }
 
-/// Times reads on `file` (see the module comment); `None` when the file
-/// cannot give a measurement.
-pub fn run(file: &File) -> Option<ProbeResult> {
-    let size = file.metadata().ok()?.len();
+/// What the probe reads: its size, which ranges are worth timing, and a
+/// timed read.
+trait Target {
+    fn size(&self) -> u64;
+    /// `[at, at + len)` is not in the page cache (a read of it reaches the disk).
+    fn uncached(&self, at: u64, len: u64) -> bool;
+    /// Reads `len` bytes at `at`; how long it took (`None`: failed or short).
+    fn timed_read(&mut self, at: u64, len: usize) -> Option<Duration>;
+}
+
+/// The access reads' offsets, in reading order: spread over `span`, page
+/// aligned, alternating between its halves (0, 3, 1, 4, 2, 5 of 6) so that
+/// each seek crosses about a third or more of the span, as a random one does
+/// on average.
+fn access_offsets(span: u64) -> Vec<u64> {
+    let half = ACCESS_READS.div_ceil(2);
+    (0..ACCESS_READS)
+        .map(|k| if k % 2 == 0 { k / 2 } else { half + k / 2 })
+        .map(|i| (span / ACCESS_READS * i + span / (2 * ACCESS_READS)) & !4095)
+        .collect()
+}
+
+fn measure(t: &mut dyn Target) -> Option<ProbeResult> {
+    let size = t.size();
     if size < MIN_FILE {
         return None;
     }
-    let uncached = |at: u64, len: u64| residency::resident_prefix(file.as_fd(), at, at + len).map(|p| p == 0).unwrap_or(false);
-    let mut buf = vec![0u8; TRANSFER_BYTES];
     let span = size - TRANSFER_BYTES as u64;
     let mut times = Vec::new();
-    for i in 0..ACCESS_READS {
-        let at = (span / ACCESS_READS * i + span / (2 * ACCESS_READS)) & !4095;
-        if !uncached(at, ACCESS_BYTES as u64) {
+    for at in access_offsets(span) {
+        if !t.uncached(at, ACCESS_BYTES as u64) {
             continue;
         }
-        let t = Instant::now();
-        file.read_at(&mut buf[..ACCESS_BYTES], at).ok()?;
-        times.push(t.elapsed());
+        times.push(t.timed_read(at, ACCESS_BYTES)?);
     }
     if times.len() < 3 {
         return None;
@@ -77,14 +105,97 @@ pub fn run(file: &File) -> Option<ProbeResult> {
     // The large read starts at an uncached offset away from the small ones.
     let at = (0..ACCESS_READS)
         .map(|i| (span / ACCESS_READS * i) & !4095)
-        .find(|&at| uncached(at, TRANSFER_BYTES as u64))?;
-    let t = Instant::now();
-    let n = file.read_at(&mut buf, at).ok()?;
-    let big = t.elapsed();
-    if n < TRANSFER_BYTES {
+        .find(|&at| t.uncached(at, TRANSFER_BYTES as u64))?;
+    let big = t.timed_read(at, TRANSFER_BYTES)?;
+    start_from(access, big, TRANSFER_BYTES as u64)
+}
+
+/// A file read through the page cache.
+struct FileTarget<'a> {
+    file: &'a File,
+    size: u64,
+    buf: Vec<u8>,
+}
+
+impl Target for FileTarget<'_> {
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn uncached(&self, at: u64, len: u64) -> bool {
+        residency::resident_prefix(self.file.as_fd(), at, at + len).map(|p| p == 0).unwrap_or(false)
+    }
+
+    fn timed_read(&mut self, at: u64, len: usize) -> Option<Duration> {
+        let t = Instant::now();
+        let n = self.file.read_at(&mut self.buf[..len], at).ok()?;
+        (n == len).then(|| t.elapsed())
+    }
+}
+
+/// A block device (or any file) opened with O_DIRECT: nothing is cached.
+struct DirectTarget {
+    file: File,
+    size: u64,
+    /// Large enough to hold an aligned `TRANSFER_BYTES` window.
+    buf: Vec<u8>,
+}
+
+impl Target for DirectTarget {
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn uncached(&self, _at: u64, _len: u64) -> bool {
+        true
+    }
+
+    fn timed_read(&mut self, at: u64, len: usize) -> Option<Duration> {
+        let skip = self.buf.as_ptr().align_offset(DIRECT_ALIGN);
+        let window = self.buf.get_mut(skip..skip + len)?;
+        let t = Instant::now();
+        let n = self.file.read_at(window, at).ok()?;
+        (n == len).then(|| t.elapsed())
+    }
+}
+
+/// Times reads on `file` (see the module comment); `None` when the file
+/// cannot give a measurement.
+pub fn run(file: &File) -> Option<ProbeResult> {
+    let size = file.metadata().ok()?.len();
+    measure(&mut FileTarget { file, size, buf: vec![0u8; TRANSFER_BYTES] })
+}
+
+/// Times O_DIRECT reads spread over the device (or file) at `path`, opened
+/// read-only; `None` when it cannot be opened that way or gives no measurement.
+pub fn run_direct(path: &Path) -> Option<ProbeResult> {
+    let mut file = OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(path).ok()?;
+    // A block device's metadata has no length; its end does.
+    let size = file.seek(SeekFrom::End(0)).ok()?;
+    let mut target = DirectTarget { file, size, buf: vec![0u8; TRANSFER_BYTES + DIRECT_ALIGN] };
+    measure(&mut target).map(|r| ProbeResult { source: ProbeSource::Device, ..r })
+}
+
+/// The device node of the disk queue `disk` (a queue name of
+/// [`crate::disks`]): `dev_root/NAME`, if it is a block device with the
+/// number sysfs gives for `NAME` under `sys_root`. `None` for anonymous
+/// devices, queues over several disks and anything that does not match.
+pub fn device_node(sys_root: &Path, dev_root: &Path, disk: &str) -> Option<PathBuf> {
+    if disk.is_empty() || disk.contains(['/', '+']) || disk.starts_with('.') {
         return None;
     }
-    start_from(access, big, TRANSFER_BYTES as u64)
+    let number = std::fs::read_to_string(sys_root.join("block").join(disk).join("dev")).ok()?;
+    let (major, minor) = number.trim().split_once(':')?;
+    let (major, minor): (u32, u32) = (major.parse().ok()?, minor.parse().ok()?);
+    let node = dev_root.join(disk);
+    let meta = std::fs::metadata(&node).ok()?;
+    (meta.file_type().is_block_device() && meta.rdev() == libc::makedev(major, minor)).then_some(node)
+}
+
+/// The probe for a worker whose disk is `disk` and whose first read is on
+/// `file`: the whole device when it can be opened, else the file.
+pub fn run_for(disk: &str, file: &File) -> Option<ProbeResult> {
+    device_node(Path::new("/sys"), Path::new("/dev"), disk).and_then(|node| run_direct(&node)).or_else(|| run(file))
 }
 
 #[cfg(test)]
@@ -112,5 +223,98 @@ mod tests {
         let cached = dir.path().join("cached");
         std::fs::write(&cached, vec![1u8; 16 << 20]).unwrap();
         assert_eq!(run(&File::open(&cached).unwrap()), None);
+    }
+
+    /// A disk whose access time grows with the seek distance (5 ms + 10 ms
+    /// per full stroke) and transfers 100 MB/s.
+    struct SeekModel {
+        size: u64,
+        head: u64,
+        seeks: Vec<u64>,
+    }
+
+    impl Target for SeekModel {
+        fn size(&self) -> u64 {
+            self.size
+        }
+        fn uncached(&self, _at: u64, _len: u64) -> bool {
+            true
+        }
+        fn timed_read(&mut self, at: u64, len: usize) -> Option<Duration> {
+            let seek = self.head.abs_diff(at);
+            self.seeks.push(seek);
+            self.head = at + len as u64;
+            let stroke = seek as f64 / self.size as f64;
+            Some(Duration::from_secs_f64(0.005 + 0.010 * stroke + len as f64 / 100e6))
+        }
+    }
+
+    /// The access reads cross about a third of the target or more, as
+    /// random seeks do on average, so the whole-disk target measures the
+    /// disk-wide seek a file-sized target cannot.
+    #[test]
+    fn access_reads_alternate_halves_and_span_the_target() {
+        let mut disk = SeekModel { size: 1 << 40, head: 0, seeks: Vec::new() };
+        let r = measure(&mut disk).unwrap();
+        let span = (1u64 << 40) as f64;
+        let crossings: Vec<f64> = disk.seeks[1..ACCESS_READS as usize].iter().map(|&s| s as f64 / span).collect();
+        assert!(crossings.iter().all(|&c| c > 0.3), "{crossings:?}");
+        // A 64 MiB file at the start of the same disk: short seeks, a
+        // smaller access time and start size than the whole disk's.
+        let mut file = SeekModel { size: 64 << 20, head: 0, seeks: Vec::new() };
+        let f = measure(&mut file).unwrap();
+        assert!(r.access > f.access && r.start_bytes > f.start_bytes, "disk {r:?} file {f:?}");
+    }
+
+    /// O_DIRECT reads with an aligned buffer work on a regular file of a
+    /// real file system (what a block device gets), and the result says so.
+    #[test]
+    fn direct_reads_span_the_whole_target() {
+        // Beside the test binary (the target dir): a disk file system, where
+        // O_DIRECT works (tmpfs refuses it).
+        let exe = std::env::current_exe().unwrap();
+        let dir = tempfile::Builder::new().prefix("probe-test-").tempdir_in(exe.parent().unwrap()).unwrap();
+        let path = dir.path().join("disk");
+        std::fs::write(&path, vec![7u8; 16 << 20]).unwrap();
+        let mut file = OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(&path).unwrap();
+        let size = file.seek(SeekFrom::End(0)).unwrap();
+        let mut t = DirectTarget { file, size, buf: vec![0u8; TRANSFER_BYTES + DIRECT_ALIGN] };
+        for at in access_offsets(size - TRANSFER_BYTES as u64) {
+            assert!(at % DIRECT_ALIGN as u64 == 0 && at + ACCESS_BYTES as u64 <= size);
+            assert!(t.timed_read(at, ACCESS_BYTES).is_some(), "O_DIRECT read at {at}");
+        }
+        assert!(t.timed_read(0, TRANSFER_BYTES).is_some());
+        assert!(t.timed_read(size - 4096, ACCESS_BYTES * 2).is_none(), "a short read is no measurement");
+        if let Some(r) = run_direct(&path) {
+            assert_eq!(r.source, ProbeSource::Device);
+        }
+        assert_eq!(run_direct(&dir.path().join("missing")), None);
+    }
+
+    /// The device node must be the block device sysfs names.
+    #[test]
+    fn device_nodes_are_checked_against_sysfs() {
+        let sys = tempfile::tempdir().unwrap();
+        let dev = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(sys.path().join("block/sdq")).unwrap();
+        std::fs::write(sys.path().join("block/sdq/dev"), "8:0\n").unwrap();
+        std::fs::write(dev.path().join("sdq"), "not a device").unwrap();
+        assert_eq!(device_node(sys.path(), dev.path(), "sdq"), None, "a regular file");
+        for name in ["anon-0:45", "sda+sdb", "../sdq", ""] {
+            assert_eq!(device_node(sys.path(), dev.path(), name), None, "{name}");
+        }
+        // On this machine: every /sys/block entry with a /dev node resolves.
+        let real: Vec<String> = std::fs::read_dir("/sys/block")
+            .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+            .unwrap_or_default();
+        for name in real.iter().filter(|n| Path::new("/dev").join(n).exists()) {
+            assert_eq!(device_node(Path::new("/sys"), Path::new("/dev"), name), Some(Path::new("/dev").join(name)));
+        }
+        // A wrong number in sysfs is refused.
+        if let Some(name) = real.iter().find(|n| Path::new("/dev").join(n).exists()) {
+            std::fs::create_dir_all(sys.path().join("block").join(name)).unwrap();
+            std::fs::write(sys.path().join("block").join(name).join("dev"), "4095:4095\n").unwrap();
+            assert_eq!(device_node(sys.path(), Path::new("/dev"), name), None);
+        }
     }
 }

@@ -29,6 +29,19 @@ pub enum Decision {
     Minimum,
 }
 
+/// Where an interval's disk transactions and busy time came from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TransactionSource {
+    /// Estimated: the worker's busy time, reads split at `transaction` bytes
+    /// (anonymous devices; and every record written before the field existed).
+    #[default]
+    Estimate,
+    /// The block device's own counters (`/sys/block/DEV/stat`: reads
+    /// completed, io_ticks), as iostat reads them.
+    Device,
+}
+
 /// One closed interval, as listed in the stats history.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IntervalRecord {
@@ -46,10 +59,12 @@ pub struct IntervalRecord {
     pub bytes_read: u64,
     /// Disk busy ms per MiB read (for comparison; not the score's factor).
     pub disk_ms_per_mib: Option<f64>,
-    /// Disk transactions (reads split at `transaction` bytes) and busy ms per
-    /// transaction: the score's disk-time factor.
+    /// Disk transactions and busy ms per transaction: the score's disk-time
+    /// factor, from the device's counters or estimated (`transaction_source`).
     #[serde(default)]
     pub transactions: u64,
+    #[serde(default)]
+    pub transaction_source: TransactionSource,
     #[serde(default)]
     pub disk_ms_per_transaction: Option<f64>,
     pub miss_ratio: Option<f64>,
@@ -198,6 +213,17 @@ pub struct QueueSnapshot {
     pub history: Vec<IntervalRecord>,
 }
 
+/// What the probe's reads spanned.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProbeSource {
+    /// The file the worker was about to read.
+    #[default]
+    File,
+    /// The whole block device, read with O_DIRECT.
+    Device,
+}
+
 /// The start-up disk probe's measurement.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProbeSnapshot {
@@ -207,6 +233,22 @@ pub struct ProbeSnapshot {
     pub transfer_bps: f64,
     /// access x rate: the start size before rounding to the step.
     pub start_bytes: u64,
+    /// What the reads spanned: the whole device or the file (older documents: file).
+    #[serde(default)]
+    pub source: ProbeSource,
+}
+
+/// What became of one disk worker's prefetched bytes, cumulative since start
+/// (paper 001 Table 1): every controller reports it, the stats document's
+/// `prefetch_usage`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerUsage {
+    pub worker: usize,
+    /// Disk queues this worker has served.
+    pub disks: Vec<String>,
+    /// Prefetched ranges whose fate is still open.
+    pub tracked_ranges: u64,
+    pub usage: UsageTally,
 }
 
 /// The controller's part of the stats document.

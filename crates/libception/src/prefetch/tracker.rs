@@ -50,9 +50,9 @@
 //! oldest is retired as unconfirmed) and `max_ranges` in all (further reads
 //! are counted in `untracked_reads` and not tracked).
 
-use super::snapshot::UsageTally;
+use super::snapshot::{UsageTally, WorkerUsage};
 use super::FileKey;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 /// Ranges kept per file (concurrent viewers of one file each have one).
@@ -271,6 +271,12 @@ impl PrefetchTracker {
             self.retire(file, &r, r.confirmed, now);
         }
         self.rates.retain(|_, rate| now.saturating_sub(rate.seen) <= waste_after);
+    }
+
+    /// The stats' usage entry of `worker` (serving `disks`) whose cumulative
+    /// tally is `total`, with the ranges tracked now.
+    pub fn report(&self, worker: usize, disks: &BTreeSet<String>, total: UsageTally) -> WorkerUsage {
+        WorkerUsage { worker, disks: disks.iter().cloned().collect(), tracked_ranges: self.tracked() as u64, usage: total }
     }
 
     /// The tally since the last call, and a fresh one.

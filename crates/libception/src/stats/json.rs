@@ -7,7 +7,7 @@
 //! counters, the `prometheus` module renders it as Prometheus text.
 
 use hdrhistogram::Histogram;
-use crate::prefetch::ControllerSnapshot;
+use crate::prefetch::{ControllerSnapshot, PrefetchController, WorkerUsage};
 use serde::{Deserialize, Serialize};
 
 /// Version of the JSON document.
@@ -160,8 +160,20 @@ pub struct Snapshot {
     pub disks: Vec<DiskSnapshot>,
     pub clients: Vec<ClientSnapshot>,
     pub clients_total: usize,
+    /// What became of the prefetched bytes per disk worker, cumulative
+    /// (paper 001 Table 1; every controller).
+    #[serde(default)]
+    pub prefetch_usage: Vec<WorkerUsage>,
     /// The prefetch controller's own state (the adaptive controller only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub controller: Option<ControllerSnapshot>,
+}
+
+impl Snapshot {
+    /// Adds what the prefetch controller reports: its usage and its state.
+    pub fn add_controller(&mut self, c: &dyn PrefetchController) {
+        self.prefetch_usage = c.usage();
+        self.controller = c.snapshot();
+    }
 }
 

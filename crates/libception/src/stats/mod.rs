@@ -533,6 +533,7 @@ impl Stats {
             disks,
             clients,
             clients_total,
+            prefetch_usage: Vec::new(),
             controller: None,
         }
     }

@@ -14,7 +14,7 @@
 //! rendered from a snapshot rather than from live registered metrics.
 
 use super::json::{DiskSnapshot, QueueWaitHistogram, Snapshot};
-use crate::prefetch::QueueSnapshot;
+use crate::prefetch::{QueueSnapshot, WorkerUsage};
 use std::fmt::{self, Write};
 
 const PREFIX: &str = "libception_";
@@ -141,6 +141,7 @@ impl Exposition {
 
 type DiskField = fn(&DiskSnapshot) -> Value;
 type QueueField = fn(&QueueSnapshot) -> Value;
+type UsageField = fn(&WorkerUsage) -> Value;
 
 impl Snapshot {
     /// Prometheus text exposition (format 0.0.4).
@@ -191,21 +192,28 @@ impl Snapshot {
             e.histogram("disk_queue_wait_seconds", &[("disk", &d.name)], &d.queue_wait_seconds);
         }
 
+        let per_worker: [(&str, Kind, &str, UsageField); 10] = [
+            ("prefetch_used_bytes_total", Kind::Counter, "Prefetched or cached bytes known requested (paper 001 Table 1: requested).", |u| u.usage.used_bytes.into()),
+            ("prefetch_read_bytes_total", Kind::Counter, "Disk bytes of the retired prefetched ranges (paper 001 Table 1: disk).", |u| u.usage.read_bytes.into()),
+            ("prefetch_evicted_bytes_total", Kind::Counter, "Prefetched bytes evicted before they were requested.", |u| u.usage.evicted_bytes.into()),
+            ("prefetch_wasted_bytes_total", Kind::Counter, "Prefetched bytes never requested before aging out.", |u| u.usage.wasted_bytes.into()),
+            ("prefetch_reread_bytes_total", Kind::Counter, "Bytes read again after they had been requested (cache evictions).", |u| u.usage.reread_bytes.into()),
+            ("prefetch_evictions_total", Kind::Counter, "Prefetched ranges found evicted before use.", |u| u.usage.evictions.into()),
+            ("prefetch_eviction_time_upper_seconds_total", Kind::Counter, "Sum over evictions of read-to-discovery time (upper bound).", |u| u.usage.eviction_time_sum_s.into()),
+            ("prefetch_eviction_time_lower_seconds_total", Kind::Counter, "Sum over evictions of read-to-last-seen-resident time (lower bound).", |u| u.usage.eviction_time_lower_sum_s.into()),
+            ("prefetch_eviction_time_estimate_seconds_total", Kind::Counter, "Sum over evictions of the eviction-time estimate.", |u| u.usage.eviction_time_estimate_sum_s.into()),
+            ("prefetch_tracked_ranges", Kind::Gauge, "Prefetched ranges whose fate is still open.", |u| u.tracked_ranges.into()),
+        ];
+        for (name, kind, help, field) in per_worker {
+            e.metric(name, kind, help, &self.prefetch_usage, |u| (vec![("worker", u.worker.to_string())], field(u)));
+        }
+
         if let Some(c) = &self.controller {
-            let per_queue: [(&str, Kind, &str, QueueField); 13] = [
+            let per_queue: [(&str, Kind, &str, QueueField); 4] = [
                 ("adaptive_prefetch_bytes", Kind::Gauge, "Prefetch size in force per disk worker.", |q| q.prefetch_bytes.into()),
                 ("adaptive_target_bytes", Kind::Gauge, "Prefetch size the controller is moving to.", |q| q.target_bytes.into()),
                 ("adaptive_score", Kind::Gauge, "Score of the last interval (disk ms per transaction x miss ratio).", |q| q.score.unwrap_or(f64::NAN).into()),
                 ("adaptive_intervals_total", Kind::Counter, "Measurement intervals closed.", |q| q.intervals.into()),
-                ("adaptive_used_bytes_total", Kind::Counter, "Prefetched or cached bytes known requested.", |q| q.usage.used_bytes.into()),
-                ("adaptive_evicted_bytes_total", Kind::Counter, "Prefetched bytes evicted before they were requested.", |q| q.usage.evicted_bytes.into()),
-                ("adaptive_wasted_bytes_total", Kind::Counter, "Prefetched bytes never requested before aging out.", |q| q.usage.wasted_bytes.into()),
-                ("adaptive_read_bytes_total", Kind::Counter, "Disk bytes of the retired prefetched ranges (paper 001 Table 1: Disk).", |q| q.usage.read_bytes.into()),
-                ("adaptive_reread_bytes_total", Kind::Counter, "Bytes read again after they had been requested (cache evictions).", |q| q.usage.reread_bytes.into()),
-                ("adaptive_evictions_total", Kind::Counter, "Prefetched ranges found evicted before use.", |q| q.usage.evictions.into()),
-                ("adaptive_eviction_time_upper_seconds_total", Kind::Counter, "Sum over evictions of read-to-discovery time (upper bound).", |q| q.usage.eviction_time_sum_s.into()),
-                ("adaptive_eviction_time_lower_seconds_total", Kind::Counter, "Sum over evictions of read-to-last-seen-resident time (lower bound).", |q| q.usage.eviction_time_lower_sum_s.into()),
-                ("adaptive_eviction_time_estimate_seconds_total", Kind::Counter, "Sum over evictions of the eviction-time estimate.", |q| q.usage.eviction_time_estimate_sum_s.into()),
             ];
             for (name, kind, help, field) in per_queue {
                 e.metric(name, kind, help, &c.queues, |q| (vec![("worker", q.worker.to_string())], field(q)));

@@ -554,3 +554,88 @@ fn the_probe_runs_once_and_only_without_a_start_size() {
     assert_eq!(c.current_bytes("d"), 4 * MIB_U, "3.75 MiB rounds to 4 MiB");
     assert_eq!(c.snapshot().unwrap().queues[0].probe.as_ref().unwrap().start_bytes, r.start_bytes);
 }
+
+/// Writes a fake `/sys/block/DEV/stat` with `reads` completed and `ticks_ms`.
+fn fake_stat(root: &std::path::Path, dev: &str, reads: u64, ticks_ms: u64) {
+    let dir = root.join("block").join(dev);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("stat"), format!("{reads} 0 0 0 0 0 0 0 0 {ticks_ms} 0 0 0 0 0 0 0\n")).unwrap();
+}
+
+/// 100 reads of 1 MiB, 80 ms of worker time each, all used: the estimate is
+/// 800 transactions at 10 ms.
+fn hundred_reads(q: &mut QueueControl) {
+    for i in 0..100u64 {
+        let f = FileKey { dev: 1, ino: i };
+        let t = Duration::from_millis(i * 90);
+        q.observe_read(f, 0, 1, 0, MIB_U, Duration::from_millis(80), t);
+        q.observe_request(f, MIB_U, MIB_U + 1, false, t + Duration::from_millis(10));
+    }
+}
+
+/// Block mode (paper 001 measured with iostat): on a block device the
+/// interval's transactions and busy time are the deltas of the device's own
+/// counters, not reads split at 128 KiB.
+#[test]
+fn transactions_and_busy_time_come_from_the_block_device_counters() {
+    let sys = tempfile::tempdir().unwrap();
+    fake_stat(sys.path(), "sda", 5000, 70_000);
+    let p = AdaptiveParams { start: Some(MIB_U), interval: Duration::from_secs(10), busy: 0.0, ..AdaptiveParams::default() };
+    let mut q = QueueControl::new(p, Duration::ZERO).with_device_counters(sys.path());
+    q.add_disk("sda", Duration::ZERO);
+    hundred_reads(&mut q);
+    // The device merged the reads into 400 transactions, busy 6 s of the 10.
+    fake_stat(sys.path(), "sda", 5400, 76_000);
+    q.advance(Duration::from_secs(10));
+    let r = q.history().back().expect("an interval closed").clone();
+    assert_eq!((r.transaction_source, r.reads, r.transactions), (TransactionSource::Device, 100, 400), "{r:?}");
+    assert!((r.disk_ms_per_transaction.unwrap() - 15.0).abs() < 1e-9, "6000 ms / 400: {r:?}");
+    assert!((r.busy_fraction - 0.6).abs() < 1e-9, "{r:?}");
+    assert!((r.score.unwrap() - 15.0).abs() < 1e-9, "all used: miss ratio 1: {r:?}");
+    // Explored 1.5 MiB: the ramp (32 s at 16K/s) belongs to no interval; the
+    // next interval counts from where the device was when the ramp ended.
+    assert_eq!(r.decision, Decision::Explore);
+    fake_stat(sys.path(), "sda", 5405, 76_400);
+    q.advance(Duration::from_secs(43));
+    fake_stat(sys.path(), "sda", 5415, 76_900);
+    q.advance(Duration::from_secs(54));
+    let r = q.history().back().unwrap();
+    assert_eq!((r.index, r.transaction_source, r.transactions), (2, TransactionSource::Device, 10), "{r:?}");
+    assert!((r.disk_ms_per_transaction.unwrap() - 50.0).abs() < 1e-9, "{r:?}");
+}
+
+/// Anonymous devices (FUSE) have no stat file: the estimate, and the record
+/// says so. So does a device whose counters went backwards.
+#[test]
+fn anonymous_devices_fall_back_to_the_estimate() {
+    let sys = tempfile::tempdir().unwrap();
+    let p = AdaptiveParams { start: Some(MIB_U), interval: Duration::from_secs(10), busy: 0.0, ..AdaptiveParams::default() };
+    let mut q = QueueControl::new(p.clone(), Duration::ZERO).with_device_counters(sys.path());
+    q.add_disk("anon-0:45", Duration::ZERO);
+    hundred_reads(&mut q);
+    q.advance(Duration::from_secs(10));
+    let r = q.history().back().unwrap();
+    assert_eq!((r.transaction_source, r.transactions), (TransactionSource::Estimate, 800));
+    assert!((r.disk_ms_per_transaction.unwrap() - 10.0).abs() < 1e-9, "{r:?}");
+
+    fake_stat(sys.path(), "sdb", 5000, 70_000);
+    let mut q = QueueControl::new(p, Duration::ZERO).with_device_counters(sys.path());
+    q.add_disk("sdb", Duration::ZERO);
+    hundred_reads(&mut q);
+    fake_stat(sys.path(), "sdb", 10, 10);
+    q.advance(Duration::from_secs(10));
+    assert_eq!(q.history().back().unwrap().transaction_source, TransactionSource::Estimate, "counters reset");
+}
+
+/// The daemon's controller finds the device under its sysfs root by the
+/// queue name the worker reports.
+#[test]
+fn the_controller_reads_the_counters_of_the_workers_disk() {
+    let sys = tempfile::tempdir().unwrap();
+    fake_stat(sys.path(), "vdz", 100, 1000);
+    let p = AdaptiveParams { start: Some(MIB_U), ..AdaptiveParams::default() };
+    let c = AdaptivePrefetch::with_sys_root(p, sys.path()).unwrap();
+    c.with_queue(0, "vdz", |q, _| {
+        assert_eq!(q.device.as_ref().map(|d| d.sample), Some(DeviceSample { reads: 100, io_ticks_ms: 1000 }));
+    });
+}

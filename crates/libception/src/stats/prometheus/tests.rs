@@ -179,3 +179,22 @@ fn special_floats_use_the_formats_spelling() {
     assert_eq!(Value::Float(f64::NEG_INFINITY).to_string(), "-Inf");
     assert_eq!(Value::Int(u64::MAX.into()).to_string(), u64::MAX.to_string());
 }
+
+/// Paper 001 Table 1 per disk worker, whatever the controller: the fixed
+/// size has no `controller` part but reports its usage.
+#[test]
+fn prefetch_usage_is_exported_per_worker_for_the_fixed_controller() {
+    let mut snap = busy_snapshot();
+    let usage = crate::prefetch::UsageTally { used_bytes: 3 << 20, read_bytes: 4 << 20, evicted_bytes: 1 << 20, evictions: 1, eviction_time_sum_s: 50.0, reread_bytes: 2 << 20, ..Default::default() };
+    snap.prefetch_usage = vec![crate::prefetch::WorkerUsage { worker: 0, disks: vec!["sda".into()], tracked_ranges: 2, usage }];
+    assert!(snap.controller.is_none());
+    let samples = parse(&snap.to_prometheus());
+    let value = |name: &str| samples.iter().find(|(s, _)| s.name == name && s.labels["worker"] == "0").map(|(s, _)| s.value);
+    assert_eq!(value("libception_prefetch_used_bytes_total"), Some((3 << 20) as f64));
+    assert_eq!(value("libception_prefetch_read_bytes_total"), Some((4 << 20) as f64));
+    assert_eq!(value("libception_prefetch_evicted_bytes_total"), Some((1 << 20) as f64));
+    assert_eq!(value("libception_prefetch_reread_bytes_total"), Some((2 << 20) as f64));
+    assert_eq!(value("libception_prefetch_wasted_bytes_total"), Some(0.0));
+    assert_eq!(value("libception_prefetch_eviction_time_upper_seconds_total"), Some(50.0));
+    assert_eq!(value("libception_prefetch_tracked_ranges"), Some(2.0));
+}

@@ -1,0 +1,213 @@
+//! Paper 000's fixed-size prefetch (`--prefetch SIZE`, the default 2 MiB),
+//! with paper 001 Table 1's accounting of what became of its prefetched
+//! bytes (requested, read, evicted before use, wasted, re-read, eviction
+//! time), so that a fixed size can be compared with the adaptive controller
+//! on the same counters.
+//!
+//! The size never changes; the accounting is the adaptive controller's
+//! [`PrefetchTracker`], one per disk worker behind one mutex taken for a few
+//! hundred nanoseconds per FETCH and per read. Its memory is bounded the same
+//! way (at most [`MAX_TRACKED_RANGES`] ranges per worker); ranges nobody came
+//! back to are retired every [`SWEEP_EVERY`] (not on every call: a sweep walks
+//! all tracked ranges) and before every report.
+
+use super::adaptive::MAX_TRACKED_RANGES;
+use super::snapshot::{UsageTally, WorkerUsage};
+use super::tracker::PrefetchTracker;
+use super::{PrefetchContext, PrefetchController, ReadObservation, RequestObservation};
+use libception_proto::AdaptiveParams;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How often the tracked ranges are swept for the ones that aged out.
+pub const SWEEP_EVERY: Duration = Duration::from_secs(10);
+
+/// One disk worker's accounting.
+#[derive(Debug)]
+struct Ledger {
+    tracker: PrefetchTracker,
+    total: UsageTally,
+    disks: BTreeSet<String>,
+    swept: Duration,
+}
+
+impl Ledger {
+    fn sweep(&mut self, now: Duration) {
+        self.tracker.sweep(now);
+        self.swept = now;
+        let t = self.tracker.take_tally();
+        self.total.add(&t);
+    }
+
+    /// Sweeps if the last sweep is [`SWEEP_EVERY`] old; always takes the
+    /// tally counted by the calls since (follow-ups and evictions).
+    fn settle(&mut self, now: Duration) {
+        if now.saturating_sub(self.swept) >= SWEEP_EVERY {
+            self.sweep(now);
+        } else {
+            let t = self.tracker.take_tally();
+            self.total.add(&t);
+        }
+    }
+}
+
+/// Paper 000's fixed-size prefetch.
+pub struct FixedPrefetch {
+    bytes: u64,
+    waste_after: Duration,
+    epoch: Instant,
+    ledgers: Mutex<BTreeMap<usize, Ledger>>,
+}
+
+impl FixedPrefetch {
+    /// Prefetches `bytes` (0: exactly the request); a prefetched range
+    /// nobody comes back to counts as wasted after the adaptive controller's
+    /// default `waste_after`.
+    pub fn new(bytes: u64) -> Self {
+        Self::with_waste_after(bytes, AdaptiveParams::default().waste_after)
+    }
+
+    pub fn with_waste_after(bytes: u64, waste_after: Duration) -> Self {
+        FixedPrefetch { bytes, waste_after, epoch: Instant::now(), ledgers: Mutex::new(BTreeMap::new()) }
+    }
+
+    fn with_ledger_at<T>(&self, worker: usize, disk: &str, now: Duration, f: impl FnOnce(&mut Ledger, Duration) -> T) -> T {
+        let mut ledgers = self.ledgers.lock().unwrap();
+        let l = ledgers.entry(worker).or_insert_with(|| Ledger {
+            tracker: PrefetchTracker::new(self.waste_after, MAX_TRACKED_RANGES),
+            total: UsageTally::default(),
+            disks: BTreeSet::new(),
+            swept: now,
+        });
+        if !disk.is_empty() && !l.disks.contains(disk) {
+            l.disks.insert(disk.to_string());
+        }
+        f(l, now)
+    }
+
+    fn request_at(&self, obs: &RequestObservation<'_>, now: Duration) {
+        self.with_ledger_at(obs.worker, obs.disk, now, |l, now| {
+            l.tracker.record_request(obs.file, obs.offset, obs.end, obs.resident, now);
+            if now.saturating_sub(l.swept) >= SWEEP_EVERY {
+                l.sweep(now);
+            }
+        });
+    }
+
+    fn read_at(&self, obs: &ReadObservation<'_>, now: Duration) {
+        self.with_ledger_at(obs.worker, obs.disk, now, |l, now| {
+            l.tracker.record_read(obs.file, obs.plan.start, obs.plan.want_end, obs.read_start, obs.read_end(), now);
+        });
+    }
+
+    fn usage_at(&self, now: Duration) -> Vec<WorkerUsage> {
+        let mut ledgers = self.ledgers.lock().unwrap();
+        ledgers
+            .iter_mut()
+            .map(|(&worker, l)| {
+                l.settle(now);
+                l.tracker.report(worker, &l.disks, l.total)
+            })
+            .collect()
+    }
+}
+
+impl PrefetchController for FixedPrefetch {
+    fn name(&self) -> &'static str {
+        "fixed"
+    }
+
+    fn prefetch_bytes(&self, _ctx: &PrefetchContext<'_>) -> u64 {
+        self.bytes
+    }
+
+    fn observe_request(&self, obs: &RequestObservation<'_>) {
+        self.request_at(obs, self.epoch.elapsed());
+    }
+
+    fn observe_read(&self, obs: &ReadObservation<'_>) {
+        self.read_at(obs, self.epoch.elapsed());
+    }
+
+    fn current_bytes(&self, _disk: &str) -> u64 {
+        self.bytes
+    }
+
+    fn usage(&self) -> Vec<WorkerUsage> {
+        self.usage_at(self.epoch.elapsed())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::prefetch::{FileKey, PlannedRead};
+    const M: u64 = 1 << 20;
+    const F: FileKey = FileKey { dev: 1, ino: 2 };
+
+    fn s(secs: u64) -> Duration {
+        Duration::from_secs(secs)
+    }
+
+    fn request(c: &FixedPrefetch, offset: u64, end: u64, resident: bool, at: u64) {
+        c.request_at(&RequestObservation { disk: "sda", worker: 0, file: F, offset, end, resident }, s(at));
+    }
+
+    fn read(c: &FixedPrefetch, start: u64, want_end: u64, end: u64, at: u64) {
+        let plan = PlannedRead { start, end, want_end };
+        let obs = ReadObservation {
+            disk: "sda",
+            worker: 0,
+            file: F,
+            plan,
+            read_start: start,
+            ok: true,
+            bytes_read: end - start,
+            busy: Duration::from_millis(10),
+        };
+        c.read_at(&obs, s(at));
+    }
+
+    /// Paper 001 Table 1 for the fixed size: a stream that uses one prefetch,
+    /// finds the next evicted half-way, a read nobody returns to (wasted), and
+    /// a second viewer reading used data again (re-read).
+    #[test]
+    fn fixed_size_reports_table_1_usage() {
+        let c = FixedPrefetch::with_waste_after(2 * M, s(100));
+        assert_eq!(c.usage_at(s(0)), Vec::new(), "nothing seen, nothing reported");
+        request(&c, 0, M / 4, false, 0);
+        read(&c, 0, M / 4, 2 * M, 0);
+        // Moved on: [0, 2M) used.
+        request(&c, 2 * M, 2 * M + M / 4, false, 20);
+        read(&c, 2 * M, 2 * M + M / 4, 4 * M, 20);
+        // Evicted at 3M, 50 s after the read: [3M, 4M) evicted before use.
+        request(&c, 3 * M, 3 * M + M / 4, false, 70);
+        read(&c, 3 * M, 3 * M + M / 4, 5 * M, 70);
+        // A second viewer from the start: [0, 2M) read again.
+        read(&c, 0, M / 4, 2 * M, 80);
+        let u = c.usage_at(s(80));
+        assert_eq!(u.len(), 1);
+        assert_eq!((u[0].worker, u[0].disks.clone(), u[0].tracked_ranges), (0, vec!["sda".to_string()], 2));
+        let t = u[0].usage;
+        assert_eq!((t.read_bytes, t.used_bytes, t.evicted_bytes, t.evictions), (4 * M, 3 * M, M, 1));
+        assert_eq!(t.reread_bytes, 2 * M);
+        assert_eq!(t.mean_eviction_time_s(), Some(50.0));
+        assert_eq!(t.wasted_bytes, 0);
+        // Nobody returns: both open ranges age out as wasted past the
+        // requested parts, swept by the report.
+        let t = c.usage_at(s(300))[0].usage;
+        assert_eq!(t.wasted_bytes, (5 * M - 3 * M - M / 4) + (2 * M - M / 4));
+        assert_eq!(t.read_bytes, 4 * M + 2 * M + 2 * M);
+    }
+
+    /// Aged ranges are swept by the FETCH path too, at most every SWEEP_EVERY.
+    #[test]
+    fn requests_sweep_aged_ranges_periodically() {
+        let c = FixedPrefetch::with_waste_after(2 * M, s(30));
+        read(&c, 0, M, 2 * M, 0);
+        request(&c, 100 * M, 101 * M, false, 31);
+        let l = c.ledgers.lock().unwrap();
+        assert_eq!((l[&0].tracker.tracked(), l[&0].swept), (0, s(31)));
+    }
+}
