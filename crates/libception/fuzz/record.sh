@@ -11,8 +11,8 @@
 # (time.txt from /usr/bin/time -v -o, fuzz.err, artifacts/).
 #
 # Builds with AddressSanitizer (cargo +nightly fuzz build -O), runs in a
-# scratch directory, writes NOTES-raw.md beside the logs; NOTES.md is written
-# by hand from it.
+# scratch directory from the target's seeds (new inputs go to corpus/),
+# writes NOTES-raw.md beside the logs; NOTES.md is written by hand from it.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../../.." && pwd)
@@ -25,7 +25,8 @@ else
     (cd "$here" && cargo +nightly fuzz build -O "$target")
     cp "$here/target/x86_64-unknown-linux-gnu/release/$target" "$work/"
     mkdir -p "$work/corpus" "$work/artifacts"
-    cmd="./$target -runs=$runs -print_funcs=0 -print_final_stats=1 -artifact_prefix=artifacts/ $* corpus"
+    cmd="./$target -runs=$runs -print_funcs=0 -print_final_stats=1 -artifact_prefix=artifacts/ $* corpus seeds"
+    cp -r "$here/seeds/$target" "$work/seeds"
     start=$(date -u +%FT%TZ)
     rc=0
     (cd "$work" && /usr/bin/time -v -o time.txt sh -c "$cmd" >fuzz.log 2>fuzz.err) || rc=$?

@@ -13,8 +13,9 @@
 //!   truncated or oversized requests with absurd offsets and lengths and
 //!   with none, one or too many descriptors of every kind (regular files,
 //!   a directory, a pipe, a socket, /dev/zero, O_WRONLY and O_PATH
-//!   descriptors, procfs, tmpfs, an eventfd), read or do not read their
-//!   replies, half-close and close. Between steps the loop turns only when
+//!   descriptors, procfs, tmpfs, an eventfd), flood the daemon with requests
+//!   whose replies they never read, read their replies, half-close and
+//!   close. Between steps the loop turns only when
 //!   the input says so, so messages pile up in a socket while a read is
 //!   queued, as they do in service.
 //!
@@ -236,6 +237,9 @@ impl Message {
 pub enum Step {
     Connect { stranger: bool },
     Send { client: u8, message: Message, fds: Vec<Fixture> },
+    /// The same request `times % 1024 + 1` times (until the socket is full)
+    /// without reading a reply: a client that never reads its replies.
+    Flood { client: u8, message: Message, fds: Vec<Fixture>, times: u16 },
     /// Read every reply waiting.
     Read { client: u8 },
     /// shutdown(SHUT_WR): no more requests, replies still wanted.
@@ -336,6 +340,8 @@ impl Fixtures {
 /// A receptionist and its disk worker in this process, with the fixtures.
 pub struct Harness {
     reception: Option<Receptionist>,
+    stats: Arc<Stats>,
+    info: DaemonInfo,
     socket: PathBuf,
     fixtures: Fixtures,
     events: Vec<libc::epoll_event>,
@@ -410,10 +416,14 @@ impl Harness {
                 uptime_s: 0.0,
             },
         };
-        let reception = Receptionist::new(cfg, listener, signal_fd, Arc::new(Stats::new()), Arc::new(FixedPrefetch::new(PREFETCH)))?;
+        let info = cfg.info.clone();
+        let stats = Arc::new(Stats::new());
+        let reception = Receptionist::new(cfg, listener, signal_fd, stats.clone(), Arc::new(FixedPrefetch::new(PREFETCH)))?;
         let fixtures = Fixtures::open(tmp.path())?;
         let mut h = Harness {
             reception: Some(reception),
+            stats,
+            info,
             socket: socket_path,
             fixtures,
             events: vec![libc::epoll_event { events: 0, u64: 0 }; 64],
@@ -425,6 +435,11 @@ impl Harness {
         // before the baseline is taken.
         h.settle_and_check();
         Ok(h)
+    }
+
+    /// The harness daemon's stats document.
+    pub fn snapshot(&self) -> crate::Snapshot {
+        self.stats.snapshot(self.info.clone())
     }
 
     /// Inputs run so far.
@@ -471,6 +486,25 @@ impl Harness {
                     let n = clients.len();
                     let fds: Vec<RawFd> = fds.iter().take(MAX_FDS).map(|f| self.fixtures.fd(*f)).collect();
                     send(&clients[usize::from(*client) % n], &message.bytes(), &fds);
+                }
+                Step::Flood { client, message, fds, times } => {
+                    if clients.is_empty() {
+                        continue;
+                    }
+                    let n = clients.len();
+                    let fds: Vec<RawFd> = fds.iter().take(MAX_FDS).map(|f| self.fixtures.fd(*f)).collect();
+                    let bytes = message.bytes();
+                    let c = usize::from(*client) % n;
+                    for _ in 0..=(times % 1024) {
+                        // A full socket: the daemon takes what is there, then
+                        // the client goes on (and still reads nothing).
+                        if !send(&clients[c], &bytes, &fds) {
+                            self.pump();
+                            if !send(&clients[c], &bytes, &fds) {
+                                break;
+                            }
+                        }
+                    }
                 }
                 Step::Read { client } => {
                     if !clients.is_empty() {
@@ -609,12 +643,18 @@ impl Drop for Harness {
     }
 }
 
-fn send(c: &ClientConn, bytes: &[u8], fds: &[RawFd]) {
+/// Sends one datagram without blocking; false when it was not sent (the
+/// socket is full or closed).
+fn send(c: &ClientConn, bytes: &[u8], fds: &[RawFd]) -> bool {
     let iov = [IoSlice::new(bytes)];
     let cmsg = [ControlMessage::ScmRights(fds)];
     let cmsgs: &[ControlMessage] = if fds.is_empty() { &[] } else { &cmsg };
-    if let Err(e) = socket::sendmsg::<()>(c.fd.as_raw_fd(), &iov, cmsgs, MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL, None) {
-        assert!(expected_errno(e), "sending a request: {e}");
+    match socket::sendmsg::<()>(c.fd.as_raw_fd(), &iov, cmsgs, MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL, None) {
+        Ok(_) => true,
+        Err(e) => {
+            assert!(expected_errno(e), "sending a request: {e}");
+            false
+        }
     }
 }
 
