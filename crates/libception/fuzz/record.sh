@@ -5,7 +5,7 @@
 # crashes here: the connection target panics on a descriptor left open.
 #
 #   crates/libception/fuzz/record.sh TARGET RUNS [libFuzzer flags...]
-#   crates/libception/fuzz/record.sh --collect WORKDIR TARGET RUNS "COMMAND" START END RC
+#   crates/libception/fuzz/record.sh --collect WORKDIR TARGET RUNS "COMMAND" START END RC [COMMIT]
 #
 # The second form only records a run made by hand in WORKDIR the same way
 # (time.txt from /usr/bin/time -v -o, fuzz.err, artifacts/).
@@ -18,10 +18,13 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../../.." && pwd)
 if [ "$1" = --collect ]; then
     work=$2 target=$3 runs=$4 cmd=$5 start=$6 end=$7 rc=$8
+    commit=${9:-$(git -C "$repo" rev-parse HEAD)}
 else
     target=$1 runs=$2
     shift 2
     work=$(mktemp -d /tmp/libception-fuzz.XXXXXX)
+    # The commit the binary is built from, taken before a run that may last hours.
+    commit=$(git -C "$repo" rev-parse HEAD)$(git -C "$repo" diff --quiet || echo ' (with local changes)')
     (cd "$here" && cargo +nightly fuzz build -O "$target")
     cp "$here/target/x86_64-unknown-linux-gnu/release/$target" "$work/"
     mkdir -p "$work/corpus" "$work/artifacts"
@@ -41,10 +44,10 @@ grep '^stat::' "$work/fuzz.err" >"$out/final-stats.txt" || true
 grep -E '^#[0-9]+' "$work/fuzz.err" | awk 'NR % 20 == 1' >"$out/progress.txt"
 grep -E '^#[0-9]+' "$work/fuzz.err" | tail -1 >>"$out/progress.txt"
 {
-    echo "# $target: $runs inputs"
+    echo "# $target, -runs=$runs (libFuzzer final stats below: the inputs actually run)"
     echo
     echo "- command: \`$cmd\` (in a scratch directory, binary from \`cargo +nightly fuzz build -O $target\`)"
-    echo "- commit: $(git -C "$repo" rev-parse HEAD)$(git -C "$repo" diff --quiet || echo ' (with local changes)')"
+    echo "- commit: $commit"
     echo "- toolchain: $(rustc +nightly --version); cargo-fuzz $(cargo fuzz --version 2>/dev/null | awk '{print $2}')"
     echo "- machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
     echo "- started $start, ended $end, exit status $rc"
