@@ -31,6 +31,8 @@
 //! * [`resident_prefix`], [`is_resident`], [`page_size`]: page-cache residency
 //!   as the daemon checks it.
 //! * [`parse_size`], [`human_size`]: byte sizes as the command line writes them.
+//! * [`fuzzing`]: the bodies of the fuzz targets (`fuzz/`), replayed by
+//!   `tests/fuzz_replay.rs`; not a stable API.
 //!
 //! The `run`, `stat` and `fetch` subcommands live in the binary (`src/cli/`).
 
@@ -40,6 +42,7 @@ mod daemon;
 mod disks;
 mod diskstat;
 mod fsfilter;
+pub mod fuzzing;
 mod limits;
 pub mod launch;
 pub mod logging;

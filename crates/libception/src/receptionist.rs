@@ -90,6 +90,14 @@ pub struct Receptionist {
     workers: Vec<(Arc<DiskWorker>, JoinHandle<()>)>,
 }
 
+/// What one turn of the event loop came to.
+pub(crate) enum Turn {
+    /// This many events were handled.
+    Handled(usize),
+    /// SIGTERM or SIGINT arrived: shut down.
+    Stop,
+}
+
 /// Why a request could not be served, as (errno, log text).
 type Refusal = (i32, String);
 
@@ -151,24 +159,36 @@ impl Receptionist {
     /// Runs until SIGTERM or SIGINT, then drains the workers.
     pub fn run(mut self) -> anyhow::Result<()> {
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
-        'serve: loop {
-            let n = self.epoll.wait(&mut events, -1)?;
-            for ev in events.iter().take(n).copied() {
-                let (token, flags) = (ev.u64, ev.events);
-                match token {
-                    TOKEN_LISTENER => self.accept_all(),
-                    TOKEN_SIGNAL => {
-                        if let Some(sig) = self.read_signal() {
-                            tracing::info!("received signal {sig}; shutting down");
-                            break 'serve;
-                        }
-                    }
-                    id => self.on_connection_event(id, flags),
-                }
-            }
-        }
+        while let Turn::Handled(_) = self.turn(&mut events, -1)? {}
         self.shutdown();
         Ok(())
+    }
+
+    /// One turn of the loop: waits up to `timeout_ms` (-1: forever) for
+    /// events and handles them. `run` turns until a signal; the fuzz harness
+    /// (`fuzzing.rs`) turns with no wait until nothing is left to handle.
+    pub(crate) fn turn(&mut self, events: &mut [libc::epoll_event], timeout_ms: i32) -> std::io::Result<Turn> {
+        let n = self.epoll.wait(events, timeout_ms)?;
+        for ev in events.iter().take(n).copied() {
+            let (token, flags) = (ev.u64, ev.events);
+            match token {
+                TOKEN_LISTENER => self.accept_all(),
+                TOKEN_SIGNAL => {
+                    if let Some(sig) = self.read_signal() {
+                        tracing::info!("received signal {sig}; shutting down");
+                        return Ok(Turn::Stop);
+                    }
+                }
+                id => self.on_connection_event(id, flags),
+            }
+        }
+        Ok(Turn::Handled(n))
+    }
+
+    /// Open client connections and whether every disk worker is idle (for
+    /// the fuzz harness's end-of-input checks).
+    pub(crate) fn load(&self) -> (usize, bool) {
+        (self.conns.len(), self.workers.iter().all(|(w, _)| w.idle()))
     }
 
     fn read_signal(&self) -> Option<u32> {
@@ -180,7 +200,7 @@ impl Receptionist {
         (n as usize == size).then_some(info.ssi_signo)
     }
 
-    fn shutdown(&mut self) {
+    pub(crate) fn shutdown(&mut self) {
         let _ = self.epoll.delete(self.listener.as_raw_fd());
         let pending: usize = self.workers.iter().map(|(w, _)| w.stats.queue_length()).sum();
         tracing::info!(pending, "answering pending requests before exit");

@@ -242,6 +242,12 @@ impl DiskWorker {
         (removed, dropped_jobs.len()) // dropping the jobs closes their fds
     }
 
+    /// Nothing queued and nothing in flight.
+    pub fn idle(&self) -> bool {
+        let q = self.queue.lock().unwrap();
+        q.jobs.len() == 0 && q.in_flight.is_none()
+    }
+
     /// Asks the worker to finish its queue and exit.
     pub fn stop(&self) {
         self.queue.lock().unwrap().stopping = true;

@@ -214,12 +214,16 @@ fn a_client_that_never_reads_its_replies_is_dropped() {
     assert!(daemon.log_text().contains("does not read its replies"));
 }
 
-/// A CHECK on `fd` from a fresh connection with a short timeout: the reply
-/// status, or None when the daemon does not answer in time.
-fn check_status(d: &Daemon, fd: i32) -> Option<i32> {
+/// A CHECK or FETCH on `fd` from a fresh connection with a short timeout:
+/// the reply status, or None when the daemon does not answer in time.
+fn status(d: &Daemon, op: Op, fd: i32) -> Option<i32> {
     let mut c = Client::connect(&d.socket).ok()?;
     c.set_timeout(Some(Duration::from_secs(5))).unwrap();
-    c.check(fd, 0, 4096).ok().map(|r| r.status)
+    let reply = match op {
+        Op::Fetch => c.fetch(fd, 0, 4096, 0),
+        _ => c.check(fd, 0, 4096),
+    };
+    reply.ok().map(|r| r.status)
 }
 
 /// Issue 13 item 3, all at once: descriptors of every wrong kind (a FUSE file
@@ -272,8 +276,11 @@ fn hostile_descriptors_and_clients_do_not_stop_a_good_client() {
         cases.push(("never-answering FUSE file", f.as_raw_fd(), -libc::EOPNOTSUPP));
     }
     for (what, fd, want) in &cases {
-        assert_eq!(check_status(&daemon, *fd), Some(*want), "{what}:\n{}", daemon.log_text());
-        served(&daemon, what);
+        // Both ops: a FETCH of a file that is not served must not reach a disk worker either.
+        for op in [Op::Check, Op::Fetch] {
+            assert_eq!(status(&daemon, op, *fd), Some(*want), "{what}, {}:\n{}", op.name(), daemon.log_text());
+            served(&daemon, what);
+        }
     }
 
     // A client that never reads its replies.
