@@ -28,7 +28,8 @@
 //!
 //! Not a stable API: it exists for the fuzz targets and their replay test.
 
-use crate::prefetch::{plan_read, FixedPrefetch};
+use crate::prefetch::fixed::FixedPrefetch;
+use crate::prefetch::plan_read;
 use crate::receptionist::{ReceptionConfig, Receptionist, Turn};
 use crate::stats::{DaemonInfo, Stats};
 use crate::{daemon, Limits, Trust};
@@ -599,7 +600,7 @@ impl Harness {
     fn settle_and_check(&mut self) {
         self.settle(false);
         let mut probe = self.connect(false).expect("a fresh client connects");
-        let check = Request { op: Op::Check, flags: 0, call: 0, seq: 7, offset: 0, length: 4096, tid: 1 };
+        let check = Request { version: PROTO_VERSION, op: Op::Check, flags: 0, call: 0, seq: 7, offset: 0, length: 4096, tid: 1 };
         send(&probe, &check.encode(), &[self.fixtures.small.as_raw_fd()]);
         self.pump();
         let replies = read_replies(&mut probe);
