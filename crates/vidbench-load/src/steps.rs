@@ -18,7 +18,7 @@
 //! completed nor failed).
 
 use crate::records::{IntervalRecord, SessionCounts};
-use crate::summary::mean_ci95;
+use crate::summary::window_figures;
 use serde::{Deserialize, Serialize};
 
 /// One rate of a stepped run and how long each of its phases lasts.
@@ -166,9 +166,8 @@ impl StepCounters {
     /// `(end time, bytes)` and the sample intervals of the run so far.
     pub fn finish(&self, completed: &[(f64, u64)], intervals: &[IntervalRecord]) -> StepResult {
         let (a, b) = self.window();
-        let bytes: u64 = completed.iter().filter(|(t, _)| *t >= a && *t < b).map(|(_, n)| n).sum();
+        let figures = window_figures(completed, intervals, a, b);
         let inside: Vec<&IntervalRecord> = intervals.iter().filter(|i| i.start_s >= a - 1e-6 && i.end_s <= b + 1e-6).collect();
-        let values: Vec<f64> = inside.iter().map(|i| i.completed_mb_s).collect();
         let received = (!inside.is_empty()).then(|| {
             let span: f64 = inside.iter().map(|i| i.end_s - i.start_s).sum();
             inside.iter().map(|i| i.received_bytes).sum::<u64>() as f64 / 1e6 / span.max(1e-9)
@@ -192,10 +191,10 @@ impl StepCounters {
             sessions_failed: self.failures.failed,
             failed_by_cause: self.failures.failed_by_cause.clone(),
             failure_percent: (self.measured > 0).then(|| 100.0 * self.failures.failed as f64 / self.measured as f64),
-            throughput_mb_s: bytes as f64 / 1e6 / (b - a),
+            throughput_mb_s: figures.throughput_mb_s,
             received_mb_s: received,
-            samples_mb_s: mean_ci95(&values),
-            samples: values.len(),
+            samples_mb_s: (figures.samples.mean_mb_s, figures.samples.ci95_mb_s),
+            samples: figures.samples.count,
             active_sessions,
         }
     }

@@ -203,31 +203,9 @@ pub(crate) fn summarize(c: &Collector, facts: RunFacts) -> LoadSummary {
         .map(|(failed, counted)| 100.0 * failed as f64 / counted as f64);
 
     let window = c.measure_starts.filter(|(a, b)| b > a);
-    let (throughput, request_rate) = match window {
-        Some((a, b)) => {
-            let inside = c.completed.iter().filter(|(t, _)| *t >= a && *t < b);
-            let (n, bytes) = inside.fold((0u64, 0u64), |(n, s), (_, by)| (n + 1, s + by));
-            (Some(bytes as f64 / 1e6 / (b - a)), Some(n as f64 / (b - a)))
-        }
-        None => (None, None),
-    };
-    let sample_values: Vec<f64> = match window {
-        Some((a, b)) => c
-            .intervals
-            .iter()
-            .filter(|i| i.start_s >= a && i.end_s <= b)
-            .map(|i| i.completed_mb_s)
-            .collect(),
-        None => Vec::new(),
-    };
-    let (mean, ci) = mean_ci95(&sample_values);
-    let samples = Samples {
-        count: sample_values.len(),
-        mean_mb_s: mean,
-        ci95_mb_s: ci,
-        min_mb_s: sample_values.iter().copied().reduce(f64::min),
-        max_mb_s: sample_values.iter().copied().reduce(f64::max),
-    };
+    let figures = window.map(|(a, b)| window_figures(&c.completed, &c.intervals, a, b));
+    let (throughput, request_rate) = (figures.as_ref().map(|f| f.throughput_mb_s), figures.as_ref().map(|f| f.requests_per_s));
+    let samples = figures.map_or_else(|| samples_of(&[]), |f| f.samples);
     let mut errors: Vec<ErrorCount> = c
         .errors
         .iter()
@@ -266,6 +244,35 @@ pub(crate) fn summarize(c: &Collector, facts: RunFacts) -> LoadSummary {
         cpu: facts.cpu,
         errors,
         steps: c.steps.clone(),
+    }
+}
+
+/// What the completed requests did inside the window `[a, b)`.
+pub(crate) struct WindowFigures {
+    pub throughput_mb_s: f64,
+    pub requests_per_s: f64,
+    /// The completed MB/s of the sample intervals wholly inside the window.
+    pub samples: Samples,
+}
+
+/// Completions `(end time, bytes)` ending inside `[a, b)`, and the sample
+/// intervals wholly inside it: the one definition of a window's figures,
+/// for the measure phase and for a stepped run's steps.
+pub(crate) fn window_figures(completed: &[(f64, u64)], intervals: &[crate::IntervalRecord], a: f64, b: f64) -> WindowFigures {
+    let (n, bytes) = completed.iter().filter(|(t, _)| *t >= a && *t < b).fold((0u64, 0u64), |(n, s), (_, by)| (n + 1, s + by));
+    let values: Vec<f64> =
+        intervals.iter().filter(|i| i.start_s >= a - 1e-6 && i.end_s <= b + 1e-6).map(|i| i.completed_mb_s).collect();
+    WindowFigures { throughput_mb_s: bytes as f64 / 1e6 / (b - a), requests_per_s: n as f64 / (b - a), samples: samples_of(&values) }
+}
+
+fn samples_of(values: &[f64]) -> Samples {
+    let (mean, ci) = mean_ci95(values);
+    Samples {
+        count: values.len(),
+        mean_mb_s: mean,
+        ci95_mb_s: ci,
+        min_mb_s: values.iter().copied().reduce(f64::min),
+        max_mb_s: values.iter().copied().reduce(f64::max),
     }
 }
 

@@ -689,12 +689,21 @@ impl Driver {
         let sessions = self.sessions.clone();
         let printer = self.progress.printer();
         let running = load_done.clone();
-        let (mut channel, mut plan) = steady::channel(timing, Box::new(move || !running.load(Ordering::Relaxed)));
+        let say = self.progress.printer();
+        let report = Box::new(move |r: &vidbench_load::StepResult| {
+            say.line(&format!(
+                "    step {} at {:.2} sessions/s: {:.2} MB/s delivered, {} of {} measured sessions failed",
+                r.index + 1,
+                r.spec.rate,
+                r.throughput_mb_s,
+                r.sessions_failed,
+                r.sessions_measured
+            ))
+        });
+        let (mut channel, mut plan) = steady::channel(timing, Box::new(move || !running.load(Ordering::Relaxed)), report);
         let (driven, summary, samples) = std::thread::scope(|scope| {
-            let sampler = scope.spawn(|| {
-                let _stop = StopFlag(&stop);
-                steady::sample(epoch, disk, cgroup, self.exp.run.port, &dir.join("samples.csv"), &stop)
-            });
+            let _stop_sampler = StopFlag(&stop);
+            let sampler = scope.spawn(|| steady::sample(epoch, disk, cgroup, self.exp.run.port, &dir.join("samples.csv"), &stop));
             let load = scope.spawn(move || {
                 let r = vidbench_load::play_steps(config, sessions, &mut plan, &mut |p| printer.line(&format!("    load {p}")));
                 load_done.store(true, Ordering::Relaxed);
@@ -749,27 +758,15 @@ impl Driver {
             &json!({"experiment": self.exp.name, "config": cfg, "rate": null, "steps": true, "repetition": 0, "seed": self.exp.run.seed, "started_unix_s": now_unix()}),
         )?;
         let plan = cfg.rates.clone();
-        let printer = self.progress.printer();
         let played = self.serve(cfg, 0, &dir, json!("steps"), |d, disk, cgroup| {
             d.play_steady(disk, cgroup, timing, 0, &dir, |ch| {
-                let mut say = |r: &vidbench_load::StepResult| {
-                    printer.line(&format!(
-                        "    step {} at {:.2} sessions/s: {:.2} MB/s delivered, {} of {} measured sessions failed",
-                        r.index + 1,
-                        r.spec.rate,
-                        r.throughput_mb_s,
-                        r.sessions_failed,
-                        r.sessions_measured
-                    ))
-                };
-                let mut logged = LoggedSteps { channel: ch, say: &mut say };
                 match &plan {
-                    RatePlan::Search { search, threshold_pct } => search::find_max_failure_free(search, *threshold_pct, &mut logged).map(Some),
-                    RatePlan::Bracket { bracket, threshold_pct } => search::bracket_max_failure_free(bracket, *threshold_pct, &mut logged).map(Some),
+                    RatePlan::Search { search, threshold_pct } => search::find_max_failure_free(search, *threshold_pct, ch).map(Some),
+                    RatePlan::Bracket { bracket, threshold_pct } => search::bracket_max_failure_free(bracket, *threshold_pct, ch).map(Some),
                     RatePlan::Fixed { rates, repetitions, .. } => {
                         for rate in rates {
                             for _ in 0..*repetitions {
-                                logged.probe(*rate, 0)?;
+                                ch.step(*rate)?;
                             }
                         }
                         Ok(None)
@@ -937,20 +934,6 @@ fn steps_by_rate(records: &[StepRecord]) -> anyhow::Result<Vec<(f64, Vec<Outcome
         }
     }
     Ok(points)
-}
-
-/// The step channel as a prober that prints each step as it ends.
-struct LoggedSteps<'a, 'b> {
-    channel: &'a mut StepChannel,
-    say: &'b mut dyn FnMut(&vidbench_load::StepResult),
-}
-
-impl Prober for LoggedSteps<'_, '_> {
-    fn probe(&mut self, rate: f64, _repetition: u32) -> anyhow::Result<Outcome> {
-        let r = self.channel.step(rate)?;
-        (self.say)(&r);
-        steady::outcome(&r)
-    }
 }
 
 struct ConfigProber<'a> {

@@ -183,7 +183,7 @@ impl History {
         wide: impl Fn(f64, f64) -> bool,
         mid: impl Fn(f64, f64) -> f64,
     ) -> anyhow::Result<(f64, f64)> {
-        while wide(l, u) && self.budget.is_none_or(|b| self.steps.len() < b) {
+        while wide(l, u) && self.budget_left() {
             let m = round_rate(mid(l, u));
             if same(m, l) || same(m, u) {
                 break;
@@ -195,6 +195,10 @@ impl History {
             }
         }
         Ok((l, u))
+    }
+
+    fn budget_left(&self) -> bool {
+        self.budget.is_none_or(|b| self.steps.len() < b)
     }
 
     fn count(&self, rate: f64) -> u32 {
@@ -226,7 +230,6 @@ pub fn bracket_max_failure_free(b: &BracketSection, threshold_pct: f64, prober: 
     let res = 1.0 + b.resolution_pct / 100.0;
     // Rates below this are not worth a probe: nothing passes.
     let floor = b.start / 1000.0;
-    let budget_left = |h: &History| (h.steps.len() as u32) < b.max_probes;
 
     // 1. Bracketing.
     let (mut lo, mut hi): (Option<f64>, Option<f64>);
@@ -234,7 +237,7 @@ pub fn bracket_max_failure_free(b: &BracketSection, threshold_pct: f64, prober: 
     if h.run(prober, Phase::Coarse, rate)? {
         lo = Some(rate);
         hi = None;
-        while hi.is_none() && budget_left(&h) {
+        while hi.is_none() && h.budget_left() {
             rate = round_rate(rate * step);
             if h.run(prober, Phase::Coarse, rate)? {
                 lo = Some(rate);
@@ -245,7 +248,7 @@ pub fn bracket_max_failure_free(b: &BracketSection, threshold_pct: f64, prober: 
     } else {
         hi = Some(rate);
         lo = None;
-        while lo.is_none() && budget_left(&h) {
+        while lo.is_none() && h.budget_left() {
             let lower = round_rate(rate / step);
             if lower < floor || same(lower, rate) {
                 return Ok(h.result(None, hi, true));
@@ -283,7 +286,7 @@ pub fn bracket_max_failure_free(b: &BracketSection, threshold_pct: f64, prober: 
         if nl >= b.repetitions && nu >= b.repetitions && h.passes(l) && !h.passes(u) {
             return Ok(h.result(Some(l), Some(u), true));
         }
-        if !budget_left(&h) {
+        if !h.budget_left() {
             let confirmed = h.passes(l) && h.count(l) > 0;
             return Ok(h.result(confirmed.then_some(l), Some(u), false));
         }

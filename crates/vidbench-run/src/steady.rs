@@ -51,14 +51,20 @@ pub struct StepChannel {
     played: Vec<StepResult>,
     /// Whether the load thread is still running (checked while waiting).
     load_running: Box<dyn Fn() -> bool + Send>,
+    /// Told every step's result as it arrives (progress output).
+    report: Box<dyn Fn(&StepResult)>,
 }
 
 /// A connected pair of ends.
-pub fn channel(timing: SteadySection, load_running: Box<dyn Fn() -> bool + Send>) -> (StepChannel, ChannelPlan) {
+pub fn channel(
+    timing: SteadySection,
+    load_running: Box<dyn Fn() -> bool + Send>,
+    report: Box<dyn Fn(&StepResult)>,
+) -> (StepChannel, ChannelPlan) {
     let (next_tx, next_rx) = std::sync::mpsc::channel();
     let (res_tx, res_rx) = std::sync::mpsc::channel();
     (
-        StepChannel { next: next_tx, results: res_rx, timing, played: Vec::new(), load_running },
+        StepChannel { next: next_tx, results: res_rx, timing, played: Vec::new(), load_running, report },
         ChannelPlan { results: res_tx, next: next_rx },
     )
 }
@@ -75,6 +81,7 @@ impl StepChannel {
             interrupt::check()?;
             match self.results.recv_timeout(Duration::from_millis(200)) {
                 Ok(r) => {
+                    (self.report)(&r);
                     self.played.push(r.clone());
                     return Ok(r);
                 }
@@ -233,7 +240,8 @@ impl StepRecord {
     }
 }
 
-/// Stops the sampler when dropped, whatever way the run ends.
+/// Stops the sampler when dropped, whatever way the run ends (a panic of
+/// the driver's thread included, so that the thread scope can join it).
 pub struct StopFlag<'a>(pub &'a AtomicBool);
 
 impl Drop for StopFlag<'_> {
@@ -300,7 +308,9 @@ mod tests {
     #[test]
     fn the_channel_hands_steps_and_results_across_threads() {
         let timing = SteadySection { ramp_s: 30.0, settle_s: 10.0, measure_s: 20.0, hold_s: 5.0, one_run: true };
-        let (mut driver_end, mut plan) = channel(timing, Box::new(|| true));
+        let reported = std::rc::Rc::new(std::cell::Cell::new(0));
+        let count = reported.clone();
+        let (mut driver_end, mut plan) = channel(timing, Box::new(|| true), Box::new(move |_| count.set(count.get() + 1)));
         let load = std::thread::spawn(move || {
             let mut seen = Vec::new();
             let mut last: Option<StepResult> = None;
@@ -314,6 +324,7 @@ mod tests {
         let b = driver_end.probe(3.0, 0).unwrap();
         assert_eq!((a.spec.rate, b.throughput_mbs), (2.0, 3.0));
         assert_eq!(driver_end.finish().len(), 2);
+        assert_eq!(reported.get(), 2);
         let seen = load.join().unwrap();
         assert_eq!(seen.iter().map(|s| (s.rate, s.settle_s)).collect::<Vec<_>>(), [(2.0, 30.0), (3.0, 10.0)]);
     }
