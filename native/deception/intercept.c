@@ -154,10 +154,11 @@ static struct lcp__file_id file_id(const struct lcp__file *file)
  */
 static void remember_window(const struct lcp__file *file, uint64_t start, uint64_t end)
 {
-	struct lcp__file_id id = file_id(file);
+	struct lcp__file_id id;
 
 	if (lcp__cfg.window_ns == 0 || end <= start || !file->have_stat)
 		return;
+	id = file_id(file);
 	lcp__fdtab_set_window(file->fd, &id, start, end, lcp__now_ns() + lcp__cfg.window_ns);
 }
 
@@ -165,10 +166,11 @@ static void remember_window(const struct lcp__file *file, uint64_t start, uint64
  * size first: a call that asks past end of file reads only up to it. */
 static int in_window(const struct lcp__file *file, uint64_t off, uint64_t len)
 {
-	struct lcp__file_id id = file_id(file);
+	struct lcp__file_id id;
 
 	if (lcp__cfg.window_ns == 0 || !file->have_stat || off >= file->size)
 		return 0;
+	id = file_id(file);
 	if (len > file->size - off)
 		len = file->size - off;
 	return lcp__fdtab_in_window(file->fd, &id, off, len, lcp__now_ns());
