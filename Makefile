@@ -52,13 +52,16 @@ demo: bootstrap all
 	scripts/demo
 
 install: all install-service
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include/libception
-	install -m 0755 $(BUILD)/libdeception.so $(DESTDIR)$(PREFIX)/lib/libdeception.so
-	install -m 0755 $(BUILD)/bin/libception $(BUILD)/bin/vidbench $(DESTDIR)$(PREFIX)/bin/
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include/libception $(DESTDIR)$(PREFIX)/include/laio
+	install -m 0755 $(BUILD)/libdeception.so $(BUILD)/liblaio.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 0755 $(BUILD)/bin/libception $(BUILD)/bin/vidbench $(BUILD)/bin/laio-httpd $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 native/include/libception/*.h $(DESTDIR)$(PREFIX)/include/libception/
-	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man7
+	install -m 0644 native/include/laio/*.h $(DESTDIR)$(PREFIX)/include/laio/
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man3 $(DESTDIR)$(PREFIX)/share/man/man7 $(DESTDIR)$(PREFIX)/share/man/man8
 	install -m 0644 docs/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 0644 docs/man/*.3 $(DESTDIR)$(PREFIX)/share/man/man3/
 	install -m 0644 docs/man/*.7 $(DESTDIR)$(PREFIX)/share/man/man7/
+	install -m 0644 docs/man/*.8 $(DESTDIR)$(PREFIX)/share/man/man8/
 
 # The service's ExecStart names the installed binary: $(PREFIX)/bin.
 install-service:
@@ -71,11 +74,13 @@ install-service:
 	@echo "systemd units installed; as root: systemd-sysusers && systemctl daemon-reload && systemctl enable --now libception.socket"
 
 uninstall: uninstall-service
-	rm -f $(DESTDIR)$(PREFIX)/lib/libdeception.so
-	rm -f $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(RUST_BINS))
-	rm -rf $(DESTDIR)$(PREFIX)/include/libception
+	rm -f $(DESTDIR)$(PREFIX)/lib/libdeception.so $(DESTDIR)$(PREFIX)/lib/liblaio.so
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(RUST_BINS) laio-httpd)
+	rm -rf $(DESTDIR)$(PREFIX)/include/libception $(DESTDIR)$(PREFIX)/include/laio
 	rm -f $(addprefix $(DESTDIR)$(PREFIX)/share/man/man1/,$(notdir $(wildcard docs/man/*.1)))
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/share/man/man3/,$(notdir $(wildcard docs/man/*.3)))
 	rm -f $(addprefix $(DESTDIR)$(PREFIX)/share/man/man7/,$(notdir $(wildcard docs/man/*.7)))
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/share/man/man8/,$(notdir $(wildcard docs/man/*.8)))
 
 uninstall-service:
 	rm -f $(DESTDIR)$(SYSTEMDUNITDIR)/libception.service $(DESTDIR)$(SYSTEMDUNITDIR)/libception.socket
