@@ -76,6 +76,8 @@ pub struct Programs {
     pub vidbench: PathBuf,
     pub libception: PathBuf,
     pub shim: PathBuf,
+    /// The build directory the defaults above come from.
+    pub build: PathBuf,
 }
 
 impl Programs {
@@ -90,6 +92,7 @@ impl Programs {
             libception: exp.paths.libception.clone().unwrap_or_else(|| build.join("bin/libception")),
             shim: exp.paths.shim.clone().unwrap_or_else(|| build.join("libdeception.so")),
             vidbench,
+            build,
         })
     }
 }
@@ -139,7 +142,7 @@ fn write_json(path: &Path, v: &impl Serialize) -> anyhow::Result<()> {
 pub fn check_programs(exp: &Experiment, p: &Programs) -> anyhow::Result<()> {
     for c in &exp.configs {
         if let Some(kind) = c.server {
-            let bin = server_binary(exp, c, kind);
+            let bin = server_binary(exp, p, c, kind);
             if !bin.is_file() {
                 bail!("configuration {:?}: the {} binary {} does not exist (install it, or set `binary` or [paths])", c.name, kind.name(), bin.display());
             }
@@ -156,15 +159,16 @@ pub fn check_programs(exp: &Experiment, p: &Programs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn server_binary(exp: &Experiment, c: &Config, kind: crate::experiment::ServerKind) -> PathBuf {
+fn server_binary(exp: &Experiment, p: &Programs, c: &Config, kind: crate::experiment::ServerKind) -> PathBuf {
     use crate::experiment::ServerKind::*;
     c.binary.clone().unwrap_or_else(|| {
         let configured = match kind {
             Nginx => exp.paths.nginx.clone(),
             Apache => exp.paths.apache.clone(),
             Lighttpd => exp.paths.lighttpd.clone(),
+            Laio => exp.paths.laio.clone(),
         };
-        configured.unwrap_or_else(|| PathBuf::from(kind.default_binary()))
+        configured.unwrap_or_else(|| kind.default_binary(&p.build))
     })
 }
 
@@ -539,7 +543,7 @@ impl Driver {
             Some(mode) => shim_env(cfg, mode, &self.programs, daemon.as_ref().map(|d| d.socket.as_path()), dir)?,
             None => Vec::new(),
         };
-        let binary = server_binary(&self.exp, cfg, kind);
+        let binary = server_binary(&self.exp, &self.programs, cfg, kind);
         let template = cfg.template.clone().expect("checked: server configurations have a template");
         let setup = ServerSetup {
             kind,
@@ -1148,7 +1152,7 @@ libception = "track"
 
     #[test]
     fn the_daemon_gets_the_configured_prefetch() {
-        let programs = Programs { vidbench: "vb".into(), libception: "/bin/libception".into(), shim: "s.so".into() };
+        let programs = Programs { vidbench: "vb".into(), libception: "/bin/libception".into(), shim: "s.so".into(), build: "/b".into() };
         let dir = Path::new("/r");
         let command = |name: &str| {
             let cfg = configs().into_iter().find(|c| c.name == name).unwrap();
@@ -1169,7 +1173,7 @@ libception = "track"
 
     #[test]
     fn the_server_gets_only_the_shim_settings_its_mode_reads() {
-        let programs = Programs { vidbench: "vb".into(), libception: "/bin/libception".into(), shim: "/b/libdeception.so".into() };
+        let programs = Programs { vidbench: "vb".into(), libception: "/bin/libception".into(), shim: "/b/libdeception.so".into(), build: "/b".into() };
         let dir = tempfile::tempdir().unwrap();
         let env = |name: &str| {
             let cfg = configs().into_iter().find(|c| c.name == name).unwrap();

@@ -4,8 +4,8 @@
 //!
 //! Each kind runs in the foreground so that the driver owns it: nginx with
 //! `daemon off` (`-p RUN_DIR -e RUN_DIR/error.log`), Apache with `-DFOREGROUND`,
-//! lighttpd with `-D`. SIGTERM stops all three, and their workers exit through
-//! `exit()`, so the shim's track-mode stats are written.
+//! lighttpd with `-D`, laio-httpd as it always runs. SIGTERM stops all four, and
+//! their workers exit through `exit()`, so the shim's track-mode stats are written.
 
 use crate::cgroup::{Role, RunCgroup};
 use crate::experiment::ServerKind;
@@ -129,6 +129,9 @@ pub fn start(s: &ServerSetup<'_>, cgroup: &RunCgroup) -> anyhow::Result<RunningS
         }
         ServerKind::Lighttpd => {
             command.arg("-D").arg("-f").arg(&config_path);
+        }
+        ServerKind::Laio => {
+            command.arg("-f").arg(&config_path);
         }
     }
     let out = std::fs::File::create(s.run_dir.join("server.out")).context("cannot create server.out")?;

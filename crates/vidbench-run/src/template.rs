@@ -110,7 +110,7 @@ mod tests {
     fn the_bundled_templates_render_with_the_driver_variables() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/servers");
         let fixed = crate::server::template_variables_for_test();
-        for name in ["nginx.conf", "apache.conf", "lighttpd.conf"] {
+        for name in ["nginx.conf", "apache.conf", "lighttpd.conf", "laio.conf"] {
             let t = Template::load(&dir.join(name)).unwrap();
             let (text, _) = t.render(&fixed, &BTreeMap::new()).unwrap_or_else(|e| panic!("{name}: {e}"));
             assert!(text.contains("127.0.0.1"), "{name} must listen on 127.0.0.1 only");

@@ -8,7 +8,7 @@
 use libception_proto::{AdaptiveParams, Mode, Prefetch};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A whole experiment file, as written.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -335,6 +335,8 @@ pub struct PathsSection {
     pub nginx: Option<PathBuf>,
     pub apache: Option<PathBuf>,
     pub lighttpd: Option<PathBuf>,
+    /// laio-httpd; default: `bin/laio-httpd` of the build directory.
+    pub laio: Option<PathBuf>,
     pub libception: Option<PathBuf>,
     pub shim: Option<PathBuf>,
 }
@@ -357,6 +359,8 @@ pub enum ServerKind {
     Nginx,
     Apache,
     Lighttpd,
+    /// laio-httpd (native/laio-httpd): the event-driven server on liblaio.
+    Laio,
 }
 
 impl ServerKind {
@@ -365,6 +369,7 @@ impl ServerKind {
             ServerKind::Nginx => "nginx",
             ServerKind::Apache => "apache",
             ServerKind::Lighttpd => "lighttpd",
+            ServerKind::Laio => "laio",
         }
     }
     pub fn default_template(self) -> &'static str {
@@ -372,13 +377,17 @@ impl ServerKind {
             ServerKind::Nginx => "nginx.conf",
             ServerKind::Apache => "apache.conf",
             ServerKind::Lighttpd => "lighttpd.conf",
+            ServerKind::Laio => "laio.conf",
         }
     }
-    pub fn default_binary(self) -> &'static str {
+    /// Where the binary is when neither the configuration nor `[paths]` says:
+    /// Debian's servers in /usr/sbin, laio-httpd in the build directory.
+    pub fn default_binary(self, build: &Path) -> PathBuf {
         match self {
-            ServerKind::Nginx => "/usr/sbin/nginx",
-            ServerKind::Apache => "/usr/sbin/apache2",
-            ServerKind::Lighttpd => "/usr/sbin/lighttpd",
+            ServerKind::Nginx => PathBuf::from("/usr/sbin/nginx"),
+            ServerKind::Apache => PathBuf::from("/usr/sbin/apache2"),
+            ServerKind::Lighttpd => PathBuf::from("/usr/sbin/lighttpd"),
+            ServerKind::Laio => build.join("bin/laio-httpd"),
         }
     }
 }

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# laio-httpd as a `vidbench run` server kind: one short run per liblaio back
+# end (lazy, eager; the template's `backend` knob) on the emulated disk in a
+# memory cgroup, every byte verified by the load client. Each run must serve
+# all its sessions with no failure and no verification error, record the
+# rendered laio.conf with its knobs, and leave the workers' counter lines
+# (their back end named) in the run's error log.
+# Needs root, /dev/fuse and a cgroup memory controller.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${LIBCEPTION_BUILD:-$PWD/build}
+VB=${VIDBENCH:-$BUILD/bin/vidbench}
+if [ "$(id -u)" -ne 0 ]; then echo "skip: needs root (cgroups, drop_caches, FUSE)"; exit 77; fi
+[ -c /dev/fuse ] || { echo "skip: /dev/fuse is missing"; exit 77; }
+[ -x "$VB" ] || { echo "FAIL: $VB not built (run make)"; exit 1; }
+[ -x "$BUILD/bin/laio-httpd" ] || { echo "FAIL: $BUILD/bin/laio-httpd not built (run make)"; exit 1; }
+
+tmp=$(mktemp -d /tmp/run-laio.XXXXXX)
+chmod 755 "$tmp"
+cleanup() {
+  for m in $(grep -o " $tmp[^ ]*" /proc/mounts || true); do umount -l "$m" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; [ -f "$tmp/log" ] && tail -30 "$tmp/log"; exit 1; }
+
+"$VB" workload gen bench/specs/small.toml --out "$tmp/w" > /dev/null
+cat > "$tmp/e.toml" <<EOT
+name = "laio"
+templates = "$PWD/bench/servers"
+[workload]
+dir = "$tmp/w"
+[disk]
+mode = "fuse"
+preset = "wd-red-1tb"
+[memory]
+limit_mb = 256
+[run]
+warm = false
+port = 18097
+duration_s = 20
+max_session_s = 20
+verify = true
+[rates]
+fixed = [2]
+[[config]]
+name = "laio-lazy"
+server = "laio"
+knobs = { backend = "lazy" }
+[[config]]
+name = "laio-eager"
+server = "laio"
+knobs = { backend = "eager", buffer_kb = "128" }
+EOT
+"$VB" run "$tmp/e.toml" --check > /dev/null || fail "the experiment does not check"
+"$VB" run "$tmp/e.toml" --out "$tmp/r" > "$tmp/log" 2>&1 || fail "the run failed"
+for backend in lazy eager; do
+  run=$tmp/r/runs/laio-$backend/rate-2.00-rep0
+  [ -f "$run/DONE" ] || fail "run laio-$backend is not complete"
+  grep -q "^backend = $backend$" "$run/laio.conf" || fail "laio.conf of laio-$backend: $(grep backend "$run/laio.conf")"
+  python3 - "$run/load/summary.json" <<'PY' || fail "laio-$backend: the load's summary"
+import json, sys
+s = json.load(open(sys.argv[1]))
+sessions, v = s["sessions"], s["verify"]
+assert sessions["completed"] > 0, sessions
+assert sessions["failed"] == 0, sessions
+assert v["enabled"] and v["mismatches"] == 0 and v["bytes_checked"] > 0, v
+print(f"  {sessions['completed']} sessions, {v['bytes_checked']} bytes verified")
+PY
+  grep -q "laio-httpd worker 0 ($backend back end)" "$run/error.log" || fail "no counters from laio-$backend's workers: $(tail -5 "$run/error.log")"
+done
+echo "run-laio: ok"
