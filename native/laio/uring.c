@@ -133,7 +133,9 @@ static int drain(laio_handle_t mine, long *res)
 		laio_handle_t h = (laio_handle_t)cqe->user_data;
 
 		seen++;
-		if (mine && h == mine) {
+		if (h == 0) {
+			/* a request turned into a NOP after a failed submission */
+		} else if (mine && h == mine) {
 			*res = cqe->res;
 			found = 1;
 		} else {
@@ -178,6 +180,19 @@ long laio__uring_call(enum laio__kind k, const long a[6], laio_handle_t *h)
 		drain(0, NULL);
 		laio__queue_unlock();
 		sched_yield();
+	}
+	if (r < 0) {
+		/*
+		 * Not retryable: the kernel took nothing, and the SQE would go with
+		 * the next submission. It becomes a NOP whose completion drain()
+		 * drops, and the call goes to the pool as one io_uring cannot run.
+		 */
+		io_uring_prep_nop(sqe);
+		io_uring_sqe_set_data64(sqe, 0);
+		pthread_mutex_unlock(&u.lock);
+		laio__cancel();
+		*h = -1;
+		return r;
 	}
 	laio__queue_lock();
 	found = drain(mine, &res);
