@@ -70,6 +70,14 @@ pub struct WorkloadFiles {
     pub warm: Option<PathBuf>,
 }
 
+/// The children of one server run that `play` and the sampler read.
+pub struct RunChildren<'a> {
+    pub disk: &'a Disk,
+    pub cgroup: &'a RunCgroup,
+    /// The Reception daemon, when the configuration runs one.
+    pub daemon: Option<&'a Daemon>,
+}
+
 /// Where the programs are.
 #[derive(Debug, Clone, Serialize)]
 pub struct Programs {
@@ -507,13 +515,13 @@ impl Driver {
     fn run_server(&mut self, cfg: &Config, rate: f64, rep: u32, dir: &Path) -> anyhow::Result<Outcome> {
         if let Some(timing) = self.exp.run.steady {
             // One rate in its own run: ramp, window and hold.
-            let steps = self.serve(cfg, rep, dir, json!(rate), |d, disk, cgroup| {
-                d.play_steady(disk, cgroup, timing, rep, dir, |ch| ch.step(rate).map(|_| ()))
+            let steps = self.serve(cfg, rep, dir, json!(rate), |d, children| {
+                d.play_steady(children, timing, rep, dir, |ch| ch.step(rate).map(|_| ()))
             })?;
             let step = steps.1.first().context("the run played no step")?;
             return steady::outcome(&step.load);
         }
-        let summary = self.serve(cfg, rep, dir, json!(rate), |d, _, _| d.play_load(rate, rep, &dir.join("load")))?;
+        let summary = self.serve(cfg, rep, dir, json!(rate), |d, _| d.play_load(rate, rep, &dir.join("load")))?;
         let failure_pct = summary["failure_percent"].as_f64().context("the load measured no session (failure_percent is null): the run is too short for its ramp-up and ramp-down")?;
         let throughput_mbs = summary["throughput_mb_s"].as_f64().unwrap_or(0.0);
         Ok(Outcome { failure_pct, throughput_mbs })
@@ -528,7 +536,7 @@ impl Driver {
         rep: u32,
         dir: &Path,
         rates: Value,
-        play: impl FnOnce(&Driver, &Disk, &RunCgroup) -> anyhow::Result<T>,
+        play: impl FnOnce(&Driver, &RunChildren<'_>) -> anyhow::Result<T>,
     ) -> anyhow::Result<T> {
         let kind = cfg.server.expect("checked: server configurations name a server");
         self.drop_caches()?;
@@ -571,7 +579,7 @@ impl Driver {
         let disk_setup = self.disk_setup(&disk_opts, &disk, &disk_before)?;
         let cpu_before = (cgroup.cpu_seconds(Role::Server), cgroup.cpu_seconds(Role::Daemon));
         let load_started = Instant::now();
-        let played = play(self, &disk, &cgroup)?;
+        let played = play(self, &RunChildren { disk: &disk, cgroup: &cgroup, daemon: daemon.as_ref() })?;
         let load_wall = load_started.elapsed().as_secs_f64();
         let disk_after = disk.stats()?;
         write_json(&dir.join("disk-after.json"), &disk_after)?;
@@ -678,8 +686,7 @@ impl Driver {
     /// written to DIR/steps.json).
     fn play_steady<R>(
         &self,
-        disk: &Disk,
-        cgroup: &RunCgroup,
+        children: &RunChildren<'_>,
         timing: SteadySection,
         rep: u32,
         dir: &Path,
@@ -707,7 +714,7 @@ impl Driver {
         let (mut channel, mut plan) = steady::channel(timing, Box::new(move || !running.load(Ordering::Relaxed)), report);
         let (driven, summary, samples) = std::thread::scope(|scope| {
             let _stop_sampler = StopFlag(&stop);
-            let sampler = scope.spawn(|| steady::sample(epoch, disk, cgroup, self.exp.run.port, &dir.join("samples.csv"), &stop));
+            let sampler = scope.spawn(|| steady::sample(epoch, children, self.exp.run.port, &dir.join("samples.csv"), &stop));
             let load = scope.spawn(move || {
                 let r = vidbench_load::play_steps(config, sessions, &mut plan, &mut |p| printer.line(&format!("    load {p}")));
                 load_done.store(true, Ordering::Relaxed);
@@ -762,8 +769,8 @@ impl Driver {
             &json!({"experiment": self.exp.name, "config": cfg, "rate": null, "steps": true, "repetition": 0, "seed": self.exp.run.seed, "started_unix_s": now_unix()}),
         )?;
         let plan = cfg.rates.clone();
-        let played = self.serve(cfg, 0, &dir, json!("steps"), |d, disk, cgroup| {
-            d.play_steady(disk, cgroup, timing, 0, &dir, |ch| {
+        let played = self.serve(cfg, 0, &dir, json!("steps"), |d, children| {
+            d.play_steady(children, timing, 0, &dir, |ch| {
                 match &plan {
                     RatePlan::Search { search, threshold_pct } => search::find_max_failure_free(search, *threshold_pct, ch).map(Some),
                     RatePlan::Bracket { bracket, threshold_pct } => search::bracket_max_failure_free(bracket, *threshold_pct, ch).map(Some),

@@ -8,11 +8,11 @@
 //!   search code decides steps of one run or separate runs.
 //! - [`ChannelPlan`] is the load thread's end (a [`StepPlan`]).
 //! - [`Sampler`] writes `samples.csv` every sample interval.
-//! - [`StepRecord`] joins a step's load figures with the disk's and the
-//!   memory's over the same window (a row of the run's `steps.json`).
+//! - [`StepRecord`] joins a step's load figures with the disk's, the
+//!   memory's and (under Libception) the daemon's prefetching over the same
+//!   window (a row of the run's `steps.json`).
 
-use crate::cgroup::RunCgroup;
-use crate::disk::Disk;
+use crate::driver::RunChildren;
 use crate::experiment::{SteadySection, SAMPLE_INTERVAL_S};
 use crate::interrupt;
 use crate::search::{Outcome, Prober};
@@ -133,15 +133,41 @@ pub struct Sample {
     /// The run's memory cgroup: usage and limit hits so far.
     pub memory_bytes: Option<f64>,
     pub memory_limit_hits: Option<f64>,
+    /// The daemon's prefetch size in force (the adaptive controller's first
+    /// queue, or the fixed size) and, cumulative, what became of the bytes it
+    /// prefetched (paper 001 Table 1: read, used, evicted before use, wasted,
+    /// re-read after eviction); none without a daemon.
+    pub prefetch_bytes: Option<f64>,
+    pub prefetch_read_bytes: Option<f64>,
+    pub prefetch_used_bytes: Option<f64>,
+    pub prefetch_evicted_bytes: Option<f64>,
+    pub prefetch_wasted_bytes: Option<f64>,
+    pub prefetch_reread_bytes: Option<f64>,
+}
+
+/// The prefetch fields of a sample from `libception stat --json`.
+fn prefetch_fields(stats: &Value, row: &mut Sample) {
+    let size = stats
+        .pointer("/controller/queues/0/prefetch_bytes")
+        .or_else(|| stats.pointer("/daemon/prefetch_bytes"))
+        .and_then(Value::as_f64);
+    let usage = stats.get("prefetch_usage").and_then(Value::as_array);
+    let total = |key: &str| usage.map(|u| u.iter().filter_map(|w| w.pointer(&format!("/usage/{key}")).and_then(Value::as_f64)).sum());
+    row.prefetch_bytes = size;
+    row.prefetch_read_bytes = total("read_bytes");
+    row.prefetch_used_bytes = total("used_bytes");
+    row.prefetch_evicted_bytes = total("evicted_bytes");
+    row.prefetch_wasted_bytes = total("wasted_bytes");
+    row.prefetch_reread_bytes = total("reread_bytes");
 }
 
 impl Sample {
-    fn read(t_s: f64, disk: &Disk, cgroup: &RunCgroup) -> Sample {
-        let stats = disk.stats().unwrap_or(Value::Null);
+    fn read(t_s: f64, children: &RunChildren<'_>) -> Sample {
+        let stats = children.disk.stats().unwrap_or(Value::Null);
         let at = |path: &[&str]| path.iter().try_fold(&stats, |v, k| v.get(*k)).and_then(Value::as_f64);
         // A sample with no memory figures rather than no sample (as for the disk).
-        let memory = cgroup.memory_stats().unwrap_or(Value::Null);
-        Sample {
+        let memory = children.cgroup.memory_stats().unwrap_or(Value::Null);
+        let mut row = Sample {
             t_s,
             disk_reads: at(&["total", "counters", "reads"]),
             disk_bytes: at(&["total", "counters", "bytes"]),
@@ -151,7 +177,15 @@ impl Sample {
             block_io_ticks_ms: at(&["block_layer", "counters", "io_ticks_ms"]),
             memory_bytes: memory.get("usage_in_bytes").and_then(Value::as_f64),
             memory_limit_hits: memory.get("failcnt").and_then(Value::as_f64),
+            ..Sample::default()
+        };
+        if let Some(daemon) = children.daemon {
+            // As for the disk: a sample without these figures rather than none.
+            if let Ok(v) = daemon.stats() {
+                prefetch_fields(&v, &mut row);
+            }
         }
+        row
     }
 }
 
@@ -162,7 +196,7 @@ const SOCKETS_AT_S: f64 = 60.0;
 /// Samples every sample interval from `epoch` until `stop`, writing each row
 /// to `path` as it is taken; once, `SOCKETS_AT_S` in, records the send buffers
 /// of the server's connections on `port` in `sockets.json` beside `path`.
-pub fn sample(epoch: Instant, disk: &Disk, cgroup: &RunCgroup, port: u16, path: &Path, stop: &AtomicBool) -> anyhow::Result<Vec<Sample>> {
+pub fn sample(epoch: Instant, children: &RunChildren<'_>, port: u16, path: &Path, stop: &AtomicBool) -> anyhow::Result<Vec<Sample>> {
     let mut out = csv::Writer::from_path(path).with_context(|| format!("cannot create {}", path.display()))?;
     let mut rows = Vec::new();
     let mut k = 0u32;
@@ -173,7 +207,7 @@ pub fn sample(epoch: Instant, disk: &Disk, cgroup: &RunCgroup, port: u16, path: 
             std::thread::sleep((at - now).min(Duration::from_millis(200)));
             continue;
         }
-        let row = Sample::read(k as f64 * SAMPLE_INTERVAL_S, disk, cgroup);
+        let row = Sample::read(k as f64 * SAMPLE_INTERVAL_S, children);
         out.serialize(row).and_then(|_| out.flush().map_err(Into::into)).with_context(|| format!("cannot write {}", path.display()))?;
         rows.push(row);
         if row.t_s == SOCKETS_AT_S {
@@ -210,6 +244,23 @@ pub struct StepRecord {
     /// Mean memory cgroup usage over the window, and limit hits in it.
     pub memory_mean_bytes: Option<f64>,
     pub memory_limit_hits: Option<f64>,
+    /// The daemon's prefetching over the window (runs under Libception).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefetch: Option<PrefetchWindow>,
+}
+
+/// Paper 001 Table 1 over a step's window: the prefetch size in force
+/// (its mean over the window's samples, and its value at the end) and MB/s
+/// of prefetched bytes read, used, evicted before use, wasted and re-read.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PrefetchWindow {
+    pub size_mean_bytes: f64,
+    pub size_end_bytes: f64,
+    pub read_mb_s: Option<f64>,
+    pub used_mb_s: Option<f64>,
+    pub evicted_mb_s: Option<f64>,
+    pub wasted_mb_s: Option<f64>,
+    pub reread_mb_s: Option<f64>,
 }
 
 impl StepRecord {
@@ -230,7 +281,19 @@ impl StepRecord {
         });
         let inside: Vec<f64> = samples.iter().filter(|s| s.t_s >= a - 1e-6 && s.t_s <= b + 1e-6).filter_map(|s| s.memory_bytes).collect();
         let delivered = load.throughput_mb_s;
+        let sizes: Vec<f64> = samples.iter().filter(|s| s.t_s >= a - 1e-6 && s.t_s <= b + 1e-6).filter_map(|s| s.prefetch_bytes).collect();
+        let mb_s = |f: fn(&Sample) -> Option<f64>| delta(f).map(|bytes| bytes / 1e6 / seconds);
+        let prefetch = last.and_then(|l| l.prefetch_bytes).filter(|_| !sizes.is_empty()).map(|end| PrefetchWindow {
+            size_mean_bytes: sizes.iter().sum::<f64>() / sizes.len() as f64,
+            size_end_bytes: end,
+            read_mb_s: mb_s(|s| s.prefetch_read_bytes),
+            used_mb_s: mb_s(|s| s.prefetch_used_bytes),
+            evicted_mb_s: mb_s(|s| s.prefetch_evicted_bytes),
+            wasted_mb_s: mb_s(|s| s.prefetch_wasted_bytes),
+            reread_mb_s: mb_s(|s| s.prefetch_reread_bytes),
+        });
         StepRecord {
+            prefetch,
             disk_bytes_per_delivered_byte: disk.filter(|_| delivered > 0.0).map(|d| d.mb_s / delivered),
             disk,
             memory_mean_bytes: (!inside.is_empty()).then(|| inside.iter().sum::<f64>() / inside.len() as f64),
@@ -303,6 +366,45 @@ mod tests {
         assert_eq!(r.memory_limit_hits, Some(4.0));
         // No sample at an edge: no disk figure rather than a wrong one.
         assert_eq!(StepRecord::new(load_step((10.0, 60.0), 20.0), &samples).disk, None);
+    }
+
+    #[test]
+    fn a_step_record_takes_the_daemons_prefetching_over_the_window() {
+        // The size in force moves from 2 MiB to 3 MiB inside the window; the
+        // daemon reads 8 MB/s, of which 1 MB/s is evicted before use.
+        let stats = |size: f64, t: f64| {
+            serde_json::json!({
+                "daemon": {"prefetch_bytes": 2097152},
+                "controller": {"queues": [{"prefetch_bytes": size}]},
+                "prefetch_usage": [
+                    {"usage": {"read_bytes": t * 6e6, "used_bytes": t * 5e6, "evicted_bytes": t * 1e6, "wasted_bytes": 0.0, "reread_bytes": t * 0.5e6}},
+                    {"usage": {"read_bytes": t * 2e6, "used_bytes": t * 2e6, "evicted_bytes": 0.0, "wasted_bytes": 0.0, "reread_bytes": 0.0}}
+                ]
+            })
+        };
+        let samples: Vec<Sample> = (0..8)
+            .map(|k| {
+                let t = k as f64 * 5.0;
+                let mut row = Sample { t_s: t, ..Sample::default() };
+                prefetch_fields(&stats(if t < 20.0 { 2097152.0 } else { 3145728.0 }, t), &mut row);
+                row
+            })
+            .collect();
+        let p = StepRecord::new(load_step((10.0, 30.0), 20.0), &samples).prefetch.expect("a daemon was sampled");
+        assert_eq!(p.size_end_bytes, 3145728.0);
+        // Samples at 10, 15 (2 MiB) and 20, 25, 30 (3 MiB).
+        assert!((p.size_mean_bytes - (2.0 * 2097152.0 + 3.0 * 3145728.0) / 5.0).abs() < 1e-6);
+        assert!((p.read_mb_s.unwrap() - 8.0).abs() < 1e-9);
+        assert!((p.used_mb_s.unwrap() - 7.0).abs() < 1e-9);
+        assert!((p.evicted_mb_s.unwrap() - 1.0).abs() < 1e-9);
+        assert!((p.reread_mb_s.unwrap() - 0.5).abs() < 1e-9);
+        // A fixed-size daemon without a controller: its size.
+        let mut row = Sample::default();
+        prefetch_fields(&serde_json::json!({"daemon": {"prefetch_bytes": 4194304}, "prefetch_usage": []}), &mut row);
+        assert_eq!(row.prefetch_bytes, Some(4194304.0));
+        // No daemon: no prefetch figures.
+        let plain: Vec<Sample> = (0..8).map(|k| Sample { t_s: k as f64 * 5.0, ..Sample::default() }).collect();
+        assert_eq!(StepRecord::new(load_step((10.0, 30.0), 20.0), &plain).prefetch, None);
     }
 
     #[test]
