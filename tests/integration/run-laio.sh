@@ -15,14 +15,8 @@ if [ "$(id -u)" -ne 0 ]; then echo "skip: needs root (cgroups, drop_caches, FUSE
 [ -x "$VB" ] || { echo "FAIL: $VB not built (run make)"; exit 1; }
 [ -x "$BUILD/bin/laio-httpd" ] || { echo "FAIL: $BUILD/bin/laio-httpd not built (run make)"; exit 1; }
 
-tmp=$(mktemp -d /tmp/run-laio.XXXXXX)
-chmod 755 "$tmp"
-cleanup() {
-  for m in $(grep -o " $tmp[^ ]*" /proc/mounts || true); do umount -l "$m" 2>/dev/null || true; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; [ -f "$tmp/log" ] && tail -30 "$tmp/log"; exit 1; }
+source tests/integration/lib/scratch.sh
+scratch run-laio
 
 "$VB" workload gen bench/specs/small.toml --out "$tmp/w" > /dev/null
 cat > "$tmp/e.toml" <<EOT

@@ -17,14 +17,8 @@ if [ "$(id -u)" -ne 0 ]; then echo "skip: needs root (cgroups, drop_caches, FUSE
 [ -x /usr/sbin/nginx ] || { echo "skip: nginx is not installed"; exit 77; }
 [ -x "$VB" ] || { echo "FAIL: $VB not built (run make)"; exit 1; }
 
-tmp=$(mktemp -d /tmp/run-steady.XXXXXX)
-chmod 755 "$tmp"
-cleanup() {
-  for m in $(grep -o " $tmp[^ ]*" /proc/mounts || true); do umount -l "$m" 2>/dev/null || true; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; [ -f "$tmp/log" ] && tail -30 "$tmp/log"; exit 1; }
+source tests/integration/lib/scratch.sh
+scratch run-steady
 
 "$VB" workload gen bench/specs/small.toml --out "$tmp/w" > /dev/null
 experiment() { # one_run, rates

@@ -12,12 +12,7 @@
 #include "ltest.h"
 
 #include <fcntl.h>
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <signal.h>
-#include <stddef.h>
-#include <sys/prctl.h>
 
 #define SYSCTL "/proc/sys/kernel/io_uring_disabled"
 
@@ -44,23 +39,6 @@ static void on_signal(int sig)
 	restore();
 	signal(sig, SIG_DFL);
 	raise(sig);
-}
-
-static void no_io_uring(void)
-{
-	struct sock_filter f[] = {
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_io_uring_setup, 0, 1),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-	};
-	struct sock_fprog prog = { .len = sizeof(f) / sizeof(f[0]), .filter = f };
-
-	CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0);
-	CHECK(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0);
 }
 
 /* In a child: stderr to a file, LAIO_BACKEND as given, then check. */
@@ -124,7 +102,7 @@ static int run_child(const char *backend, const char *want_note, int seccomp, in
 	CHECK(pid >= 0);
 	if (pid == 0) {
 		if (seccomp)
-			no_io_uring();
+			deny_syscall(SYS_io_uring_setup, ENOSYS);
 		child(backend, want_note, errfile);
 	}
 	CHECK(waitpid(pid, &st, 0) == pid);
