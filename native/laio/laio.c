@@ -17,9 +17,10 @@
  *     is given.
  *   accept, accept4: on a non-blocking listener the call itself; otherwise
  *     io_uring, inline when a connection is pending.
- *   open, openat, close: io_uring; inline when the kernel completes it
- *     without punting to io-wq (openat: path in the dentry cache, no O_CREAT
- *     or O_TRUNC; close: no ->flush).
+ *   open, openat: openat2(RESOLVE_CACHED) first when nothing is created:
+ *     inline when the path is in the dentry cache; else io_uring.
+ *   close: io_uring; inline when the kernel completes it without punting to
+ *     io-wq (no ->flush).
  *   statx, stat, lstat, newfstatat: openat2(O_PATH, RESOLVE_CACHED) probes
  *     whether the path resolves from the dentry cache; if it does (or fails
  *     for any reason but EAGAIN) the call itself runs inline; else statx goes
@@ -275,6 +276,28 @@ static int path_cached(int dirfd, const char *path, int nofollow)
 	return errno != EAGAIN && errno != ENOSYS;
 }
 
+/*
+ * open, openat: openat2() with RESOLVE_CACHED first, for opens that create
+ * nothing. When every component is in the dentry cache it opens the file
+ * in one call (what io_uring's inline try would do, without a ring round
+ * trip); otherwise, or if openat2 refuses the flags, io_uring decides.
+ * Only a success is taken: a failure is left to io_uring, whose result is
+ * exactly openat's.
+ */
+static long cached_open(long nr, const long a[6], const long ua[6], laio_handle_t *h)
+{
+	int flags = (int)ua[2];
+
+	if (!(flags & (O_CREAT | O_TRUNC | __O_TMPFILE))) {
+		struct open_how how = { .flags = (unsigned int)flags, .resolve = RESOLVE_CACHED };
+		long fd = syscall(SYS_openat2, (int)ua[0], (const char *)ua[1], &how, sizeof(how));
+
+		if (fd >= 0)
+			return fd;
+	}
+	return to_uring(LAIO__OPENAT, nr, a, ua, h);
+}
+
 /* statx, stat, lstat, newfstatat: inline when the path is cached. */
 static long stat_family(long nr, const long a[6], int dirfd, long path, int nofollow,
 			laio_handle_t *h)
@@ -328,9 +351,9 @@ static long lazy(long nr, const long a[6], laio_handle_t *h)
 		ua[1] = a[0];
 		ua[2] = a[1];
 		ua[3] = a[2];
-		return to_uring(LAIO__OPENAT, nr, a, ua, h);
+		return cached_open(nr, a, ua, h);
 	case SYS_openat:
-		return to_uring(LAIO__OPENAT, nr, a, ua, h);
+		return cached_open(nr, a, ua, h);
 	case SYS_close:
 		return to_uring(LAIO__CLOSE, nr, a, ua, h);
 	case SYS_fsync:
