@@ -124,6 +124,10 @@ fn print_plan(exp: &Experiment, out: &mut dyn Write) -> std::io::Result<()> {
             (Some(s), None) => format!("{} vanilla", s.name()),
             (None, _) => "wc upper bound".into(),
         };
+        let what = match c.chaos {
+            Some(k) => format!("{what}, daemon SIGKILLed every {} s and restarted {} s later", k.kill_every_s, k.restart_after_s),
+            None => what,
+        };
         let plan = match &c.rates {
             RatePlan::Fixed { rates, repetitions, .. } => format!("rates {rates:?} x {repetitions}"),
             RatePlan::Search { search, threshold_pct } => format!(

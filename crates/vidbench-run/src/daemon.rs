@@ -26,6 +26,9 @@ pub struct Daemon {
     pub socket: PathBuf,
     binary: PathBuf,
     log: PathBuf,
+    /// What it was started with, to start it again (chaos runs).
+    prefetch: Prefetch,
+    server_user: String,
 }
 
 impl Daemon {
@@ -34,7 +37,8 @@ impl Daemon {
     /// server's workers) to learn residency.
     pub fn start(binary: &Path, socket: &Path, prefetch: &Prefetch, server_user: &str, log: &Path, cgroup: &RunCgroup) -> anyhow::Result<Daemon> {
         let args = launch::daemon_args(socket, prefetch, &[server_user]);
-        let out = std::fs::File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
+        // Appended to: a restarted daemon's log follows its predecessor's.
+        let out = std::fs::OpenOptions::new().create(true).append(true).open(log).with_context(|| format!("cannot create {}", log.display()))?;
         let mut command = Command::new(binary);
         command.args(&args).stdin(Stdio::null()).stdout(out.try_clone()?).stderr(out);
         let child = Child::spawn(Spawn {
@@ -44,7 +48,14 @@ impl Daemon {
             stop_signal: libc::SIGTERM,
             death_signal: libc::SIGKILL,
         })?;
-        let mut d = Daemon { child, socket: socket.to_owned(), binary: binary.to_owned(), log: log.to_owned() };
+        let mut d = Daemon {
+            child,
+            socket: socket.to_owned(),
+            binary: binary.to_owned(),
+            log: log.to_owned(),
+            prefetch: prefetch.clone(),
+            server_user: server_user.to_owned(),
+        };
         let child = &mut d.child;
         let readiness = launch::wait_ready(Duration::from_secs(20), Duration::from_millis(20), || child.exited(), || {
             interrupt::check()?;
@@ -63,6 +74,29 @@ impl Daemon {
                 bail!("libception daemon did not create {} within 20 s; its log {}:\n{}", socket.display(), log.display(), tail(log, 20))
             }
         }
+    }
+
+    /// SIGKILL, as a crash would end it: no reply to what is pending, its
+    /// socket file left behind. Returns the pid it had.
+    pub fn kill(&mut self) -> i32 {
+        let pid = self.child.pid();
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        self.child.wait_timeout(Duration::from_secs(10));
+        pid
+    }
+
+    /// Starts a new daemon in place of a dead one, with the same arguments,
+    /// on the same socket path (the dead one's file removed first, so that
+    /// readiness means the new socket).
+    pub fn restart(&mut self, cgroup: &RunCgroup) -> anyhow::Result<()> {
+        match std::fs::remove_file(&self.socket) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("cannot remove the dead daemon's socket {}", self.socket.display())),
+        }
+        let new = Daemon::start(&self.binary, &self.socket, &self.prefetch, &self.server_user, &self.log, cgroup)?;
+        *self = new;
+        Ok(())
     }
 
     /// `libception stat --json`.

@@ -22,6 +22,7 @@
 //! daemon, server) and stops them in reverse, on success, error or Ctrl-C alike.
 
 use crate::cgroup::{self, Role, RunCgroup};
+use crate::chaos;
 use crate::daemon::Daemon;
 use crate::disk::{self, BlockOptions, Disk, DiskOptions};
 use crate::experiment::{Config, DiskMode, Experiment, Mode, Prefetch, RatePlan, RunKind, WorkloadSource};
@@ -33,7 +34,7 @@ use crate::search::{self, Outcome, Prober, SearchResult};
 use crate::steady::{self, StepChannel, StepRecord, StopFlag};
 use crate::experiment::SteadySection;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use crate::server::{self, ServerSetup};
 use crate::setup;
 use vidbench_stats as stats;
@@ -74,8 +75,9 @@ pub struct WorkloadFiles {
 pub struct RunChildren<'a> {
     pub disk: &'a Disk,
     pub cgroup: &'a RunCgroup,
-    /// The Reception daemon, when the configuration runs one.
-    pub daemon: Option<&'a Daemon>,
+    /// The Reception daemon, when the configuration runs one (replaced by a
+    /// new one after each kill of a chaos run).
+    pub daemon: Option<&'a Mutex<Daemon>>,
 }
 
 /// Where the programs are.
@@ -551,6 +553,9 @@ impl Driver {
             Some(mode) => shim_env(cfg, mode, &self.programs, daemon.as_ref().map(|d| d.socket.as_path()), dir)?,
             None => Vec::new(),
         };
+        // Shared with the sampler and, in chaos runs, the thread that kills
+        // and restarts it.
+        let daemon = daemon.map(Mutex::new);
         let binary = server_binary(&self.exp, &self.programs, cfg, kind);
         let template = cfg.template.clone().expect("checked: server configurations have a template");
         let setup = ServerSetup {
@@ -579,7 +584,12 @@ impl Driver {
         let disk_setup = self.disk_setup(&disk_opts, &disk, &disk_before)?;
         let cpu_before = (cgroup.cpu_seconds(Role::Server), cgroup.cpu_seconds(Role::Daemon));
         let load_started = Instant::now();
-        let played = play(self, &RunChildren { disk: &disk, cgroup: &cgroup, daemon: daemon.as_ref() })?;
+        let children = RunChildren { disk: &disk, cgroup: &cgroup, daemon: daemon.as_ref() };
+        let (played, chaos_kills) = match (cfg.chaos, daemon.as_ref()) {
+            (Some(chaos), Some(d)) => chaos::during(chaos, d, &cgroup, &dir.join("chaos.csv"), || play(self, &children)).map(|(p, k)| (p, Some(k)))?,
+            _ => (play(self, &children)?, None),
+        };
+        let daemon = daemon.map(|d| d.into_inner().unwrap_or_else(|e| e.into_inner()));
         let load_wall = load_started.elapsed().as_secs_f64();
         let disk_after = disk.stats()?;
         write_json(&dir.join("disk-after.json"), &disk_after)?;
@@ -628,6 +638,7 @@ impl Driver {
             "server": {"kind": kind.name(), "binary": binary, "template": template, "config": srv.config_path, "knobs": srv.knobs, "env": env},
             "workload": self.workload,
             "warm": warm,
+            "chaos_kills": chaos_kills,
         });
         write_json(&dir.join("setup.json"), &setup_json)?;
         disk.unmount()?;

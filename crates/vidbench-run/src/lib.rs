@@ -29,6 +29,7 @@
 //! - `progress`: the "run N of M" line.
 
 mod cgroup;
+mod chaos;
 mod cgroup_probe;
 pub mod cli;
 mod daemon;

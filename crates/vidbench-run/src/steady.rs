@@ -180,8 +180,10 @@ impl Sample {
             ..Sample::default()
         };
         if let Some(daemon) = children.daemon {
-            // As for the disk: a sample without these figures rather than none.
-            if let Ok(v) = daemon.stats() {
+            // As for the disk: a sample without these figures rather than
+            // none (also while a chaos run's daemon is dead).
+            let stats = daemon.lock().unwrap_or_else(|e| e.into_inner()).stats();
+            if let Ok(v) = stats {
                 prefetch_fields(&v, &mut row);
             }
         }

@@ -6,7 +6,7 @@
 //! found is the one reported.
 
 use super::schema::{
-    ConfigSection, DiskMode, DiskSection, ExperimentFile, FillOrder, FsSize, MemorySection, PrefetchSize, RatesSection, RunKind,
+    ChaosSection, ConfigSection, DiskMode, DiskSection, ExperimentFile, FillOrder, FsSize, MemorySection, PrefetchSize, RatesSection, RunKind,
     RunSection, ServerKind, WorkloadSection,
 };
 use super::schema::OneOrMany;
@@ -430,6 +430,7 @@ impl Checker<'_> {
             knobs: c.knobs.clone(),
             rates: plan,
             trace: c.trace.unwrap_or(disk.trace),
+            chaos: self.chaos(key, c)?,
         }];
         let adaptive = self.adaptive(key, c, &prefetches)?;
         sweep(&mut configs, &prefetches, |c, p| {
@@ -456,6 +457,23 @@ impl Checker<'_> {
             config.label = c.label.clone().unwrap_or_else(|| config.name.clone());
         }
         Ok(configs)
+    }
+
+    /// `chaos`, checked: a daemon to kill, and a kill period longer than
+    /// the restart delay (else the daemon would never run).
+    fn chaos(&self, key: &str, c: &ConfigSection) -> Result<Option<ChaosSection>, ExperimentError> {
+        let Some(chaos) = c.chaos else { return Ok(None) };
+        let k = format!("{key}.chaos");
+        if !matches!(c.libception, Some(Mode::Full | Mode::Serialize)) {
+            return Err(self.invalid(k, "needs the daemon: libception mode full or serialize"));
+        }
+        if !(chaos.restart_after_s.is_finite() && chaos.restart_after_s >= 0.0) {
+            return Err(self.invalid(format!("{k}.restart_after_s"), "must be a number of seconds >= 0"));
+        }
+        if !(chaos.kill_every_s.is_finite() && chaos.kill_every_s > chaos.restart_after_s) {
+            return Err(self.invalid(format!("{k}.kill_every_s"), "must be longer than restart_after_s"));
+        }
+        Ok(Some(chaos))
     }
 
     /// The values of a block-only configuration key (`[None]`: unset, the

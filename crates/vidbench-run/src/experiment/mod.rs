@@ -26,7 +26,7 @@ mod schema;
 pub use libception_proto::{Mode, Prefetch};
 use libception_proto::AdaptiveParams;
 pub use schema::{DiskMode, DiskSection, ExperimentFile, FillOrder, FsKind, FsSize, PathsSection, RunKind, RunSection, Scheduler, SearchSection, ServerKind, SteadySection, SAMPLE_INTERVAL_S};
-pub use schema::BracketSection;
+pub use schema::{BracketSection, ChaosSection};
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -111,6 +111,9 @@ pub struct Config {
     pub knobs: BTreeMap<String, String>,
     pub rates: RatePlan,
     pub trace: bool,
+    /// Daemon kills during the load (`chaos = {...}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chaos: Option<ChaosSection>,
 }
 
 impl Config {
@@ -329,6 +332,21 @@ kind = "wc"
         assert!(err.contains("config[1] (\"lib\").prefetch_kb") && err.contains("mode full"), "{err}");
         let err = parse(&GOOD.replace("prefetch_kb = [1024, 2048]", "prefetch_kb = \"big\"")).unwrap_err().to_string();
         assert!(err.contains("big") && err.contains("line 21"), "{err}");
+    }
+
+    #[test]
+    fn chaos_needs_a_daemon_and_a_period_longer_than_the_restart() {
+        let lib = "libception = \"full\"\nprefetch_kb = [1024, 2048]";
+        let e = parse(&GOOD.replace(lib, &format!("{lib}\nchaos = {{ kill_every_s = 5 }}"))).unwrap();
+        let chaos = e.config("lib-p2048").unwrap().chaos.unwrap();
+        assert_eq!((chaos.kill_every_s, chaos.restart_after_s), (5.0, 1.0));
+        assert_eq!(e.config("vanilla").unwrap().chaos, None);
+        let err = parse(&GOOD.replace(lib, &format!("{lib}\nchaos = {{ kill_every_s = 1, restart_after_s = 2 }}"))).unwrap_err().to_string();
+        assert!(err.contains("config[1] (\"lib\").chaos.kill_every_s") && err.contains("longer than restart_after_s"), "{err}");
+        let err = parse(&GOOD.replace(lib, "libception = \"prefetch\"\nprefetch_kb = 2048\nchaos = { kill_every_s = 5 }")).unwrap_err().to_string();
+        assert!(err.contains("chaos") && err.contains("needs the daemon"), "{err}");
+        let err = parse(&GOOD.replace(lib, &format!("{lib}\nchaos = {{ kill_every = 5 }}"))).unwrap_err().to_string();
+        assert!(err.contains("kill_every"), "{err}");
     }
 
     #[test]

@@ -537,4 +537,23 @@ pub struct ConfigSection {
     /// Name shown in reports (defaults to `name`).
     #[serde(default)]
     pub label: Option<String>,
+    /// Kill the daemon during the load and start it again (issue 13's chaos
+    /// benchmark); needs a mode with a daemon.
+    pub chaos: Option<ChaosSection>,
+}
+
+/// `chaos = { kill_every_s = 5, restart_after_s = 1 }`: every `kill_every_s`
+/// seconds of load the daemon gets SIGKILL, and `restart_after_s` later a new
+/// one starts on the same socket, as systemd's `Restart=always` with
+/// `RestartSec=` would start it (dist/systemd/libception.service).
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ChaosSection {
+    pub kill_every_s: f64,
+    #[serde(default = "default_restart_after_s")]
+    pub restart_after_s: f64,
+}
+
+fn default_restart_after_s() -> f64 {
+    1.0
 }

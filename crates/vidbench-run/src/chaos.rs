@@ -1,0 +1,77 @@
+//! The chaos benchmark of issue 13: while the load plays, the daemon is
+//! killed with SIGKILL every `kill_every_s` seconds and a new one started
+//! `restart_after_s` later on the same socket, as systemd restarts the
+//! service (`Restart=always`, `RestartSec=1s` in dist/systemd). The shim must
+//! fail open meanwhile, so the sessions failing under chaos are compared with
+//! vanilla nginx's at the same rate.
+//!
+//! Stand-in for the unit, and what differs: under socket activation systemd
+//! holds the listening socket, so a shim's connect() during the restart waits
+//! in the backlog; here the socket file goes with the killed daemon and a
+//! connect() during the gap fails at once (the shim then goes to libc and
+//! retries with back-off). Every kill and start is a row of `chaos.csv` in
+//! the run directory (load-clock seconds, event, pid).
+
+use crate::cgroup::RunCgroup;
+use crate::daemon::Daemon;
+use crate::experiment::ChaosSection;
+use crate::interrupt;
+use anyhow::Context;
+use std::io::Write;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Runs `play` while a thread kills and restarts `daemon`; returns what
+/// `play` returned and the number of kills, or the first error of either.
+pub fn during<T>(
+    chaos: ChaosSection,
+    daemon: &Mutex<Daemon>,
+    cgroup: &RunCgroup,
+    log: &Path,
+    play: impl FnOnce() -> anyhow::Result<T>,
+) -> anyhow::Result<(T, u32)> {
+    let done = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let killer = scope.spawn(|| kill_loop(chaos, daemon, cgroup, log, &done));
+        let played = play();
+        done.store(true, Ordering::Relaxed);
+        let kills = killer.join().map_err(|_| anyhow::anyhow!("the chaos thread panicked"))?;
+        Ok((played?, kills?))
+    })
+}
+
+/// Sleeps `d` unless `done` is set or Ctrl-C comes first; true if it slept it all.
+fn pause(d: Duration, done: &AtomicBool) -> bool {
+    let end = Instant::now() + d;
+    while Instant::now() < end {
+        if done.load(Ordering::Relaxed) || interrupt::check().is_err() {
+            return false;
+        }
+        std::thread::sleep((end - Instant::now()).min(Duration::from_millis(50)));
+    }
+    true
+}
+
+fn kill_loop(chaos: ChaosSection, daemon: &Mutex<Daemon>, cgroup: &RunCgroup, log: &Path, done: &AtomicBool) -> anyhow::Result<u32> {
+    let mut out = std::fs::File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
+    writeln!(out, "t_s,event,pid")?;
+    let epoch = Instant::now();
+    let mut kills = 0;
+    let every = Duration::from_secs_f64(chaos.kill_every_s);
+    let gap = Duration::from_secs_f64(chaos.restart_after_s);
+    let lock = || daemon.lock().unwrap_or_else(|e| e.into_inner());
+    while pause(every - gap, done) {
+        let pid = lock().kill();
+        kills += 1;
+        writeln!(out, "{:.3},kill,{pid}", epoch.elapsed().as_secs_f64())?;
+        // The restart happens even when the load has just ended, so that the
+        // run's end finds a daemon to ask for its counters and to stop.
+        pause(gap, done);
+        let mut d = lock();
+        d.restart(cgroup).context("restarting the killed daemon")?;
+        writeln!(out, "{:.3},start,{}", epoch.elapsed().as_secs_f64(), d.child.pid())?;
+    }
+    Ok(kills)
+}
