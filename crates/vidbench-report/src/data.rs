@@ -40,6 +40,53 @@ pub struct Run {
     /// for a run of the classic protocol, whose disk figures cover the whole
     /// load and whose delivered MB/s covers the measure phase.
     pub window_s: Option<(f64, f64)>,
+    /// The daemon's prefetching over the step's window (steady-state steps
+    /// of runs under Libception, from steps.json).
+    pub prefetch: Option<PrefetchWindow>,
+}
+
+/// Paper 001 Table 1 over a window: the prefetch size in force and what
+/// became of the prefetched bytes, in MB/s.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PrefetchWindow {
+    pub size_mean_bytes: f64,
+    pub size_end_bytes: f64,
+    pub read_mb_s: Option<f64>,
+    pub used_mb_s: Option<f64>,
+    pub evicted_mb_s: Option<f64>,
+    pub wasted_mb_s: Option<f64>,
+    pub reread_mb_s: Option<f64>,
+}
+
+impl PrefetchWindow {
+    fn from_json(v: &Value) -> Option<PrefetchWindow> {
+        let f = |k: &str| v.get(k).and_then(Value::as_f64);
+        Some(PrefetchWindow {
+            size_mean_bytes: f("size_mean_bytes")?,
+            size_end_bytes: f("size_end_bytes")?,
+            read_mb_s: f("read_mb_s"),
+            used_mb_s: f("used_mb_s"),
+            evicted_mb_s: f("evicted_mb_s"),
+            wasted_mb_s: f("wasted_mb_s"),
+            reread_mb_s: f("reread_mb_s"),
+        })
+    }
+}
+
+/// The daemon's prefetch size in force over a stepped run, from its
+/// samples.csv: (seconds on the load's clock, bytes); empty when the run
+/// sampled no daemon.
+pub fn prefetch_size_samples(run_dir: &Path) -> Vec<(f64, f64)> {
+    let Ok(mut reader) = csv::Reader::from_path(run_dir.join("samples.csv")) else { return Vec::new() };
+    let Ok(headers) = reader.headers().cloned() else { return Vec::new() };
+    let (Some(t), Some(size)) = (headers.iter().position(|h| h == "t_s"), headers.iter().position(|h| h == "prefetch_bytes")) else {
+        return Vec::new();
+    };
+    reader
+        .records()
+        .flatten()
+        .filter_map(|r| Some((r.get(t)?.parse().ok()?, r.get(size)?.parse().ok()?)))
+        .collect()
 }
 
 /// What the disk did during the load (after minus before).
@@ -154,6 +201,7 @@ fn load_run(dir: &Path) -> anyhow::Result<Vec<Run>> {
         shim_stats,
         setup: read_json(&dir.join("setup.json")).unwrap_or(Value::Null),
         window_s: None,
+        prefetch: None,
     };
     match read_json(&dir.join("steps.json")) {
         Ok(steps) => expand_steps(base, &steps).with_context(|| format!("{} is not a list of steps", dir.join("steps.json").display())),
@@ -191,6 +239,7 @@ fn expand_steps(base: Run, steps: &Value) -> anyhow::Result<Vec<Run>> {
             server_cpu_s: None,
             daemon_cpu_s: None,
             window_s: Some(window),
+            prefetch: step.get("prefetch").and_then(PrefetchWindow::from_json),
             ..base.clone()
         });
     }

@@ -72,6 +72,7 @@ pub fn write_report(results: &Results, out: &Path) -> anyhow::Result<usize> {
     trace_section(&mut ctx)?;
     latency_section(&mut ctx)?;
     sweep_section(&mut ctx, &server_configs, &points)?;
+    prefetch_section(&mut ctx, &server_configs)?;
     setup_section(&mut ctx)?;
     std::fs::write(out, &ctx.md).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?;
     Ok(ctx.figures)
@@ -411,6 +412,72 @@ fn sweep_section(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<String
         });
     }
     ctx.figure("sweeps", Chart { title: "Maximum failure-free throughput by size", x_label: "prefetch or read_ahead size (KiB, log)", y_label: "MB/s", log_x: true, y_range: None, references: Vec::new() }, series)?;
+    Ok(())
+}
+
+/// Paper 001's view of prefetching: per step of a run under Libception, the
+/// size in force and what became of the prefetched bytes (Table 1's
+/// metrics, Figs 5-6's eviction MB/s), and the size over time (Figs 3-4).
+fn prefetch_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()> {
+    let with: Vec<&String> = configs.iter().filter(|c| ctx.results.runs_of(c).any(|r| r.prefetch.is_some())).collect();
+    if with.is_empty() {
+        return Ok(());
+    }
+    writeln!(ctx.md, "## Prefetching (paper 001 Table 1, Figures 3-6)
+")?;
+    writeln!(
+        ctx.md,
+        "Per measured window of a run under Libception, from the daemon's counters sampled with the disk's: the prefetch size in force \
+         (mean over the window, and at its end), and the prefetched bytes read, used by a request, evicted before use, wasted \
+         (never used) and read again after their eviction, in MB/s over the same window.\n"
+    )?;
+    writeln!(ctx.md, "| configuration | rate | size MiB (mean / end) | read MB/s | used MB/s | evicted MB/s | wasted MB/s | re-read MB/s | evicted % of read |")?;
+    writeln!(ctx.md, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")?;
+    let mib = |b: f64| b / (1u64 << 20) as f64;
+    for c in &with {
+        let mut runs: Vec<&Run> = ctx.results.runs_of(c).filter(|r| r.prefetch.is_some()).collect();
+        runs.sort_by(|a, b| a.window_s.map(|w| w.0).unwrap_or(0.0).total_cmp(&b.window_s.map(|w| w.0).unwrap_or(0.0)));
+        for r in runs {
+            let p = r.prefetch.expect("filtered");
+            let evicted_pct = p.evicted_mb_s.zip(p.read_mb_s).filter(|(_, read)| *read > 0.0).map(|(e, read)| 100.0 * e / read);
+            writeln!(
+                ctx.md,
+                "| {} | {:.2} | {:.2} / {:.2} | {} | {} | {} | {} | {} | {} |",
+                ctx.results.label(c),
+                r.rate.unwrap_or(0.0),
+                mib(p.size_mean_bytes),
+                mib(p.size_end_bytes),
+                f2(p.read_mb_s),
+                f2(p.used_mb_s),
+                f2(p.evicted_mb_s),
+                f2(p.wasted_mb_s),
+                f2(p.reread_mb_s),
+                f2(evicted_pct)
+            )?;
+        }
+    }
+    writeln!(ctx.md)?;
+    // The size over time, one line per run directory (a stepped run is one).
+    let mut series = Vec::new();
+    for c in &with {
+        let style = configs.iter().position(|x| x == *c).unwrap_or(0);
+        let mut dirs: Vec<&std::path::PathBuf> = ctx.results.runs_of(c).filter(|r| r.prefetch.is_some()).map(|r| &r.dir).collect();
+        dirs.dedup();
+        for (k, dir) in dirs.iter().enumerate() {
+            let points: Vec<(f64, f64)> = crate::data::prefetch_size_samples(dir).into_iter().map(|(t, b)| (t, mib(b))).collect();
+            if points.len() > 1 {
+                let name = if dirs.len() > 1 { format!("{} #{}", ctx.results.label(c), k + 1) } else { ctx.results.label(c) };
+                series.push(Series::line(name, style, points));
+            }
+        }
+    }
+    if !series.is_empty() {
+        ctx.figure(
+            "prefetch-size-over-time",
+            Chart { title: "Prefetch size in force over the run", x_label: "time since the load started (s)", y_label: "MiB", log_x: false, y_range: None, references: Vec::new() },
+            series,
+        )?;
+    }
     Ok(())
 }
 

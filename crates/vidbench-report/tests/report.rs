@@ -71,3 +71,44 @@ fn sequences_from_a_real_trace() {
     assert!((cdf.last().unwrap().1 - 100.0).abs() < 1e-9);
     assert!(cdf.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1), "the CDF is increasing");
 }
+
+/// A stepped run under Libception whose steps carry the daemon's prefetch
+/// window and whose samples.csv the size in force: the report's prefetch
+/// table shows each step's figures, and the size-over-time figure is drawn.
+#[test]
+fn prefetch_windows_and_the_size_over_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let run = root.join("runs/lib/steps-rep0");
+    std::fs::create_dir_all(&run).unwrap();
+    let write = |p: &Path, v: serde_json::Value| std::fs::write(p, v.to_string()).unwrap();
+    write(&root.join("experiment.json"), serde_json::json!({"name": "t", "configs": [{"name": "lib"}]}));
+    write(&run.join("run.json"), serde_json::json!({"config": {"name": "lib", "label": "nginx + Libception (adaptive)", "server": "nginx"}, "steps": true}));
+    write(&run.join("result.json"), serde_json::json!({"outcome": {"failure_pct": 0.0, "throughput_mbs": 40.0}}));
+    let step = |rate: f64, from: f64, size: f64, evicted: f64| {
+        serde_json::json!({
+            "index": 0, "spec": {"rate": rate}, "window_s": [from, from + 90.0], "failure_percent": 0.1, "throughput_mb_s": 40.0,
+            "prefetch": {"size_mean_bytes": size, "size_end_bytes": size, "read_mb_s": 50.0, "used_mb_s": 45.0,
+                         "evicted_mb_s": evicted, "wasted_mb_s": 0.5, "reread_mb_s": 1.0}
+        })
+    };
+    write(&run.join("steps.json"), serde_json::json!([step(5.0, 450.0, 2097152.0, 5.0), step(6.0, 660.0, 3145728.0, 12.5)]));
+    let mut samples = String::from("t_s,disk_bytes,prefetch_bytes\n");
+    for k in 0..20 {
+        samples.push_str(&format!("{},{},{}\n", k * 5, k * 1000, 2097152 + (k / 10) * 1048576));
+    }
+    std::fs::write(run.join("samples.csv"), samples).unwrap();
+    std::fs::write(run.join("DONE"), "").unwrap();
+
+    let results = Results::load(root).unwrap();
+    assert_eq!(results.runs.len(), 2, "one entry per step");
+    let out = root.join("report/report.md");
+    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+    vidbench_report::write_report(&results, &out).unwrap();
+    let md = std::fs::read_to_string(&out).unwrap();
+    assert!(md.contains("## Prefetching (paper 001 Table 1"), "{md}");
+    assert!(md.contains("| nginx + Libception (adaptive) | 5.00 | 2.00 / 2.00 | 50.00 | 45.00 | 5.00 | 0.50 | 1.00 | 10.00 |"), "{md}");
+    assert!(md.contains("| nginx + Libception (adaptive) | 6.00 | 3.00 / 3.00 | 50.00 | 45.00 | 12.50 | 0.50 | 1.00 | 25.00 |"), "{md}");
+    let svg = std::fs::read_to_string(root.join("report/figures/prefetch-size-over-time.svg")).unwrap();
+    assert!(svg.contains("<svg") && svg.contains("nginx + Libception (adaptive)"), "the size figure names its run");
+}
