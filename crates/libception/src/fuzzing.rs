@@ -401,6 +401,8 @@ impl Harness {
                 max_connections_per_uid: 2,
                 max_queued_per_uid: 2,
                 max_queued_bytes_per_uid: 2 * MAX_READ,
+                max_queued: 3,
+                max_queued_bytes: 3 * MAX_READ,
                 max_check: MAX_READ,
             },
             per_disk: false,

@@ -9,14 +9,17 @@
 //!   uid (root and trusted peers are held to the global cap only: the web
 //!   server is one uid with a connection per thread);
 //! * queued reads: `--max-queued-per-uid` reads queued or in flight and
-//!   `--max-queued-bytes-per-uid` planned bytes in them; a FETCH over either
-//!   is refused with EAGAIN (the shim then reads by itself);
+//!   `--max-queued-bytes-per-uid` planned bytes in them, and `--max-queued` /
+//!   `--max-queued-bytes` over all uids (each queued read holds a descriptor
+//!   of the client's file, so the global cap also bounds the daemon's
+//!   descriptors); a FETCH over any is refused with EAGAIN (the shim then
+//!   reads by itself);
 //! * CHECK ranges longer than `--max-check` are answered "not resident"
 //!   without a check.
 //!
-//! Budgets are counted in [`UidBudget`]s shared with the disk workers: a
-//! queued read holds a [`Charge`] that gives its share back when the read is
-//! done or dropped, whichever path that takes.
+//! Budgets are counted in [`UidBudget`]s (one per uid, one for all) shared
+//! with the disk workers: a queued read holds a [`Charge`] on both that gives
+//! its share back when the read is done or dropped, whichever path that takes.
 //!
 //! [`LogLimiter`]: at most `burst` warning lines at once and `per_sec` a
 //! second after that, per kind of event; what was left out is counted and
@@ -33,6 +36,8 @@ pub struct Limits {
     pub max_connections_per_uid: usize,
     pub max_queued_per_uid: u64,
     pub max_queued_bytes_per_uid: u64,
+    pub max_queued: u64,
+    pub max_queued_bytes: u64,
     pub max_check: u64,
 }
 
@@ -43,6 +48,8 @@ impl Default for Limits {
             max_connections_per_uid: 1024,
             max_queued_per_uid: 256,
             max_queued_bytes_per_uid: 1 << 30,
+            max_queued: 4096,
+            max_queued_bytes: 8 << 30,
             max_check: 1 << 30,
         }
     }
@@ -55,23 +62,21 @@ pub struct UidBudget {
     bytes: AtomicU64,
 }
 
-/// One queued read's share of a [`UidBudget`], given back on drop.
+/// One queued read's share of its uid's [`UidBudget`] and of the global
+/// one, given back on drop.
 pub struct Charge {
-    budget: Arc<UidBudget>,
+    budgets: [Arc<UidBudget>; 2],
     bytes: u64,
 }
 
 impl UidBudget {
-    /// Takes one read of `bytes` if that stays within the limits.
-    pub fn charge(self: &Arc<Self>, bytes: u64, limits: &Limits) -> Option<Charge> {
-        if self.reads.load(Relaxed) >= limits.max_queued_per_uid
-            || self.bytes.load(Relaxed).saturating_add(bytes) > limits.max_queued_bytes_per_uid
-        {
-            return None;
-        }
+    fn fits(&self, bytes: u64, max_reads: u64, max_bytes: u64) -> bool {
+        self.reads.load(Relaxed) < max_reads && self.bytes.load(Relaxed).saturating_add(bytes) <= max_bytes
+    }
+
+    fn take(&self, bytes: u64) {
         self.reads.fetch_add(1, Relaxed);
         self.bytes.fetch_add(bytes, Relaxed);
-        Some(Charge { budget: self.clone(), bytes })
     }
 
     pub fn queued(&self) -> (u64, u64) {
@@ -81,17 +86,22 @@ impl UidBudget {
 
 impl Drop for Charge {
     fn drop(&mut self) {
-        self.budget.reads.fetch_sub(1, Relaxed);
-        self.budget.bytes.fetch_sub(self.bytes, Relaxed);
+        for b in &self.budgets {
+            b.reads.fetch_sub(1, Relaxed);
+            b.bytes.fetch_sub(self.bytes, Relaxed);
+        }
     }
 }
 
-/// Per-uid connection counts and budgets (the receptionist's).
+/// Per-uid connection counts and budgets, and the global budget (the
+/// receptionist's; charges are taken on its thread only, so a check and
+/// its take cannot interleave with another's).
 #[derive(Default)]
 pub struct Clients {
     connections: HashMap<u32, usize>,
     total: usize,
     budgets: HashMap<u32, Arc<UidBudget>>,
+    global: Arc<UidBudget>,
 }
 
 impl Clients {
@@ -124,8 +134,24 @@ impl Clients {
         }
     }
 
-    pub fn budget(&mut self, uid: u32) -> Arc<UidBudget> {
-        self.budgets.entry(uid).or_default().clone()
+    /// Takes one read of `bytes` for `uid` if that stays within both the
+    /// uid's limits and the global ones; the error names the flag reached.
+    pub fn charge(&mut self, uid: u32, bytes: u64, limits: &Limits) -> Result<Charge, &'static str> {
+        let own = self.budgets.entry(uid).or_default().clone();
+        if !own.fits(bytes, limits.max_queued_per_uid, limits.max_queued_bytes_per_uid) {
+            return Err("--max-queued-per-uid or --max-queued-bytes-per-uid");
+        }
+        if !self.global.fits(bytes, limits.max_queued, limits.max_queued_bytes) {
+            return Err("--max-queued or --max-queued-bytes");
+        }
+        own.take(bytes);
+        self.global.take(bytes);
+        Ok(Charge { budgets: [own, self.global.clone()], bytes })
+    }
+
+    /// Reads and bytes queued by `uid`, and by everyone.
+    pub fn queued(&self, uid: u32) -> ((u64, u64), (u64, u64)) {
+        (self.budgets.get(&uid).map(|b| b.queued()).unwrap_or((0, 0)), self.global.queued())
     }
 }
 
@@ -190,15 +216,32 @@ mod tests {
     #[test]
     fn budgets_refuse_past_the_limits_and_come_back_on_drop() {
         let limits = Limits { max_queued_per_uid: 2, max_queued_bytes_per_uid: 100, ..Limits::default() };
-        let b = Arc::new(UidBudget::default());
-        let a = b.charge(60, &limits).unwrap();
-        assert!(b.charge(50, &limits).is_none(), "bytes");
-        let c = b.charge(40, &limits).unwrap();
-        assert!(b.charge(0, &limits).is_none(), "reads");
+        let mut clients = Clients::default();
+        let a = clients.charge(7, 60, &limits).unwrap();
+        assert_eq!(clients.charge(7, 50, &limits).err(), Some("--max-queued-per-uid or --max-queued-bytes-per-uid"), "bytes");
+        let c = clients.charge(7, 40, &limits).unwrap();
+        assert!(clients.charge(7, 0, &limits).is_err(), "reads");
+        assert!(clients.charge(8, 50, &limits).is_ok(), "another uid has its own budget");
         drop(a);
-        assert_eq!(b.queued(), (1, 40));
+        assert_eq!(clients.queued(7).0, (1, 40));
         drop(c);
-        assert_eq!(b.queued(), (0, 0));
+        assert_eq!(clients.queued(7), ((0, 0), (0, 0)));
+    }
+
+    #[test]
+    fn the_global_budget_caps_every_uid_together() {
+        let limits = Limits { max_queued: 3, max_queued_bytes: 1000, ..Limits::default() };
+        let mut clients = Clients::default();
+        let held: Vec<Charge> = (0..3).map(|uid| clients.charge(uid, 100, &limits).unwrap()).collect();
+        assert_eq!(clients.charge(99, 1, &limits).err(), Some("--max-queued or --max-queued-bytes"), "reads in all");
+        assert_eq!(clients.queued(99).1, (3, 300));
+        drop(held);
+        let big = clients.charge(1, 900, &limits).unwrap();
+        assert_eq!(clients.charge(2, 101, &limits).err(), Some("--max-queued or --max-queued-bytes"), "bytes in all");
+        // A refused charge takes nothing from the uid's own budget.
+        assert_eq!(clients.queued(2).0, (0, 0));
+        drop(big);
+        assert_eq!(clients.queued(1), ((0, 0), (0, 0)));
     }
 
     #[test]

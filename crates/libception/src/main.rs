@@ -166,6 +166,12 @@ struct LimitArgs {
     /// Most planned bytes in one uid's queued reads; more FETCHes are refused with EAGAIN
     #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse_size_arg)]
     max_queued_bytes_per_uid: u64,
+    /// Most reads queued or in flight for all uids together; more FETCHes are refused with EAGAIN
+    #[arg(long, value_name = "N", default_value_t = libception::Limits::default().max_queued)]
+    max_queued: u64,
+    /// Most planned bytes in the queued reads of all uids together; more FETCHes are refused with EAGAIN
+    #[arg(long, value_name = "SIZE", default_value = "8G", value_parser = parse_size_arg)]
+    max_queued_bytes: u64,
     /// Longest range a CHECK examines; longer ones are answered "not resident"
     #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse_size_arg)]
     max_check: u64,
@@ -178,6 +184,8 @@ impl LimitArgs {
             max_connections_per_uid: self.max_connections_per_uid,
             max_queued_per_uid: self.max_queued_per_uid,
             max_queued_bytes_per_uid: self.max_queued_bytes_per_uid,
+            max_queued: self.max_queued,
+            max_queued_bytes: self.max_queued_bytes,
             max_check: self.max_check,
         }
     }

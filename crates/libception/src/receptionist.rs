@@ -591,8 +591,9 @@ impl Receptionist {
             conn.send(&Reply { flags: hit_flags, resident_end, ..Reply::ok(op, seq) }, None);
             return Ok(Outcome::Answered);
         }
-        let Some(charge) = self.clients.budget(conn.peer.uid).charge(plan.end - plan.start, &self.cfg.limits) else {
-            return Err((libc::EAGAIN, "--max-queued-per-uid or --max-queued-bytes-per-uid reached; read it yourself or retry".into()));
+        let charge = match self.clients.charge(conn.peer.uid, plan.end - plan.start, &self.cfg.limits) {
+            Ok(charge) => charge,
+            Err(flag) => return Err((libc::EAGAIN, format!("{flag} reached; read it yourself or retry"))),
         };
         // Pause before queueing: the worker's reply re-arms reading.
         conn.pause_reading();
