@@ -150,6 +150,7 @@ impl Clients {
     }
 
     /// Reads and bytes queued by `uid`, and by everyone.
+    #[cfg(test)]
     pub fn queued(&self, uid: u32) -> ((u64, u64), (u64, u64)) {
         (self.budgets.get(&uid).map(|b| b.queued()).unwrap_or((0, 0)), self.global.queued())
     }

@@ -239,11 +239,18 @@ impl Receptionist {
                         self.reserve_fd = None;
                         // SAFETY: as above; the result is closed at once.
                         let raw = unsafe { libc::accept4(self.listener.as_raw_fd(), std::ptr::null_mut(), std::ptr::null_mut(), libc::SOCK_CLOEXEC) };
-                        if raw >= 0 {
+                        let waiting = raw >= 0;
+                        if waiting {
                             // SAFETY: a fresh descriptor we own.
                             drop(unsafe { OwnedFd::from_raw_fd(raw) });
                         }
                         self.reserve_fd = open_reserve();
+                        // accept4 takes a descriptor before it looks for a
+                        // connection, so at the limit it says EMFILE with
+                        // none waiting too: then the listener is drained.
+                        if !waiting {
+                            return;
+                        }
                         self.stats.on_rejected();
                         warn_limited!("accept", "out of descriptors ({e}): a connection was accepted and closed");
                         continue;

@@ -313,3 +313,48 @@ fn hostile_descriptors_and_clients_do_not_stop_a_good_client() {
     assert!(st.success(), "{st}");
     assert!(daemon.log_text().contains("raised the descriptor limit"));
 }
+
+/// CPU seconds (user + system) a process has used, from /proc/PID/stat.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command name (which may hold spaces) start after ')'.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap()) / ticks
+}
+
+/// Out of descriptors (a hard RLIMIT_NOFILE of 64 it cannot raise), the
+/// daemon accepts and closes the connections it cannot keep instead of
+/// spinning on a listener that stays readable, and serves again once
+/// descriptors are free. Regression test for issue 13 point 3 (EMFILE from
+/// accept4 left the listener readable: a 100 % CPU loop).
+#[test]
+fn out_of_descriptors_the_daemon_sheds_connections_without_spinning() {
+    let dir = real_tempdir();
+    let good_path = make_file(dir.path(), "good", 4 * MIB);
+    let good = std::fs::File::open(&good_path).unwrap();
+    let daemon = Daemon::start_with_nofile_limits(&["--prefetch", "1M"], Some(64), Some(64));
+    let served = |when: &str| {
+        let mut c = Client::connect(&daemon.socket).unwrap_or_else(|e| panic!("{when}: connect: {e}"));
+        c.set_timeout(Some(Duration::from_secs(5))).unwrap();
+        let r = c.fetch(good.as_raw_fd(), 0, 4096, 0).unwrap_or_else(|e| panic!("{when}: not served: {e}"));
+        assert_eq!(r.status, 0, "{when}");
+    };
+    served("at start");
+    // Far more connections than descriptors: the listener stays readable.
+    let attempts: Vec<std::io::Result<Client>> = (0..300).map(|_| Client::connect(&daemon.socket)).collect();
+    let errors: Vec<String> = attempts.iter().filter_map(|a| a.as_ref().err().map(|e| e.to_string())).collect();
+    let held: Vec<Client> = attempts.into_iter().flatten().collect();
+    assert!(held.len() > 100, "only {} connections could be made: {:?}", held.len(), errors.first());
+    std::thread::sleep(Duration::from_millis(500));
+    let before = cpu_seconds(daemon.pid());
+    std::thread::sleep(Duration::from_secs(2));
+    let used = cpu_seconds(daemon.pid()) - before;
+    assert!(used < 0.5, "the daemon used {used:.2} s of CPU in 2 s out of descriptors: it spins");
+    drop(held);
+    std::thread::sleep(Duration::from_millis(200));
+    served("after the connections closed");
+    assert!(daemon.stats().totals.connections_rejected > 0, "no connection was shed: {:?}", daemon.stats().totals);
+    assert!(daemon.log_text().contains("out of descriptors"), "no log line about EMFILE:\n{}", daemon.log_text());
+}

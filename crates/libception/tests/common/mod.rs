@@ -42,6 +42,12 @@ impl Daemon {
     /// Starts it with its soft RLIMIT_NOFILE set to `soft` (the hard limit
     /// unchanged), as a service manager's default of 1024 would.
     pub fn start_with_nofile(args: &[&str], soft: Option<u64>) -> Daemon {
+        Self::start_with_nofile_limits(args, soft, None)
+    }
+
+    /// Starts it with RLIMIT_NOFILE's soft and hard limits lowered to the
+    /// given values (a hard limit the daemon cannot raise past).
+    pub fn start_with_nofile_limits(args: &[&str], soft: Option<u64>, hard: Option<u64>) -> Daemon {
         use std::os::unix::process::CommandExt;
         let dir = real_tempdir();
         let socket = dir.path().join("reception.sock");
@@ -53,13 +59,16 @@ impl Daemon {
             .args(args)
             .stdout(Stdio::null())
             .stderr(File::create(&log).unwrap());
-        if let Some(soft) = soft {
+        if soft.is_some() || hard.is_some() {
             // SAFETY: only async-signal-safe calls between fork and exec.
             unsafe {
                 command.pre_exec(move || {
                     let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
                     libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
-                    lim.rlim_cur = soft.min(lim.rlim_max);
+                    if let Some(hard) = hard {
+                        lim.rlim_max = hard.min(lim.rlim_max);
+                    }
+                    lim.rlim_cur = soft.unwrap_or(lim.rlim_cur).min(lim.rlim_max);
                     libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
                     Ok(())
                 });
