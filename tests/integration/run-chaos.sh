@@ -31,7 +31,7 @@ limit_mb = 256
 [run]
 warm = false
 port = 18096
-duration_s = 16
+duration_s = 60
 max_session_s = 20
 verify = true
 [rates]
@@ -51,14 +51,15 @@ import csv, json, sys
 run = sys.argv[1]
 rows = list(csv.DictReader(open(f"{run}/chaos.csv")))
 events = [r["event"] for r in rows]
-assert len(events) >= 8, f"only {len(events)} chaos events in a 16 s load"
+assert len(events) >= 16, f"only {len(events)} chaos events in a 60 s load"
 assert events == ["kill", "start"] * (len(events) // 2), events
 pids = [int(r["pid"]) for r in rows]
 assert all(pids[i] == pids[i - 1] for i in range(2, len(pids), 2)), "a kill hit another daemon than the last started"
 assert len(set(pids)) == len(pids) // 2 + 1, "restarted daemons reuse a pid"
 times = [float(r["t_s"]) for r in rows]
 gaps = [times[i + 1] - times[i] for i in range(0, len(times) - 1, 2)]
-assert all(0.9 <= g <= 3.0 for g in gaps), f"restart gaps {gaps}"
+# The last start may come early: the load ended in its gap.
+assert all(0.9 <= g <= 3.0 for g in gaps[:-1]) and gaps[-1] <= 3.0, f"restart gaps {gaps}"
 setup = json.load(open(f"{run}/setup.json"))
 assert setup["chaos_kills"] == len(events) // 2, setup["chaos_kills"]
 s = json.load(open(f"{run}/load/summary.json"))

@@ -32,7 +32,7 @@ limit_mb = 256
 [run]
 warm = false
 port = 18097
-duration_s = 20
+duration_s = 60
 max_session_s = 20
 verify = true
 [rates]

@@ -25,6 +25,13 @@ use std::time::{Duration, Instant};
 
 /// Runs `play` while a thread kills and restarts `daemon`; returns what
 /// `play` returned and the number of kills, or the first error of either.
+///
+/// A daemon started by the chaos thread gets its PR_SET_PDEATHSIG (SIGKILL)
+/// when that thread ends, since the kernel ties it to the creating thread.
+/// So once the load is over, a daemon the thread started is started again
+/// from the caller's thread, which outlives the run: the end of the run
+/// finds a daemon to ask for its counters (those of this last instance
+/// only) and to stop.
 pub fn during<T>(
     chaos: ChaosSection,
     daemon: &Mutex<Daemon>,
@@ -33,13 +40,24 @@ pub fn during<T>(
     play: impl FnOnce() -> anyhow::Result<T>,
 ) -> anyhow::Result<(T, u32)> {
     let done = AtomicBool::new(false);
-    std::thread::scope(|scope| {
-        let killer = scope.spawn(|| kill_loop(chaos, daemon, cgroup, log, &done));
+    let epoch = Instant::now();
+    let mut out = std::fs::File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
+    writeln!(out, "t_s,event,pid")?;
+    let (played, kills) = std::thread::scope(|scope| {
+        let killer = scope.spawn(|| kill_loop(chaos, daemon, cgroup, &mut out, epoch, &done));
         let played = play();
         done.store(true, Ordering::Relaxed);
-        let kills = killer.join().map_err(|_| anyhow::anyhow!("the chaos thread panicked"))?;
-        Ok((played?, kills?))
-    })
+        let kills = killer.join().map_err(|_| anyhow::anyhow!("the chaos thread panicked"));
+        (played, kills)
+    });
+    let kills = kills??;
+    if kills > 0 {
+        let mut d = daemon.lock().unwrap_or_else(|e| e.into_inner());
+        d.kill();
+        d.restart(cgroup).context("starting the daemon again after the chaos")?;
+        writeln!(out, "{:.3},start,{}", epoch.elapsed().as_secs_f64(), d.child.pid())?;
+    }
+    Ok((played?, kills))
 }
 
 /// Sleeps `d` unless `done` is set or Ctrl-C comes first; true if it slept it all.
@@ -54,10 +72,7 @@ fn pause(d: Duration, done: &AtomicBool) -> bool {
     true
 }
 
-fn kill_loop(chaos: ChaosSection, daemon: &Mutex<Daemon>, cgroup: &RunCgroup, log: &Path, done: &AtomicBool) -> anyhow::Result<u32> {
-    let mut out = std::fs::File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
-    writeln!(out, "t_s,event,pid")?;
-    let epoch = Instant::now();
+fn kill_loop(chaos: ChaosSection, daemon: &Mutex<Daemon>, cgroup: &RunCgroup, out: &mut std::fs::File, epoch: Instant, done: &AtomicBool) -> anyhow::Result<u32> {
     let mut kills = 0;
     let every = Duration::from_secs_f64(chaos.kill_every_s);
     let gap = Duration::from_secs_f64(chaos.restart_after_s);
@@ -66,9 +81,10 @@ fn kill_loop(chaos: ChaosSection, daemon: &Mutex<Daemon>, cgroup: &RunCgroup, lo
         let pid = lock().kill();
         kills += 1;
         writeln!(out, "{:.3},kill,{pid}", epoch.elapsed().as_secs_f64())?;
-        // The restart happens even when the load has just ended, so that the
-        // run's end finds a daemon to ask for its counters and to stop.
-        pause(gap, done);
+        // When the load ends in the gap, `during` starts the next one.
+        if !pause(gap, done) {
+            break;
+        }
         let mut d = lock();
         d.restart(cgroup).context("restarting the killed daemon")?;
         writeln!(out, "{:.3},start,{}", epoch.elapsed().as_secs_f64(), d.child.pid())?;

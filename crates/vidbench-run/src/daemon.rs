@@ -32,7 +32,6 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    /// Starts the daemon in `cgroup` and waits until its socket exists.
     /// Starts the daemon in `cgroup`, trusting `server_user` (the web
     /// server's workers) to learn residency.
     pub fn start(binary: &Path, socket: &Path, prefetch: &Prefetch, server_user: &str, log: &Path, cgroup: &RunCgroup) -> anyhow::Result<Daemon> {
@@ -57,9 +56,12 @@ impl Daemon {
             server_user: server_user.to_owned(),
         };
         let child = &mut d.child;
+        // Ready when it accepts a connection: the socket file exists from
+        // bind(), a moment before listen(), and a connect() in between is
+        // refused.
         let readiness = launch::wait_ready(Duration::from_secs(20), Duration::from_millis(20), || child.exited(), || {
             interrupt::check()?;
-            Ok::<_, Interrupted>(socket.exists())
+            Ok::<_, Interrupted>(libception::Client::connect(socket).is_ok())
         })?;
         match readiness {
             Readiness::Ready => {
@@ -80,8 +82,11 @@ impl Daemon {
     /// socket file left behind. Returns the pid it had.
     pub fn kill(&mut self) -> i32 {
         let pid = self.child.pid();
-        unsafe { libc::kill(pid, libc::SIGKILL) };
-        self.child.wait_timeout(Duration::from_secs(10));
+        // Not once reaped: the pid may belong to another process by then.
+        if self.child.exited().is_none() {
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            self.child.wait_timeout(Duration::from_secs(10));
+        }
         pid
     }
 
