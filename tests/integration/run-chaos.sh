@@ -8,29 +8,14 @@
 # Needs root, /dev/fuse, a cgroup memory controller and nginx.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-VB=${VIDBENCH:-${LIBCEPTION_BUILD:-$PWD/build}/bin/vidbench}
-if [ "$(id -u)" -ne 0 ]; then echo "skip: needs root (cgroups, drop_caches, FUSE)"; exit 77; fi
-[ -c /dev/fuse ] || { echo "skip: /dev/fuse is missing"; exit 77; }
-[ -x /usr/sbin/nginx ] || { echo "skip: nginx is not installed"; exit 77; }
-[ -x "$VB" ] || { echo "FAIL: $VB not built (run make)"; exit 1; }
-
 source tests/integration/lib/scratch.sh
+driver_test_prereqs
+[ -x /usr/sbin/nginx ] || { echo "skip: nginx is not installed"; exit 77; }
 scratch run-chaos
 
-"$VB" workload gen bench/specs/small.toml --out "$tmp/w" > /dev/null
-cat > "$tmp/e.toml" <<EOT
-name = "chaos"
-templates = "$PWD/bench/servers"
-[workload]
-dir = "$tmp/w"
-[disk]
-mode = "fuse"
-preset = "wd-red-1tb"
-[memory]
-limit_mb = 256
-[run]
-warm = false
-port = 18096
+{
+  small_experiment chaos 18096
+  cat <<EOT
 duration_s = 60
 max_session_s = 20
 verify = true
@@ -43,6 +28,7 @@ libception = "full"
 prefetch_kb = 2048
 chaos = { kill_every_s = 3, restart_after_s = 1 }
 EOT
+} > "$tmp/e.toml"
 "$VB" run "$tmp/e.toml" --out "$tmp/r" > "$tmp/log" 2>&1 || fail "the chaos run failed"
 run=$tmp/r/runs/chaos/rate-2.00-rep0
 [ -f "$run/DONE" ] || fail "the run is not complete"

@@ -9,29 +9,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${LIBCEPTION_BUILD:-$PWD/build}
-VB=${VIDBENCH:-$BUILD/bin/vidbench}
-if [ "$(id -u)" -ne 0 ]; then echo "skip: needs root (cgroups, drop_caches, FUSE)"; exit 77; fi
-[ -c /dev/fuse ] || { echo "skip: /dev/fuse is missing"; exit 77; }
-[ -x "$VB" ] || { echo "FAIL: $VB not built (run make)"; exit 1; }
-[ -x "$BUILD/bin/laio-httpd" ] || { echo "FAIL: $BUILD/bin/laio-httpd not built (run make)"; exit 1; }
-
 source tests/integration/lib/scratch.sh
+driver_test_prereqs
+[ -x "$BUILD/bin/laio-httpd" ] || { echo "FAIL: $BUILD/bin/laio-httpd not built (run make)"; exit 1; }
 scratch run-laio
 
-"$VB" workload gen bench/specs/small.toml --out "$tmp/w" > /dev/null
-cat > "$tmp/e.toml" <<EOT
-name = "laio"
-templates = "$PWD/bench/servers"
-[workload]
-dir = "$tmp/w"
-[disk]
-mode = "fuse"
-preset = "wd-red-1tb"
-[memory]
-limit_mb = 256
-[run]
-warm = false
-port = 18097
+{
+  small_experiment laio 18097
+  cat <<EOT
 duration_s = 60
 max_session_s = 20
 verify = true
@@ -46,6 +31,7 @@ name = "laio-eager"
 server = "laio"
 knobs = { backend = "eager", buffer_kb = "128" }
 EOT
+} > "$tmp/e.toml"
 "$VB" run "$tmp/e.toml" --check > /dev/null || fail "the experiment does not check"
 "$VB" run "$tmp/e.toml" --out "$tmp/r" > "$tmp/log" 2>&1 || fail "the run failed"
 for backend in lazy eager; do

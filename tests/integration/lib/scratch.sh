@@ -1,7 +1,15 @@
-# Sourced by integration tests that run `vidbench run`: a scratch directory
-# $tmp (readable by the servers' user), removed at exit with whatever is
-# still mounted below it, and fail(), which prints the driver's log tail.
-#   source tests/integration/lib/scratch.sh; scratch NAME
+# Sourced by integration tests that run `vidbench run`, from the repository
+# root: what they need checked (root, /dev/fuse, the built vidbench as $VB),
+# a scratch directory $tmp (readable by the servers' user) removed at exit
+# with whatever is still mounted below it, fail(), which prints the driver's
+# log tail, and the head of a small FUSE-mode experiment on small.toml.
+#   source tests/integration/lib/scratch.sh; driver_test_prereqs; scratch NAME
+driver_test_prereqs() {
+  VB=${VIDBENCH:-${LIBCEPTION_BUILD:-$PWD/build}/bin/vidbench}
+  if [ "$(id -u)" -ne 0 ]; then echo "skip: needs root (cgroups, drop_caches, FUSE)"; exit 77; fi
+  [ -c /dev/fuse ] || { echo "skip: /dev/fuse is missing"; exit 77; }
+  [ -x "$VB" ] || { echo "FAIL: $VB not built (run make)"; exit 1; }
+}
 unmount_scratch() {
   for m in $(grep -o " $tmp[^ ]*" /proc/mounts || true); do umount -l "$m" 2>/dev/null || true; done
 }
@@ -15,3 +23,22 @@ scratch() {
   trap scratch_cleanup EXIT
 }
 fail() { echo "FAIL: $*"; [ -f "$tmp/log" ] && tail -30 "$tmp/log"; exit 1; }
+# small_experiment NAME PORT: small.toml generated into $tmp/w, the
+# emulated WD Red in FUSE mode, 256 MiB, no warming; the [run] table is open.
+small_experiment() {
+  [ -d "$tmp/w" ] || "$VB" workload gen bench/specs/small.toml --out "$tmp/w" > /dev/null
+  cat <<EOT
+name = "$1"
+templates = "$PWD/bench/servers"
+[workload]
+dir = "$tmp/w"
+[disk]
+mode = "fuse"
+preset = "wd-red-1tb"
+[memory]
+limit_mb = 256
+[run]
+warm = false
+port = $2
+EOT
+}
