@@ -208,23 +208,21 @@ static void count_response(int status)
 	w.responses[status / 100 < 6 ? status / 100 : 0]++;
 }
 
-/* Puts a response without a body from the file (errors) in the buffer. */
-static int respond_error(struct conn *c, int status, int keep_alive)
+/*
+ * Puts a response head in c's buffer, to be sent next: the buffer starts
+ * with it, and a body read from the file (c->left bytes) follows it.
+ */
+static int put_head(struct conn *c, int status, int keep_alive, uint64_t content_length, uint64_t off, uint64_t len,
+		    uint64_t size)
 {
-	char body[96];
-	int bl = snprintf(body, sizeof(body), "%d %s\n", status, httpd_reason(status));
 	int hl;
 
 	if (!c->buf && !(c->buf = get_buffer()))
 		return -1;
-	hl = httpd_format_head(c->buf, w.s->buffer, status, keep_alive, (uint64_t)bl, 0, 0, 0, http_date());
+	hl = httpd_format_head(c->buf, w.s->buffer, status, keep_alive, content_length, off, len, size, http_date());
 	if (hl < 0)
 		return -1;
 	c->buf_len = (size_t)hl;
-	if (c->req.method != HTTPD_HEAD) {
-		memcpy(c->buf + hl, body, (size_t)bl);
-		c->buf_len += (size_t)bl;
-	}
 	c->buf_sent = 0;
 	c->keep_alive = keep_alive;
 	c->left = 0;
@@ -233,13 +231,34 @@ static int respond_error(struct conn *c, int status, int keep_alive)
 	return 0;
 }
 
-/* The request in c->req is parsed: open its file. Returns the next state's work via c->st. */
+/* A response whose short text body says the status (errors). */
+static int respond_error(struct conn *c, int status, int keep_alive)
+{
+	char body[96];
+	int bl = snprintf(body, sizeof(body), "%d %s\n", status, httpd_reason(status));
+
+	if (put_head(c, status, keep_alive, (uint64_t)bl, 0, 0, 0) < 0)
+		return -1;
+	if (c->req.method != HTTPD_HEAD) {
+		memcpy(c->buf + c->buf_len, body, (size_t)bl);
+		c->buf_len += (size_t)bl;
+	}
+	return 0;
+}
+
+static void close_file(struct conn *c)
+{
+	close(c->file);
+	c->file = -1;
+}
+
+/* The file of the request in c->req is open (or failed to): answer it. */
 static int start_response(struct conn *c, long open_result, int open_errno)
 {
 	struct stat st;
 	uint64_t off, len;
 	enum httpd_span span;
-	int status, hl;
+	int status;
 
 	if (open_result < 0) {
 		status = open_errno == ENOENT || open_errno == ENOTDIR || open_errno == ENAMETOOLONG || open_errno == ELOOP
@@ -250,42 +269,19 @@ static int start_response(struct conn *c, long open_result, int open_errno)
 	}
 	c->file = (int)open_result;
 	if (fstat(c->file, &st) < 0 || !S_ISREG(st.st_mode)) {
-		close(c->file);
-		c->file = -1;
+		close_file(c);
 		return respond_error(c, 404, c->req.keep_alive);
 	}
 	span = httpd_resolve_range(&c->req.range, (uint64_t)st.st_size, &off, &len);
 	if (span == HTTPD_SPAN_UNSATISFIABLE) {
-		close(c->file);
-		c->file = -1;
-		if (!c->buf && !(c->buf = get_buffer()))
-			return -1;
-		hl = httpd_format_head(c->buf, w.s->buffer, 416, c->req.keep_alive, 0, 0, 0, (uint64_t)st.st_size, http_date());
-		if (hl < 0)
-			return -1;
-		c->buf_len = (size_t)hl;
-		c->buf_sent = 0;
-		c->left = 0;
-		c->keep_alive = c->req.keep_alive;
-		c->st = ST_SEND;
-		count_response(416);
-		return 0;
+		close_file(c);
+		return put_head(c, 416, c->req.keep_alive, 0, 0, 0, (uint64_t)st.st_size);
 	}
 	status = span == HTTPD_SPAN_PARTIAL ? 206 : 200;
-	if (!c->buf && !(c->buf = get_buffer()))
+	if (put_head(c, status, c->req.keep_alive, len, off, len, (uint64_t)st.st_size) < 0)
 		return -1;
-	hl = httpd_format_head(c->buf, w.s->buffer, status, c->req.keep_alive, len, off, len, (uint64_t)st.st_size, http_date());
-	if (hl < 0)
-		return -1;
-	count_response(status);
-	c->buf_len = (size_t)hl;
-	c->buf_sent = 0;
-	c->keep_alive = c->req.keep_alive;
 	if (c->req.method == HTTPD_HEAD || len == 0) {
-		close(c->file);
-		c->file = -1;
-		c->left = 0;
-		c->st = ST_SEND;
+		close_file(c);
 	} else {
 		c->off = off;
 		c->left = len;
@@ -353,10 +349,8 @@ static void advance(struct conn *c, int have, long res, int err)
 					c->st = ST_READ;
 					break;
 				}
-				if (c->file >= 0) {
-					close(c->file);
-					c->file = -1;
-				}
+				if (c->file >= 0)
+					close_file(c);
 				if (c->linger && !c->cut) {
 					shutdown(c->fd, SHUT_WR);
 					c->st = ST_DRAIN;
