@@ -16,11 +16,6 @@ scratch run-chaos
 {
   small_experiment chaos 18096
   cat <<EOT
-duration_s = 60
-max_session_s = 20
-verify = true
-[rates]
-fixed = [2]
 [[config]]
 name = "chaos"
 server = "nginx"

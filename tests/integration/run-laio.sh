@@ -17,11 +17,6 @@ scratch run-laio
 {
   small_experiment laio 18097
   cat <<EOT
-duration_s = 60
-max_session_s = 20
-verify = true
-[rates]
-fixed = [2]
 [[config]]
 name = "laio-lazy"
 server = "laio"

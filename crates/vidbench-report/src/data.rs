@@ -46,8 +46,9 @@ pub struct Run {
 }
 
 /// Paper 001 Table 1 over a window: the prefetch size in force and what
-/// became of the prefetched bytes, in MB/s.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// became of the prefetched bytes, in MB/s (a step's `prefetch` in
+/// steps.json).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Deserialize)]
 pub struct PrefetchWindow {
     pub size_mean_bytes: f64,
     pub size_end_bytes: f64,
@@ -56,21 +57,6 @@ pub struct PrefetchWindow {
     pub evicted_mb_s: Option<f64>,
     pub wasted_mb_s: Option<f64>,
     pub reread_mb_s: Option<f64>,
-}
-
-impl PrefetchWindow {
-    fn from_json(v: &Value) -> Option<PrefetchWindow> {
-        let f = |k: &str| v.get(k).and_then(Value::as_f64);
-        Some(PrefetchWindow {
-            size_mean_bytes: f("size_mean_bytes")?,
-            size_end_bytes: f("size_end_bytes")?,
-            read_mb_s: f("read_mb_s"),
-            used_mb_s: f("used_mb_s"),
-            evicted_mb_s: f("evicted_mb_s"),
-            wasted_mb_s: f("wasted_mb_s"),
-            reread_mb_s: f("reread_mb_s"),
-        })
-    }
 }
 
 /// The daemon's prefetch size in force over a stepped run, from its
@@ -239,7 +225,7 @@ fn expand_steps(base: Run, steps: &Value) -> anyhow::Result<Vec<Run>> {
             server_cpu_s: None,
             daemon_cpu_s: None,
             window_s: Some(window),
-            prefetch: step.get("prefetch").and_then(PrefetchWindow::from_json),
+            prefetch: step.get("prefetch").and_then(|p| serde_json::from_value(p.clone()).ok()),
             ..base.clone()
         });
     }

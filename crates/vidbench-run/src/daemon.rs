@@ -91,14 +91,9 @@ impl Daemon {
     }
 
     /// Starts a new daemon in place of a dead one, with the same arguments,
-    /// on the same socket path (the dead one's file removed first, so that
-    /// readiness means the new socket).
+    /// on the same socket path (the daemon removes the dead one's file
+    /// itself, and readiness is a connect, which a stale file refuses).
     pub fn restart(&mut self, cgroup: &RunCgroup) -> anyhow::Result<()> {
-        match std::fs::remove_file(&self.socket) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e).with_context(|| format!("cannot remove the dead daemon's socket {}", self.socket.display())),
-        }
         let new = Daemon::start(&self.binary, &self.socket, &self.prefetch, &self.server_user, &self.log, cgroup)?;
         *self = new;
         Ok(())

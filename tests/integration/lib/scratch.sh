@@ -24,7 +24,8 @@ scratch() {
 }
 fail() { echo "FAIL: $*"; [ -f "$tmp/log" ] && tail -30 "$tmp/log"; exit 1; }
 # small_experiment NAME PORT: small.toml generated into $tmp/w, the
-# emulated WD Red in FUSE mode, 256 MiB, no warming; the [run] table is open.
+# emulated WD Red in FUSE mode, 256 MiB, no warming, 60 s of arrivals at 2
+# sessions/s with every byte verified; [[config]] tables follow.
 small_experiment() {
   [ -d "$tmp/w" ] || "$VB" workload gen bench/specs/small.toml --out "$tmp/w" > /dev/null
   cat <<EOT
@@ -40,5 +41,10 @@ limit_mb = 256
 [run]
 warm = false
 port = $2
+duration_s = 60
+max_session_s = 20
+verify = true
+[rates]
+fixed = [2]
 EOT
 }
