@@ -4,7 +4,8 @@
 # 1 s later. The shim must fail open: every session completes and every
 # byte verifies. chaos.csv alternates kill and start rows with the pids of
 # distinct daemons, setup.json counts the kills, the daemon log shows each
-# start, and the run ends with a live daemon whose counters were taken.
+# start, and the run ends with a live daemon whose counters were taken,
+# whether the load ended while a daemon ran or in a restart gap.
 # Needs root, /dev/fuse, a cgroup memory controller and nginx.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -31,7 +31,9 @@ use std::time::{Duration, Instant};
 /// So once the load is over, a daemon the thread started is started again
 /// from the caller's thread, which outlives the run: the end of the run
 /// finds a daemon to ask for its counters (those of this last instance
-/// only) and to stop.
+/// only) and to stop. If the thread's last daemon was alive when the load
+/// ended, that hand-over kills it: `chaos.csv` and the count show that kill
+/// too, so kills and starts always alternate.
 pub fn during<T>(
     chaos: ChaosSection,
     daemon: &Mutex<Daemon>,
@@ -50,10 +52,14 @@ pub fn during<T>(
         let kills = killer.join().map_err(|_| anyhow::anyhow!("the chaos thread panicked"));
         (played, kills)
     });
-    let kills = kills??;
+    let (mut kills, thread_daemon_alive) = kills??;
     if kills > 0 {
         let mut d = daemon.lock().unwrap_or_else(|e| e.into_inner());
-        d.kill();
+        let pid = d.kill();
+        if thread_daemon_alive {
+            kills += 1;
+            writeln!(out, "{:.3},kill,{pid}", epoch.elapsed().as_secs_f64())?;
+        }
         d.restart(cgroup).context("starting the daemon again after the chaos")?;
         writeln!(out, "{:.3},start,{}", epoch.elapsed().as_secs_f64(), d.child.pid())?;
     }
@@ -72,7 +78,9 @@ fn pause(d: Duration, done: &AtomicBool) -> bool {
     true
 }
 
-fn kill_loop(chaos: ChaosSection, daemon: &Mutex<Daemon>, cgroup: &RunCgroup, out: &mut std::fs::File, epoch: Instant, done: &AtomicBool) -> anyhow::Result<u32> {
+/// Returns the kills and whether the last daemon this thread started was
+/// still running (rather than killed, awaiting its restart) when it ended.
+fn kill_loop(chaos: ChaosSection, daemon: &Mutex<Daemon>, cgroup: &RunCgroup, out: &mut std::fs::File, epoch: Instant, done: &AtomicBool) -> anyhow::Result<(u32, bool)> {
     let mut kills = 0;
     let every = Duration::from_secs_f64(chaos.kill_every_s);
     let gap = Duration::from_secs_f64(chaos.restart_after_s);
@@ -83,11 +91,11 @@ fn kill_loop(chaos: ChaosSection, daemon: &Mutex<Daemon>, cgroup: &RunCgroup, ou
         writeln!(out, "{:.3},kill,{pid}", epoch.elapsed().as_secs_f64())?;
         // When the load ends in the gap, `during` starts the next one.
         if !pause(gap, done) {
-            break;
+            return Ok((kills, false));
         }
         let mut d = lock();
         d.restart(cgroup).context("restarting the killed daemon")?;
         writeln!(out, "{:.3},start,{}", epoch.elapsed().as_secs_f64(), d.child.pid())?;
     }
-    Ok(kills)
+    Ok((kills, kills > 0))
 }
