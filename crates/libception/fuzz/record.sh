@@ -13,7 +13,11 @@
 # Builds with AddressSanitizer (cargo +nightly fuzz build -O), runs in a
 # scratch directory from the target's seeds (new inputs go to corpus/),
 # writes NOTES-raw.md beside the logs; NOTES.md is written by hand from it.
+# SANITIZER=none builds without one (cargo fuzz build -s none) and records
+# as TARGET-nosan: its RSS is the daemon's and libFuzzer's own, without
+# AddressSanitizer's quarantine and shadow memory.
 set -eu
+sanitizer=${SANITIZER:-address}
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../../.." && pwd)
 if [ "$1" = --collect ]; then
@@ -25,7 +29,7 @@ else
     work=$(mktemp -d /tmp/libception-fuzz.XXXXXX)
     # The commit the binary is built from, taken before a run that may last hours.
     commit=$(git -C "$repo" rev-parse HEAD)$(git -C "$repo" diff --quiet || echo ' (with local changes)')
-    (cd "$here" && cargo +nightly fuzz build -O "$target")
+    (cd "$here" && cargo +nightly fuzz build -O -s "$sanitizer" "$target")
     cp "$here/target/x86_64-unknown-linux-gnu/release/$target" "$work/"
     mkdir -p "$work/corpus" "$work/artifacts"
     cmd="./$target -runs=$runs -print_funcs=0 -print_final_stats=1 -artifact_prefix=artifacts/ $* corpus seeds"
@@ -37,7 +41,9 @@ else
 fi
 # A run made by hand may have left /usr/bin/time's report in its stderr.
 [ -f "$work/time.txt" ] || grep "$(printf '^\t')" "$work/fuzz.err" >"$work/time.txt" || true
-out="$repo/docs/results/fuzz/${start%%T*}/$target"
+name=$target
+[ "$sanitizer" = address ] || name=$target-nosan
+out="$repo/docs/results/fuzz/${start%%T*}/$name"
 mkdir -p "$out"
 cp "$work/time.txt" "$out/time.txt"
 grep '^stat::' "$work/fuzz.err" >"$out/final-stats.txt" || true
@@ -46,7 +52,7 @@ grep -E '^#[0-9]+' "$work/fuzz.err" | tail -1 >>"$out/progress.txt"
 {
     echo "# $target, -runs=$runs (libFuzzer final stats below: the inputs actually run)"
     echo
-    echo "- command: \`$cmd\` (in a scratch directory, binary from \`cargo +nightly fuzz build -O $target\`)"
+    echo "- command: \`$cmd\` (in a scratch directory, binary from \`cargo +nightly fuzz build -O -s $sanitizer $target\`)"
     echo "- commit: $commit"
     echo "- toolchain: $(rustc +nightly --version); cargo-fuzz $(cargo fuzz --version 2>/dev/null | awk '{print $2}')"
     echo "- machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
