@@ -366,21 +366,41 @@ impl Reply {
         (raw.to_wire(), if v1 { REPLY_SIZE_V1 } else { REPLY_SIZE })
     }
 
-    /// Parses one reply datagram.
+    /// Parses one reply datagram of this version ([`REPLY_SIZE`] bytes).
     pub fn parse(buf: &[u8]) -> Result<Reply, ReplyError> {
-        let buf: &[u8; REPLY_SIZE] = buf.try_into().map_err(|_| ReplyError::Size { len: buf.len() })?;
-        let raw = RawReply::from_wire(buf);
+        if buf.len() != REPLY_SIZE {
+            return Err(ReplyError::Size { len: buf.len() });
+        }
+        match Reply::parse_any_version(buf)? {
+            (reply, PROTO_VERSION) => Ok(reply),
+            (_, found) => Err(ReplyError::Version { found }),
+        }
+    }
+
+    /// Parses a reply of any version the daemon speaks, as it answers a
+    /// request of that version: a version-1 image is [`REPLY_SIZE_V1`] bytes
+    /// (no `resident_end`, read as 0), a version-2 one [`REPLY_SIZE`].
+    /// Returns the reply and its version.
+    pub fn parse_any_version(buf: &[u8]) -> Result<(Reply, u16), ReplyError> {
+        let mut image = [0u8; REPLY_SIZE];
+        let expected = match buf.len() {
+            REPLY_SIZE_V1 => 1,
+            REPLY_SIZE => PROTO_VERSION,
+            len => return Err(ReplyError::Size { len }),
+        };
+        image[..buf.len()].copy_from_slice(buf);
+        let raw = RawReply::from_wire(&image);
         if raw.magic != REPLY_MAGIC {
             return Err(ReplyError::Magic { found: raw.magic });
         }
-        if raw.version != PROTO_VERSION {
+        if raw.version != expected {
             return Err(ReplyError::Version { found: raw.version });
         }
         if raw.flags & !reply_flags::KNOWN != 0 {
             return Err(ReplyError::Flags { unknown: raw.flags & !reply_flags::KNOWN });
         }
         let RawReply { op, seq, status, flags, bytes_read, payload_len, resident_end, .. } = raw;
-        Ok(Reply { op, seq, status, flags, bytes_read, payload_len, resident_end })
+        Ok((Reply { op, seq, status, flags, bytes_read, payload_len, resident_end }, raw.version))
     }
 }
 
@@ -481,5 +501,14 @@ mod tests {
         assert_eq!(v1[..4], v2[..4]);
         assert_eq!(v1[6..n], v2[6..n]);
         assert_eq!(Reply::parse(&v2[..m]), Ok(r));
+        // A version-1 image reads back without resident_end; only the parser
+        // of any version takes it, and a mislabelled length is refused.
+        assert_eq!(Reply::parse(&v1[..n]), Err(ReplyError::Size { len: REPLY_SIZE_V1 }));
+        assert_eq!(Reply::parse_any_version(&v1[..n]), Ok((Reply { resident_end: 0, ..r }, 1)));
+        assert_eq!(Reply::parse_any_version(&v2[..m]), Ok((r, PROTO_VERSION)));
+        let mut v2_labelled_1 = v2;
+        v2_labelled_1[4] = 1;
+        assert_eq!(Reply::parse_any_version(&v2_labelled_1[..m]), Err(ReplyError::Version { found: 1 }));
+        assert_eq!(Reply::parse_any_version(&v2[..n]), Err(ReplyError::Version { found: PROTO_VERSION }));
     }
 }
