@@ -50,11 +50,9 @@ use std::os::unix::process::CommandExt;
 
 /// A daemon whose socket `nobody` can reach.
 fn open_daemon(extra: &[&str]) -> Daemon {
-    let mut args = vec!["--prefetch", "1M", "--socket-mode", "0666"];
+    let mut args = vec!["--prefetch", "1M"];
     args.extend_from_slice(extra);
-    let d = Daemon::start(&args);
-    std::fs::set_permissions(d.dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    d
+    Daemon::start_for_all_uids(&args)
 }
 
 fn warm(path: &Path) {

@@ -1,9 +1,14 @@
 //! A FUSE filesystem that stops answering: one file, `f`, whose lookup and
-//! open are answered, and whose attribute requests (and reads) are held
+//! open are answered, and whose attribute requests and reads are held
 //! unanswered once `hang()` is called, as a hostile user's own FUSE mount
 //! would. Attribute and entry timeouts are 0, so an `fstat` of an open
 //! descriptor asks the server again and waits for it. `Drop` answers every
 //! held request (EIO) and unmounts.
+//!
+//! It is also a gate for ordering tests: after `hold_reads()` only reads are
+//! held (attributes answered), `release()` answers them (zeros) and lets
+//! later reads through, and `read_log()` lists the offset of every read the
+//! kernel sent, in arrival order: the order a reader issued them.
 
 use fuser::{Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, LockOwner, OpenFlags, ReplyAttr, ReplyData, ReplyEntry, ReplyOpen, Request};
 use std::ffi::OsStr;
@@ -18,11 +23,14 @@ const SIZE: u64 = 1 << 20;
 #[derive(Default)]
 struct Held {
     attrs: Vec<ReplyAttr>,
-    reads: Vec<ReplyData>,
+    reads: Vec<(u32, ReplyData)>,
+    /// Offsets of every read received, in order.
+    log: Vec<u64>,
 }
 
 struct HangFs {
     hanging: Arc<AtomicBool>,
+    holding_reads: Arc<AtomicBool>,
     held: Arc<Mutex<Held>>,
 }
 
@@ -73,19 +81,27 @@ impl fuser::Filesystem for HangFs {
         _req: &Request,
         _ino: INodeNo,
         _fh: FileHandle,
-        _offset: u64,
-        _size: u32,
+        offset: u64,
+        size: u32,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        self.held.lock().unwrap().reads.push(reply);
+        let mut held = self.held.lock().unwrap();
+        held.log.push(offset);
+        let size = size.min(SIZE.saturating_sub(offset) as u32);
+        if self.hanging.load(Ordering::SeqCst) || self.holding_reads.load(Ordering::SeqCst) {
+            held.reads.push((size, reply));
+        } else {
+            reply.data(&vec![0u8; size as usize]);
+        }
     }
 }
 
 pub struct HangMount {
     pub dir: tempfile::TempDir,
     hanging: Arc<AtomicBool>,
+    holding_reads: Arc<AtomicBool>,
     held: Arc<Mutex<Held>>,
     session: Option<fuser::BackgroundSession>,
 }
@@ -95,13 +111,14 @@ impl HangMount {
     pub fn mount() -> std::io::Result<HangMount> {
         let dir = tempfile::tempdir()?;
         let hanging = Arc::new(AtomicBool::new(false));
+        let holding_reads = Arc::new(AtomicBool::new(false));
         let held = Arc::new(Mutex::new(Held::default()));
-        let fs = HangFs { hanging: hanging.clone(), held: held.clone() };
+        let fs = HangFs { hanging: hanging.clone(), holding_reads: holding_reads.clone(), held: held.clone() };
         let mut cfg = fuser::Config::default();
         cfg.mount_options = vec![fuser::MountOption::FSName("hang".into()), fuser::MountOption::Subtype("hang".into())];
         cfg.acl = fuser::SessionACL::All;
         let session = fuser::Session::new(fs, dir.path(), &cfg)?.spawn()?;
-        Ok(HangMount { dir, hanging, held, session: Some(session) })
+        Ok(HangMount { dir, hanging, holding_reads, held, session: Some(session) })
     }
 
     pub fn file(&self) -> PathBuf {
@@ -115,6 +132,25 @@ impl HangMount {
     /// From now on attribute requests and reads are never answered.
     pub fn hang(&self) {
         self.hanging.store(true, Ordering::SeqCst);
+    }
+
+    /// From now on reads (only) wait until `release()`.
+    pub fn hold_reads(&self) {
+        self.holding_reads.store(true, Ordering::SeqCst);
+    }
+
+    /// Answers the held reads, in order, and lets later reads through.
+    pub fn release(&self) {
+        self.holding_reads.store(false, Ordering::SeqCst);
+        let reads = std::mem::take(&mut self.held.lock().unwrap().reads);
+        for (size, reply) in reads {
+            reply.data(&vec![0u8; size as usize]);
+        }
+    }
+
+    /// Offsets of every read received so far, in arrival order.
+    pub fn read_log(&self) -> Vec<u64> {
+        self.held.lock().unwrap().log.clone()
     }
 
     /// Requests held so far (attributes, reads).

@@ -39,6 +39,16 @@ impl Daemon {
         Self::start_with_nofile(args, None)
     }
 
+    /// A daemon whose socket clients of any uid can reach (mode 0666 in a
+    /// directory open to all).
+    pub fn start_for_all_uids(args: &[&str]) -> Daemon {
+        let mut all = vec!["--socket-mode", "0666"];
+        all.extend_from_slice(args);
+        let d = Daemon::start(&all);
+        std::fs::set_permissions(d.dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        d
+    }
+
     /// Starts it with its soft RLIMIT_NOFILE set to `soft` (the hard limit
     /// unchanged), as a service manager's default of 1024 would.
     pub fn start_with_nofile(args: &[&str], soft: Option<u64>) -> Daemon {
@@ -215,6 +225,25 @@ pub fn root_or_skip(needs: &str) -> bool {
         eprintln!("SKIP: needs root to {needs}");
     }
     is_root()
+}
+
+/// Runs `f` on a thread of its own whose credentials (only) are `uid` and
+/// gid `uid` (raw setres[ug]id: glibc's wrappers would change every thread
+/// of the process). A socket connected in `f` keeps those credentials for
+/// the daemon's SO_PEERCRED. Root only.
+pub fn as_uid<T: Send>(uid: u32, f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // SAFETY: plain syscalls changing this thread's credentials.
+            let ok = unsafe {
+                libc::syscall(libc::SYS_setresgid, uid, uid, uid) == 0 && libc::syscall(libc::SYS_setresuid, uid, uid, uid) == 0
+            };
+            assert!(ok, "setresuid({uid}) in a helper thread: {}", std::io::Error::last_os_error());
+            f()
+        })
+        .join()
+        .expect("the helper thread with another uid panicked")
+    })
 }
 
 pub fn is_root() -> bool {
