@@ -21,10 +21,13 @@
  *     inline when the path is in the dentry cache; else io_uring.
  *   close: io_uring; inline when the kernel completes it without punting to
  *     io-wq (no ->flush).
- *   statx, stat, lstat, newfstatat: openat2(O_PATH, RESOLVE_CACHED) probes
- *     whether the path resolves from the dentry cache; if it does (or fails
- *     for any reason but EAGAIN) the call itself runs inline; else statx goes
- *     to io_uring and the others to the pool, in the background.
+ *   statx, stat, lstat, newfstatat: inline at once when the same path
+ *     buffer resolved from the dentry cache in this thread within the last
+ *     RECENT_NS (an inline open or stat of it: a server's stat right after
+ *     its open). Otherwise openat2(O_PATH, RESOLVE_CACHED) probes whether the
+ *     path resolves from the dentry cache; if it does (or fails for any
+ *     reason but EAGAIN) the call itself runs inline; else statx goes to
+ *     io_uring and the others to the pool, in the background.
  *   fsync, fdatasync: io_uring, which always runs them in io-wq: background.
  *   anything else: the pool (background), as in the eager back end.
  * Eager back end: every call on a helper thread (background).
@@ -259,6 +262,64 @@ static long sock(long nr, const long a[6], int send, laio_handle_t *h)
 	return to_uring(send ? LAIO__SEND : LAIO__RECV, nr, a, ua, h);
 }
 
+/*
+ * Path buffers that just resolved from the dentry cache in this thread.
+ * Keyed by (dirfd, buffer address, nofollow), never by the bytes: reading a
+ * caller's path could fault where the system call would return EFAULT. Any
+ * open or stat of a buffer that does not resolve from the cache forgets it,
+ * so a buffer refilled with another path is probed again after its next
+ * open. A wrong guess (a buffer refilled without one, or dentries evicted
+ * within RECENT_NS) only lets one stat wait inline; its result is the
+ * system call's either way.
+ */
+#define RECENT 8
+#define RECENT_NS 50000000LL	/* 50 ms */
+static __thread struct recent {
+	const char *path;
+	long long at;
+	int dirfd, nofollow;
+} recent[RECENT];
+static __thread unsigned recent_next;
+
+static long long coarse_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+	return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static struct recent *recent_find(int dirfd, const char *path, int nofollow)
+{
+	for (unsigned i = 0; i < RECENT; i++)
+		if (recent[i].path == path && recent[i].dirfd == dirfd && recent[i].nofollow == nofollow)
+			return &recent[i];
+	return NULL;
+}
+
+static void remember(int dirfd, const char *path, int nofollow)
+{
+	struct recent *r = recent_find(dirfd, path, nofollow);
+
+	if (!r)
+		r = &recent[recent_next++ % RECENT];
+	*r = (struct recent){ .path = path, .at = coarse_ns(), .dirfd = dirfd, .nofollow = nofollow };
+}
+
+static void forget(const char *path)
+{
+	for (unsigned i = 0; i < RECENT; i++)
+		if (recent[i].path == path)
+			recent[i].path = NULL;
+}
+
+static int recently_cached(int dirfd, const char *path, int nofollow)
+{
+	struct recent *r = path ? recent_find(dirfd, path, nofollow) : NULL;
+
+	return r && coarse_ns() - r->at < RECENT_NS;
+}
+
 /* Does the path resolve from the dentry cache? 1 yes, 0 no (would block). */
 static int path_cached(int dirfd, const char *path, int nofollow)
 {
@@ -292,9 +353,12 @@ static long cached_open(long nr, const long a[6], const long ua[6], laio_handle_
 		struct open_how how = { .flags = (unsigned int)flags, .resolve = RESOLVE_CACHED };
 		long fd = syscall(SYS_openat2, (int)ua[0], (const char *)ua[1], &how, sizeof(how));
 
-		if (fd >= 0)
+		if (fd >= 0) {
+			remember((int)ua[0], (const char *)ua[1], !!(flags & O_NOFOLLOW));
 			return fd;
+		}
 	}
+	forget((const char *)ua[1]);
 	return to_uring(LAIO__OPENAT, nr, a, ua, h);
 }
 
@@ -302,8 +366,15 @@ static long cached_open(long nr, const long a[6], const long ua[6], laio_handle_
 static long stat_family(long nr, const long a[6], int dirfd, long path, int nofollow,
 			laio_handle_t *h)
 {
-	if (path_cached(dirfd, (const char *)path, nofollow))
+	const char *p = (const char *)path;
+
+	if (recently_cached(dirfd, p, nofollow))
 		return raw(nr, a);
+	if (path_cached(dirfd, p, nofollow)) {
+		remember(dirfd, p, nofollow);
+		return raw(nr, a);
+	}
+	forget(p);
 	if (nr == SYS_statx)
 		return to_uring(LAIO__STATX, nr, a, a, h);
 	return to_pool(nr, a, h);

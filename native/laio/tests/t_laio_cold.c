@@ -27,10 +27,23 @@ static void sh(const char *fmt, const char *a, const char *b)
 	CHECK(system(cmd) == 0);
 }
 
+/*
+ * The previous back end's child may still hold the file system for a moment
+ * after it exits (io_uring's workers let go of their files asynchronously):
+ * wait for a clean unmount, up to 5 s. A lazy detach would leave the old
+ * superblock alive, and mount -o loop of the same image could be given it
+ * back with its dentries still cached.
+ */
 static void unmount(void)
 {
-	if (mounted && umount2(mnt, 0) == 0)
-		mounted = 0;
+	for (int i = 0; mounted && i < 50; i++) {
+		if (umount2(mnt, 0) == 0)
+			mounted = 0;
+		else if (errno == EBUSY)
+			usleep(100000);
+		else
+			break;
+	}
 	if (mounted && umount2(mnt, MNT_DETACH) == 0)
 		mounted = 0;
 }

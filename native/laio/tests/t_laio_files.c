@@ -5,7 +5,10 @@
  * non-resident with mincore (lazy: background); write, pwrite64; openat of
  * a cached path and of a missing one (lazy: inline), with O_CREAT (either);
  * statx, stat of a cached path (lazy: inline); close; fsync (background on
- * both: io_uring always punts it).
+ * both: io_uring always punts it). Lazy only: the stat of a path buffer
+ * right after its inline open skips the dentry-cache probe, while another
+ * buffer, or the same one after an open that was not inline, is probed
+ * (seen by making the probe, openat2, fail).
  */
 #include "ltest.h"
 
@@ -205,11 +208,60 @@ static void paths(void)
 	SAME(&o, &d);
 }
 
+/* Lazy only, in a child: openat2 is denied once the open is done. */
+static void recent_paths(void)
+{
+	char same[128], missing[160];
+	struct stat st;
+	struct outcome o;
+	pid_t pid;
+	int status;
+
+	if (!lazy())
+		return;
+	snprintf(same, sizeof(same), "%s", path);
+	snprintf(missing, sizeof(missing), "%s/not-here", dir);
+	fflush(stdout);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		call(&o, SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0);
+		CHECK(!o.background && o.ret >= 0);
+		close((int)o.ret);
+		call(&o, SYS_openat, AT_FDCWD, missing, O_RDONLY, 0);
+		CHECK(o.err == ENOENT);
+		deny_syscall(SYS_openat2, ENOSYS);
+		/* The buffer just opened: no probe, inline. */
+		call(&o, SYS_newfstatat, AT_FDCWD, path, &st, 0);
+		CHECK(!o.background && o.ret == 0 && st.st_size == SIZE);
+		call(&o, SYS_stat, path, &st);
+		CHECK(!o.background && o.ret == 0);
+		/* lstat follows no link: a different question, probed. */
+		call(&o, SYS_lstat, path, &st);
+		CHECK(o.background && o.ret == 0);
+		/* Another buffer with the same path: probed (the probe fails: background). */
+		call(&o, SYS_newfstatat, AT_FDCWD, same, &st, 0);
+		CHECK(o.background && o.ret == 0);
+		/* An open whose openat2 try fails forgets its buffer (io_uring
+		 * then opens it, inline or not). */
+		call(&o, SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0);
+		CHECK(o.ret >= 0);
+		close((int)o.ret);
+		call(&o, SYS_newfstatat, AT_FDCWD, path, &st, 0);
+		CHECK(o.background && o.ret == 0);
+		fflush(stdout);
+		_exit(0);
+	}
+	CHECK(waitpid(pid, &status, 0) == pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 static void body(void)
 {
 	reads();
 	writes();
 	paths();
+	recent_paths();
 }
 
 int main(void)

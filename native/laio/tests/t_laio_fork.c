@@ -9,6 +9,20 @@
 
 #include <sys/socket.h>
 
+/*
+ * GCC 12's AddressSanitizer runtime cannot start a thread in the child of a
+ * fork of a threaded process: the new thread waits forever on a lock of the
+ * sanitizer's allocator copied in its locked state (seen 5 times in 30 runs;
+ * ThreadSanitizer refuses the same outright unless die_after_fork=0). So in
+ * the ASan build the child's own eager calls, which need a new helper
+ * thread, are left to the plain and TSan builds.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define CHILD_CAN_START_THREADS 0
+#else
+#define CHILD_CAN_START_THREADS 1
+#endif
+
 static void body(void)
 {
 	struct timespec zero = { 0, 0 }, tenth = { 0, 100000000L };
@@ -31,14 +45,18 @@ static void body(void)
 		CHECK(laio_poll(c, 4, &tenth) == 0);
 		CHECK(strcmp(laio_backend(), getenv("LAIO_BACKEND")) == 0);
 		/* Its own calls work. */
-		CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, cv) == 0);
-		start_call(&oc, SYS_recvfrom, cv[0], cbuf, sizeof(cbuf), 0, 0, 0);
-		CHECK(oc.background);
-		CHECK(write(cv[1], "kid", 3) == 3);
-		collect(oc.handle, &oc);
-		CHECK(oc.ret == 3 && memcmp(cbuf, "kid", 3) == 0);
-		call(&oc, SYS_getppid);
-		CHECK(oc.ret == getppid());
+		if (lazy() || CHILD_CAN_START_THREADS) {
+			CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, cv) == 0);
+			start_call(&oc, SYS_recvfrom, cv[0], cbuf, sizeof(cbuf), 0, 0, 0);
+			CHECK(oc.background);
+			CHECK(write(cv[1], "kid", 3) == 3);
+			collect(oc.handle, &oc);
+			CHECK(oc.ret == 3 && memcmp(cbuf, "kid", 3) == 0);
+			call(&oc, SYS_getppid);
+			CHECK(oc.ret == getppid());
+		} else {
+			printf("note: the child's eager calls are checked in the plain and TSan builds\n");
+		}
 		CHECK(laio_poll(c, 4, &zero) == 0);
 		_exit(0);
 	}
