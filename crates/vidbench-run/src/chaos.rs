@@ -10,7 +10,9 @@
 //! in the backlog; here the socket file goes with the killed daemon and a
 //! connect() during the gap fails at once (the shim then goes to libc and
 //! retries with back-off). Every kill and start is a row of `chaos.csv` in
-//! the run directory (load-clock seconds, event, pid).
+//! the run directory (load-clock seconds, event, pid). The real units'
+//! restart and backlog behaviour is tested under systemd itself by
+//! `tests/integration/service-systemd.sh`.
 
 use crate::cgroup::RunCgroup;
 use crate::daemon::Daemon;
