@@ -576,6 +576,19 @@ impl Checker<'_> {
                 return Err(self.invalid(format!("{k}.interval_s"), format!("{s} must be at least 1 second")));
             }
         }
+        if let Some(s) = section.waste_after_s {
+            if !(s.is_finite() && s >= 1.0) {
+                return Err(self.invalid(format!("{k}.waste_after_s"), format!("{s} must be at least 1 second")));
+            }
+        }
+        if let Some(r) = section.stream_rate_kb {
+            if !(r.is_finite() && r > 0.0) {
+                return Err(self.invalid(format!("{k}.stream_rate_kb"), format!("{r} must be a positive rate")));
+            }
+        }
+        if section.ramp_rate_kb == Some(0) {
+            return Err(self.invalid(format!("{k}.ramp_rate_kb"), "0 would never change the size: at least 1 KiB per second"));
+        }
         for (name, v) in [("deflation", p.deflation), ("busy", p.busy), ("evict", p.evict)] {
             if !(v.is_finite() && (0.0..=1.0).contains(&v)) {
                 return Err(self.invalid(format!("{k}.{name}"), format!("{v} must be a fraction from 0 to 1")));

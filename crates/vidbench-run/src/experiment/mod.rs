@@ -373,12 +373,18 @@ kind = "wc"
 
     #[test]
     fn adaptive_parameters_reach_the_daemon_and_the_record() {
-        let text = GOOD.replace("prefetch_kb = [1024, 2048]", "prefetch_kb = [2048, \"adaptive\"]\nadaptive = { interval_s = 30, start_kb = 1024, scale = \"none\" }");
+        let text = GOOD.replace(
+            "prefetch_kb = [1024, 2048]",
+            "prefetch_kb = [2048, \"adaptive\"]\nadaptive = { interval_s = 30, start_kb = 1024, scale = \"none\", ramp_rate_kb = 64, stream_rate_kb = 52.5, waste_after_s = 120 }",
+        );
         let e = parse(&text).unwrap();
         let Some(Prefetch::Adaptive(p)) = e.config("lib-padaptive").unwrap().prefetch.clone() else { panic!("adaptive") };
         assert_eq!((p.interval.as_secs(), p.start, p.scale), (30, Some(1 << 20), libception_proto::BitrateScale::None));
+        assert_eq!((p.ramp_rate, p.stream_rate, p.waste_after.as_secs()), (64 << 10, Some(52.5 * 1024.0), 120));
         let args = e.config("lib-padaptive").unwrap().daemon_prefetch().unwrap().daemon_args().join(" ");
-        assert!(args.contains("--adaptive-interval 30") && args.contains("--adaptive-start 1048576") && args.contains("--adaptive-scale none"), "{args}");
+        for want in ["--adaptive-interval 30", "--adaptive-start 1048576", "--adaptive-scale none", "--adaptive-ramp-rate 65536", "--adaptive-stream-rate 53760", "--adaptive-waste-after 120"] {
+            assert!(args.contains(want), "{want} missing from {args}");
+        }
         // Recorded and read back whole; the fixed size of the sweep is untouched.
         let cfg = e.config("lib-padaptive").unwrap();
         let back: Config = serde_json::from_value(serde_json::to_value(cfg).unwrap()).unwrap();
@@ -386,6 +392,9 @@ kind = "wc"
         assert_eq!(e.config("lib-p2048").unwrap().prefetch, Some(Prefetch::Fixed(2048 << 10)));
         for (bad, want) in [
             ("interval_s = 0.5", "adaptive.interval_s"),
+            ("waste_after_s = 0", "adaptive.waste_after_s"),
+            ("stream_rate_kb = -1", "adaptive.stream_rate_kb"),
+            ("ramp_rate_kb = 0", "adaptive.ramp_rate_kb"),
             ("busy = 2", "adaptive.busy"),
             ("min_kb = 4096, max_kb = 1024", "min_kb <= start_kb <= max_kb"),
             ("speed = 1", "speed"),

@@ -443,6 +443,12 @@ pub struct AdaptiveSection {
     pub evict: Option<f64>,
     pub scale: Option<libception_proto::BitrateScale>,
     pub transaction_kb: Option<u32>,
+    /// Gradual change: largest change of the size in force, KiB per second.
+    pub ramp_rate_kb: Option<u32>,
+    /// Stream rate for the eviction-time jump, KiB per second (absent: estimated).
+    pub stream_rate_kb: Option<f64>,
+    /// Seconds after which a prefetched range nobody came back to is wasted.
+    pub waste_after_s: Option<f64>,
 }
 
 impl AdaptiveSection {
@@ -462,6 +468,9 @@ impl AdaptiveSection {
             evict: self.evict.unwrap_or(d.evict),
             scale: self.scale.unwrap_or(d.scale),
             transaction: kb(self.transaction_kb, d.transaction),
+            ramp_rate: kb(self.ramp_rate_kb, d.ramp_rate),
+            stream_rate: self.stream_rate_kb.map(|kb| kb * 1024.0).or(d.stream_rate),
+            waste_after: self.waste_after_s.map_or(d.waste_after, std::time::Duration::from_secs_f64),
             ..d
         }
     }
