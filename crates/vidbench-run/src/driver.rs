@@ -137,6 +137,8 @@ pub struct Driver {
     cgroup_counter: u32,
     /// Block mode: the image every run must read (`OUT/image.json`).
     image: Option<Value>,
+    /// DAMON's proactive reclaim, turned off until the driver is dropped.
+    _reclaim: Option<crate::reclaim::Paused>,
 }
 
 fn now_unix() -> f64 {
@@ -146,6 +148,28 @@ fn now_unix() -> f64 {
 fn write_json(path: &Path, v: &impl Serialize) -> anyhow::Result<()> {
     let text = serde_json::to_string_pretty(v).expect("JSON values serialize");
     std::fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Finds DAMON's kdamonds, records them in `machine`, and pauses the running
+/// ones unless the experiment keeps them (`reclaim.rs`).
+fn pause_proactive_reclaim(exp: &Experiment, machine: &mut Value) -> anyhow::Result<Option<crate::reclaim::Paused>> {
+    use crate::experiment::ReclaimPolicy;
+    use crate::reclaim::{describe, kdamonds, Paused, KDAMONDS};
+    let found = kdamonds(Path::new(KDAMONDS));
+    let running: Vec<String> = found.iter().filter(|k| k.state == "on").flat_map(|k| k.schemes.clone()).collect();
+    let (paused, action) = match exp.run.proactive_reclaim {
+        _ if running.is_empty() => (None, "none running"),
+        ReclaimPolicy::Keep => (None, "kept running (proactive_reclaim = \"keep\")"),
+        ReclaimPolicy::Pause => {
+            let p = Paused::pause(Path::new(KDAMONDS)).with_context(|| {
+                format!("cannot pause DAMON's proactive reclaim ({}): run as root, or set [run] proactive_reclaim = \"keep\" to measure under it", running.join("; "))
+            })?;
+            eprintln!("vidbench run: DAMON proactive reclaim paused for the experiment ({}); it is turned on again at the end", running.join("; "));
+            (Some(p), "paused for the experiment")
+        }
+    };
+    machine["proactive_reclaim"] = describe(&found, action);
+    Ok(paused)
 }
 
 /// Checks that every program the experiment needs exists, before anything is set up.
@@ -214,7 +238,8 @@ impl Driver {
             truncate_sessions(&mut sessions, max);
         }
         vidbench_library::Library::load(&workload.library)?;
-        let machine = setup::machine(exp.source.parent().unwrap_or(Path::new(".")));
+        let mut machine = setup::machine(exp.source.parent().unwrap_or(Path::new(".")));
+        let reclaim = pause_proactive_reclaim(&exp, &mut machine)?;
         write_json(&out.join("machine.json"), &machine)?;
         let estimate_total = exp.configs.iter().map(|c| estimate_runs(&c.rates)).sum();
         Ok(Driver {
@@ -227,6 +252,7 @@ impl Driver {
             progress: Progress::new(estimate_total),
             cgroup_counter: 0,
             image: None,
+            _reclaim: reclaim,
         })
     }
 

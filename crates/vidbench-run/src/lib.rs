@@ -26,6 +26,7 @@
 //!   children, to check a machine.
 //! - `reader`: cache warming and the `wc` upper bound.
 //! - `setup`: the machine description recorded with every run.
+//! - `reclaim`: DAMON's proactive reclaim found, recorded and paused.
 //! - `progress`: the "run N of M" line.
 
 mod cgroup;
@@ -38,6 +39,7 @@ mod driver;
 mod experiment;
 mod interrupt;
 mod process;
+mod reclaim;
 mod progress;
 mod reader;
 mod search;

@@ -26,7 +26,7 @@ mod schema;
 pub use libception_proto::{Mode, Prefetch};
 use libception_proto::AdaptiveParams;
 pub use schema::{DiskMode, DiskSection, ExperimentFile, FillOrder, FsKind, FsSize, PathsSection, RunKind, RunSection, Scheduler, SearchSection, ServerKind, SteadySection, SAMPLE_INTERVAL_S};
-pub use schema::{BracketSection, ChaosSection};
+pub use schema::{BracketSection, ChaosSection, ReclaimPolicy};
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -200,6 +200,26 @@ pub struct RunSection {
     /// `duration_s`, `sessions` and `max_session_s`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steady: Option<SteadySection>,
+    /// DAMON's proactive reclaim (a kdamond paging out memory untouched for a
+    /// while) during the experiment: turned off and on again at the end
+    /// (`pause`, the default), or left running (`keep`). See `reclaim.rs`.
+    #[serde(default, skip_serializing_if = "ReclaimPolicy::is_pause")]
+    pub proactive_reclaim: ReclaimPolicy,
+}
+
+/// What the driver does with DAMON's proactive reclaim.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ReclaimPolicy {
+    #[default]
+    Pause,
+    Keep,
+}
+
+impl ReclaimPolicy {
+    fn is_pause(&self) -> bool {
+        *self == ReclaimPolicy::Pause
+    }
 }
 
 /// Timing of the steady-state protocol, in seconds (each a multiple of the
