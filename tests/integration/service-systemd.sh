@@ -2,7 +2,7 @@
 # The units of dist/systemd/ under a real systemd (issue 13): systemd runs as
 # PID 1 of private PID, mount, network, UTS and IPC namespaces (this machine's
 # PID 1 is not systemd), with the units `make install-service` installs
-# (ExecStart naming the built binary), stub targets in place of the
+# (PREFIX in the namespace's /run, where the built daemon is copied), stub targets in place of the
 # distribution's (so that nothing of the host is started or changed) and a
 # `libception` system user in private copies of /etc/passwd and /etc/group.
 # Checked:
@@ -38,10 +38,13 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; [ -n "$init" ] && in_ns systemctl status libception.service libception.socket --no-pager 2>&1 | tail -20; exit 1; }
 
-make -s install-service DESTDIR="$tmp/stage" PREFIX="$BUILD" SYSTEMDUNITDIR=/etc/systemd/system >/dev/null \
+# The unit's PrivateTmp hides /tmp, where a checkout may live: the daemon is
+# installed under the namespace's own /run, as PREFIX.
+prefix=/run/libception-test
+make -s install-service DESTDIR="$tmp/stage" PREFIX="$prefix" SYSTEMDUNITDIR=/etc/systemd/system >/dev/null \
   || fail "make install-service"
 units=$tmp/stage/etc/systemd/system
-grep -q "^ExecStart=$BUILD/bin/libception daemon" "$units/libception.service" || fail "ExecStart does not name the built binary"
+grep -q "^ExecStart=$prefix/bin/libception daemon" "$units/libception.service" || fail "ExecStart does not name PREFIX/bin"
 printf '[Unit]\nDescription=the test: the socket only\nWants=libception.socket\n' > "$units/libception-test.target"
 mkdir -p "$tmp/lib"
 for t in sysinit basic sockets shutdown local-fs local-fs-pre swap umount paths timers slices network multi-user; do
@@ -62,6 +65,8 @@ cat > "$tmp/init.sh" <<EOF
 set -e
 mount --make-rprivate /
 mount -t tmpfs tmpfs /run
+mkdir -p $prefix/bin
+cp $BIN $prefix/bin/libception
 mount -t tmpfs tmpfs /etc/systemd/system
 cp $units/* /etc/systemd/system/
 mount --bind $tmp/lib /lib/systemd/system
@@ -96,7 +101,7 @@ pid_in_ns=$(in_ns systemctl show -p MainPID --value libception.service)
 
 # Credentials: find the daemon as the host sees it (its namespace pid is 2-digit).
 host_pid() {
-  for p in $(pgrep -f "^$BIN daemon --socket /run/libception.sock"); do
+  for p in $(pgrep -f "^$prefix/bin/libception daemon --socket /run/libception.sock"); do
     if [ "$(awk '/^NSpid/ { print $NF }' "/proc/$p/status")" = "$(in_ns systemctl show -p MainPID --value libception.service)" ]; then
       echo "$p"
       return
