@@ -154,21 +154,36 @@ fn write_json(path: &Path, v: &impl Serialize) -> anyhow::Result<()> {
 /// ones unless the experiment keeps them (`reclaim.rs`).
 fn pause_proactive_reclaim(exp: &Experiment, machine: &mut Value) -> anyhow::Result<Option<crate::reclaim::Paused>> {
     use crate::experiment::ReclaimPolicy;
-    use crate::reclaim::{describe, kdamonds, Paused, KDAMONDS};
+    use crate::reclaim::{describe, kdamonds, Paused, Registry, KDAMONDS};
+    let registry = Registry::system();
+    if exp.run.proactive_reclaim == ReclaimPolicy::Keep && !registry.is_empty() {
+        // Measured under the VM's policy: undo what killed benchmarks left off.
+        for d in registry.recover().context("cannot undo the proactive-reclaim pauses of killed benchmarks")? {
+            eprintln!("vidbench run: turned {} on again: a killed benchmark had left it off", d.display());
+        }
+    }
     let found = kdamonds(Path::new(KDAMONDS));
     let running: Vec<String> = found.iter().filter(|k| k.state == "on").flat_map(|k| k.schemes.clone()).collect();
     let (paused, action) = match exp.run.proactive_reclaim {
-        _ if running.is_empty() => (None, "none running"),
-        ReclaimPolicy::Keep => (None, "kept running (proactive_reclaim = \"keep\")"),
+        ReclaimPolicy::Keep if running.is_empty() => (None, "none running".to_string()),
+        ReclaimPolicy::Keep => (None, "kept running (proactive_reclaim = \"keep\")".to_string()),
+        ReclaimPolicy::Pause if running.is_empty() && registry.is_empty() => (None, "none running".to_string()),
         ReclaimPolicy::Pause => {
-            let p = Paused::pause(Path::new(KDAMONDS)).with_context(|| {
+            let p = Paused::system().with_context(|| {
                 format!("cannot pause DAMON's proactive reclaim ({}): run as root, or set [run] proactive_reclaim = \"keep\" to measure under it", running.join("; "))
             })?;
-            eprintln!("vidbench run: DAMON proactive reclaim paused for the experiment ({}); it is turned on again at the end", running.join("; "));
-            (Some(p), "paused for the experiment")
+            let mut action = String::from("paused for the experiment");
+            if !p.adopted.is_empty() {
+                let names: Vec<String> = p.adopted.iter().map(|d| d.display().to_string()).collect();
+                action = format!("paused for the experiment ({} had been left off by a killed benchmark; taken over)", names.join(", "));
+            }
+            if !running.is_empty() {
+                eprintln!("vidbench run: DAMON proactive reclaim paused for the experiment ({}); it is turned on again at the end", running.join("; "));
+            }
+            (Some(p), action)
         }
     };
-    machine["proactive_reclaim"] = describe(&found, action);
+    machine["proactive_reclaim"] = describe(&found, &action);
     Ok(paused)
 }
 

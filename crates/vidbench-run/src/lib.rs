@@ -26,7 +26,8 @@
 //!   children, to check a machine.
 //! - `reader`: cache warming and the `wc` upper bound.
 //! - `setup`: the machine description recorded with every run.
-//! - `reclaim`: DAMON's proactive reclaim found, recorded and paused.
+//! - `reclaim` (public for `vidbench proactive-reclaim`): DAMON's proactive
+//!   reclaim found, recorded, and paused through a registry shared by benchmarks.
 //! - `progress`: the "run N of M" line.
 
 mod cgroup;
@@ -39,7 +40,7 @@ mod driver;
 mod experiment;
 mod interrupt;
 mod process;
-mod reclaim;
+pub mod reclaim;
 mod progress;
 mod reader;
 mod search;

@@ -37,6 +37,8 @@ enum Command {
     Run(vidbench_run::cli::Args),
     /// Write a Markdown report with figures from raw results.
     Report(vidbench_report::cli::Args),
+    /// DAMON's proactive reclaim: status, pause for a benchmark, release, recover.
+    ProactiveReclaim(vidbench_run::reclaim::CliArgs),
 }
 
 /// Info for vidbench; fuser's own notes (unimplemented FUSE calls, its
@@ -56,6 +58,7 @@ fn main() {
         Command::Load(a) => vidbench_load::cli::run(a),
         Command::Run(a) => vidbench_run::cli::run(a),
         Command::Report(a) => vidbench_report::cli::run(a),
+        Command::ProactiveReclaim(a) => vidbench_run::reclaim::cli(a),
     };
     if let Err(e) = result {
         eprintln!("vidbench: {e:#}");
