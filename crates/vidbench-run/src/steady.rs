@@ -71,10 +71,15 @@ pub fn channel(
 
 impl StepChannel {
     /// Plays one step at `rate` (the first with the ramp, later ones with the
-    /// settling time) and returns its result.
+    /// settling time, none when the rate is the previous step's: its hold
+    /// already played at that rate) and returns its result.
     pub fn step(&mut self, rate: f64) -> anyhow::Result<StepResult> {
         let t = &self.timing;
-        let settle_s = if self.played.is_empty() { t.ramp_s } else { t.settle_s };
+        let settle_s = match self.played.last() {
+            None => t.ramp_s,
+            Some(prev) if (prev.spec.rate - rate).abs() < 1e-9 => 0.0,
+            Some(_) => t.settle_s,
+        };
         let spec = StepSpec { rate, settle_s, measure_s: t.measure_s, hold_s: t.hold_s };
         self.next.send(Some(spec)).map_err(|_| anyhow::anyhow!("the load client stopped before step {}", self.played.len() + 1))?;
         loop {
@@ -426,10 +431,13 @@ mod tests {
         });
         let a = driver_end.step(2.0).unwrap();
         let b = driver_end.probe(3.0, 0).unwrap();
+        driver_end.probe(3.0, 1).unwrap();
+        driver_end.probe(2.0, 1).unwrap();
         assert_eq!((a.spec.rate, b.throughput_mbs), (2.0, 3.0));
-        assert_eq!(driver_end.finish().len(), 2);
-        assert_eq!(reported.get(), 2);
+        assert_eq!(driver_end.finish().len(), 4);
+        assert_eq!(reported.get(), 4);
         let seen = load.join().unwrap();
-        assert_eq!(seen.iter().map(|s| (s.rate, s.settle_s)).collect::<Vec<_>>(), [(2.0, 30.0), (3.0, 10.0)]);
+        // The ramp first, a settling after each change of rate, none when the rate stays.
+        assert_eq!(seen.iter().map(|s| (s.rate, s.settle_s)).collect::<Vec<_>>(), [(2.0, 30.0), (3.0, 10.0), (3.0, 0.0), (2.0, 10.0)]);
     }
 }
