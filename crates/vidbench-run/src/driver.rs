@@ -208,6 +208,36 @@ pub fn check_programs(exp: &Experiment, p: &Programs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Memory the machine needs beside the run's cgroup: the load client, the
+/// emulated drive's process, the driver and the kernel.
+const MEMORY_HEADROOM: u64 = 1 << 30;
+
+/// Checks that the machine has room for the experiment's memory limit
+/// (`meminfo`: the text of /proc/meminfo): under a limit the machine cannot
+/// give, the page cache would be bounded by the machine instead, and the run
+/// would not measure the setup it records.
+pub fn check_memory(exp: &Experiment, meminfo: &str) -> anyhow::Result<()> {
+    let total_kib = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .context("/proc/meminfo has no MemTotal line")?;
+    let (total, need) = (total_kib * 1024, exp.memory_limit_bytes + MEMORY_HEADROOM);
+    if total < need {
+        bail!(
+            "the experiment limits server and daemon to {} MiB, and the load client, the emulated drive and the kernel need about {} MiB more, \
+             but this machine has {} MiB: its own memory, not the limit, would bound the page cache. Use a machine with at least {} MiB, \
+             or a smaller experiment (bench/experiments/quick.toml needs {} MiB)",
+            exp.memory_limit_bytes >> 20,
+            MEMORY_HEADROOM >> 20,
+            total >> 20,
+            need >> 20,
+            2048 + (MEMORY_HEADROOM >> 20),
+        );
+    }
+    Ok(())
+}
+
 fn server_binary(exp: &Experiment, p: &Programs, c: &Config, kind: crate::experiment::ServerKind) -> PathBuf {
     use crate::experiment::ServerKind::*;
     c.binary.clone().unwrap_or_else(|| {
@@ -226,6 +256,7 @@ impl Driver {
     pub fn new(exp: Experiment, out: &Path, resume: bool) -> anyhow::Result<Driver> {
         let programs = Programs::find(&exp)?;
         check_programs(&exp, &programs)?;
+        check_memory(&exp, &std::fs::read_to_string("/proc/meminfo").context("cannot read /proc/meminfo")?)?;
         let exists = out.is_dir() && std::fs::read_dir(out)?.next().is_some();
         if exists && !resume {
             bail!("results directory {} already holds results: pass --resume to continue it, or choose another --out", out.display());
@@ -1134,7 +1165,7 @@ pub fn cleanup_leftovers(out: &Path) {
 mod tests {
     use super::*;
 
-    fn configs() -> Vec<Config> {
+    fn experiment() -> Experiment {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("nginx.conf"), "").unwrap();
         let text = r#"
@@ -1172,7 +1203,20 @@ name = "track"
 server = "nginx"
 libception = "track"
 "#;
-        Experiment::from_str(text, &dir.path().join("e.toml")).unwrap().configs
+        Experiment::from_str(text, &dir.path().join("e.toml")).unwrap()
+    }
+
+    fn configs() -> Vec<Config> {
+        experiment().configs
+    }
+
+    #[test]
+    fn an_experiment_whose_memory_limit_the_machine_cannot_give_is_refused() {
+        let exp = experiment(); // 256 MiB
+        check_memory(&exp, "MemTotal:        2097152 kB\nMemFree: 1 kB\n").unwrap();
+        let err = check_memory(&exp, "MemFree: 1 kB\nMemTotal:  1048576 kB\n").unwrap_err().to_string();
+        assert!(err.contains("256 MiB") && err.contains("this machine has 1024 MiB") && err.contains("at least 1280 MiB"), "{err}");
+        assert!(check_memory(&exp, "MemFree: 1 kB\n").unwrap_err().to_string().contains("MemTotal"));
     }
 
     #[test]
