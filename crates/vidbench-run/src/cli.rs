@@ -110,7 +110,7 @@ fn print_plan(exp: &Experiment, out: &mut dyn Write) -> std::io::Result<()> {
         "experiment {:?}: {} configurations, about {} runs, disk {} in {} mode",
         exp.name,
         exp.configs.len(),
-        exp.configs.iter().map(|c| driver::estimate_runs(&c.rates)).sum::<usize>(),
+        exp.configs.iter().map(|c| driver::estimate_config_runs(exp, c)).sum::<usize>(),
         exp.disk.preset,
         exp.disk.mode.name()
     )?;

@@ -121,6 +121,16 @@ pub fn estimate_runs(plan: &RatePlan) -> usize {
     }
 }
 
+/// Estimated number of runs of a configuration: one when its rates are steps
+/// of one run (the steady protocol's `one_run`), else those of its plan.
+pub fn estimate_config_runs(exp: &Experiment, cfg: &Config) -> usize {
+    if exp.run.steady.is_some_and(|t| t.one_run) && cfg.kind == RunKind::Server {
+        1
+    } else {
+        estimate_runs(&cfg.rates)
+    }
+}
+
 /// Rate as it appears in directory names.
 pub fn rate_tag(rate: f64) -> String {
     format!("{rate:.2}")
@@ -287,7 +297,7 @@ impl Driver {
         let mut machine = setup::machine(exp.source.parent().unwrap_or(Path::new(".")));
         let reclaim = pause_proactive_reclaim(&exp, &mut machine)?;
         write_json(&out.join("machine.json"), &machine)?;
-        let estimate_total = exp.configs.iter().map(|c| estimate_runs(&c.rates)).sum();
+        let estimate_total = exp.configs.iter().map(|c| estimate_config_runs(&exp, c)).sum();
         Ok(Driver {
             exp,
             out,
@@ -315,7 +325,7 @@ impl Driver {
             let before = self.progress.done();
             let s = self.run_config(cfg)?;
             // Replace the estimate of this configuration with what it took.
-            self.progress.correct_estimate(estimate_runs(&cfg.rates), self.progress.done() - before);
+            self.progress.correct_estimate(estimate_config_runs(&self.exp, cfg), self.progress.done() - before);
             self.progress.printer().line(&format!("vidbench run: configuration {} of {} ({}) done: {}", i + 1, configs.len(), cfg.name, s.headline()));
             summaries.push(s);
             write_json(&self.out.join("summary.json"), &summaries)?;
