@@ -132,7 +132,7 @@ fn daemonize(args: &MountArgs) -> anyhow::Result<()> {
 pub(crate) fn serve(args: &MountArgs, ready: &mut dyn FnMut(&str)) -> anyhow::Result<()> {
     let (preset_name, params, library) = args.prepare()?;
     let mountpoint = &args.mountpoint;
-    if args.max_request_kb % 4 != 0 {
+    if !args.max_request_kb.is_multiple_of(4) {
         bail!("--max-request-kb {} must be a multiple of 4 (pages)", args.max_request_kb);
     }
     if let Some(notice) = sys::ensure_max_pages(args.max_request_kb / 4)? {

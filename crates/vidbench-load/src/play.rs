@@ -223,7 +223,7 @@ async fn run(
                 }
             }
             // A stepped run's arrivals beyond the step's end are redrawn at the next rate.
-            _ = sleep_until(start_at), if starting && step_end_s.map_or(true, |end| next_at < end) => {
+            _ = sleep_until(start_at), if starting && step_end_s.is_none_or(|end| next_at < end) => {
                 let (mut session, ids) = queue.next().expect("peeked above");
                 let lag = Instant::now().saturating_duration_since(start_at).as_secs_f64();
                 if let Some(step) = shared.collector.borrow().step.as_ref() {
