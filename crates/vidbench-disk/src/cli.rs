@@ -14,7 +14,7 @@ use clap::Subcommand;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use vidbench_library::UniformLibrary;
+use vidbench_library::{SourceTrees, UniformLibrary};
 
 /// Arguments of `vidbench disk`.
 #[derive(Debug, clap::Args)]
@@ -56,7 +56,8 @@ pub enum Command {
         for_mount: Option<PathBuf>,
     },
     /// Write a library manifest of N equal files, to test or benchmark the
-    /// disk without generating a workload.
+    /// disk without generating a workload (or identical source trees for the
+    /// diff microbenchmark).
     Library(LibraryArgs),
 }
 
@@ -78,15 +79,21 @@ pub struct StatArgs {
 pub struct LibraryArgs {
     /// The manifest to write (library.json).
     pub out: PathBuf,
+    /// Files (in each tree with --source-trees).
     #[arg(long, default_value_t = 8)]
     pub files: u32,
     /// Size of each file, MiB.
-    #[arg(long, default_value_t = 4.0)]
+    #[arg(long, default_value_t = 4.0, conflicts_with = "source_trees")]
     pub size_mib: f64,
     /// Sizes that are no multiple of 512 or 4096 (for end-of-file tests), and
     /// the files spread over two directories.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "source_trees")]
     pub odd: bool,
+    /// Instead: this many identical source trees t0/, t1/, ... with file sizes
+    /// as in paper 000's Fig 19 (Linux 3.7.1), for the diff microbenchmark
+    /// (bench/diff/run); the seed draws the sizes.
+    #[arg(long, value_name = "COPIES")]
+    pub source_trees: Option<u32>,
     #[arg(long, default_value = "disk-test")]
     pub name: String,
     /// The manifest's placement seed.
@@ -121,14 +128,24 @@ fn write_library(args: &LibraryArgs) -> anyhow::Result<()> {
     if !(args.size_mib.is_finite() && args.size_mib > 0.0) {
         bail!("--size-mib must be a positive number of MiB");
     }
-    let library = UniformLibrary {
+    if args.files == 0 {
+        bail!("--files must be at least 1");
+    }
+    let library = if let Some(copies) = args.source_trees {
+        if copies == 0 {
+            bail!("--source-trees must be at least 1");
+        }
+        SourceTrees { name: args.name.clone(), files: args.files, copies, seed: args.seed }.build()
+    } else {
+        UniformLibrary {
         name: args.name.clone(),
         files: args.files,
         file_bytes: (args.size_mib * 1024.0 * 1024.0) as u64,
         odd_sizes: args.odd,
         placement_seed: args.seed,
     }
-    .build();
+    .build()
+    };
     library.validate().map_err(|m| anyhow::anyhow!("{m}"))?;
     library.save(&args.out)?;
     Ok(())

@@ -52,6 +52,8 @@ enum Node {
 #[derive(Debug, Clone, Copy)]
 struct FileInfo {
     id: u32,
+    /// Whose bytes it holds (`Video::content_id`).
+    content: u32,
     size: u64,
     start_lba: u64,
 }
@@ -86,7 +88,7 @@ impl DiskFs {
             .files
             .iter()
             .zip(start_lba)
-            .map(|(f, &lba)| FileInfo { id: f.id, size: f.size, start_lba: lba })
+            .map(|(f, &lba)| FileInfo { id: f.id, content: f.content_id(), size: f.size, start_lba: lba })
             .collect();
         for (index, f) in library.files.iter().enumerate() {
             let mut dir = 1u64;
@@ -223,7 +225,7 @@ impl fuser::Filesystem for DiskFs {
                 }
                 let len = (size as u64).min(f.size - offset);
                 let mut data = vec![0u8; len as usize];
-                content::fill(f.id, offset, &mut data);
+                content::fill(f.content, offset, &mut data);
                 let first = offset / 512;
                 let last = (offset + len).div_ceil(512);
                 let job = Job {

@@ -73,7 +73,7 @@ mod tests {
             files: sizes
                 .iter()
                 .enumerate()
-                .map(|(i, &size)| Video { id: i as u32, path: format!("v/{i}"), size, video: i as u32, chunk: None, bitrate_kbps: 400, duration_s: 1.0, rank: 1 + i as u32 })
+                .map(|(i, &size)| Video { id: i as u32, content: None, path: format!("v/{i}"), size, video: i as u32, chunk: None, bitrate_kbps: 400, duration_s: 1.0, rank: 1 + i as u32 })
                 .collect(),
         }
     }

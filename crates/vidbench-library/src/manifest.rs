@@ -28,8 +28,14 @@ pub struct Library {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Video {
-    /// Content id: the file's bytes are `content::fill(id, ..)`. Unique.
+    /// The file's id, unique. Its bytes are `content::fill(id, ..)` unless
+    /// `content` names another id.
     pub id: u32,
+    /// Content id when the file is a copy: its bytes are those of a file
+    /// with id `content` (copies of a source tree, for the diff
+    /// microbenchmark). Absent: the file's own id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<u32>,
     /// Path relative to the mount point, `/`-separated, e.g. `v/00042.mp4`.
     pub path: String,
     /// Size in bytes.
@@ -46,6 +52,13 @@ pub struct Video {
     pub duration_s: f64,
     /// Popularity rank of the video, 1 = most popular.
     pub rank: u32,
+}
+
+impl Video {
+    /// Whose bytes the file holds: `content`, else its own id.
+    pub fn content_id(&self) -> u32 {
+        self.content.unwrap_or(self.id)
+    }
 }
 
 /// Why a manifest could not be used.
@@ -172,6 +185,7 @@ mod tests {
     fn video(id: u32, path: &str) -> Video {
         Video {
             id,
+            content: None,
             path: path.into(),
             size: 1000,
             video: id,

@@ -32,6 +32,7 @@ impl UniformLibrary {
                 let directory = if self.odd_sizes && i % 2 == 1 { "b" } else { "a" };
                 Video {
                     id: i,
+                    content: None,
                     path: format!("v/{directory}/{i:05}.mp4"),
                     size,
                     video: i,

@@ -23,7 +23,7 @@ pub fn materialize(library: &Library, dir: &Path) -> std::io::Result<u64> {
         let mut offset = 0u64;
         while offset < file.size {
             let n = (file.size - offset).min(buf.len() as u64) as usize;
-            content::fill(file.id, offset, &mut buf[..n]);
+            content::fill(file.content_id(), offset, &mut buf[..n]);
             out.write_all(&buf[..n]).map_err(|e| context("write", &path, e))?;
             offset += n as u64;
         }

@@ -231,6 +231,7 @@ fn failures_are_counted_by_cause_and_verification_catches_a_wrong_byte() {
         placement_seed: 1,
         files: vec![Video {
             id: 1,
+            content: None,
             path: "f".into(),
             size: 1 << 20,
             video: 0,

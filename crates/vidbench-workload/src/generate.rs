@@ -169,6 +169,7 @@ fn make_library(v: &Validated, videos: &[VideoInfo]) -> Library {
     for (i, info) in videos.iter().enumerate() {
         let base = Video {
             id: info.first_file,
+            content: None,
             path: format!("{dir}/{i:0width$}.mp4"),
             size: info.size,
             video: i as u32,

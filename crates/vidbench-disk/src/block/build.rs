@@ -330,7 +330,7 @@ fn populate(library: &Library, key: &ImageKey, fs: FsKind, fuse_dir: &Path, fs_d
         for (logical, physical, len) in fiemap(&fs_dir.join(&f.path), f.size)? {
             first = first.min(physical);
             end = end.max(physical + len);
-            extents.push(Extent { image_offset: physical, len, file_id: f.id, file_offset: logical });
+            extents.push(Extent { image_offset: physical, len, file_id: f.content_id(), file_offset: logical });
         }
     }
     drop(root);
@@ -384,7 +384,7 @@ mod tests {
             version: MANIFEST_VERSION,
             name: "t".into(),
             placement_seed: 1,
-            files: (0..n).map(|i| Video { id: i as u32, path: format!("v/{i}"), size: 1000, video: i as u32, chunk: None, bitrate_kbps: 400, duration_s: 1.0, rank: 1 + i as u32 }).collect(),
+            files: (0..n).map(|i| Video { id: i as u32, content: None, path: format!("v/{i}"), size: 1000, video: i as u32, chunk: None, bitrate_kbps: 400, duration_s: 1.0, rank: 1 + i as u32 }).collect(),
         }
     }
 

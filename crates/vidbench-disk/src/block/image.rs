@@ -86,6 +86,8 @@ pub struct Extent {
     /// Byte offset in the image (= LBA * 512).
     pub image_offset: u64,
     pub len: u64,
+    /// The content id of the file the extent holds (`Video::content_id`: the
+    /// file's own id except for copies), which decides its bytes.
     pub file_id: u32,
     /// Byte offset in the file.
     pub file_offset: u64,

@@ -543,7 +543,7 @@ mod tests {
             version: MANIFEST_VERSION,
             name: "lib".into(),
             placement_seed: 3,
-            files: (0..n).map(|i| Video { id: i, path: format!("v/{i}"), size, video: i, chunk: None, bitrate_kbps: 400, duration_s: 1.0, rank: 1 + i }).collect(),
+            files: (0..n).map(|i| Video { id: i, content: None, path: format!("v/{i}"), size, video: i, chunk: None, bitrate_kbps: 400, duration_s: 1.0, rank: 1 + i }).collect(),
         }
     }
 
