@@ -272,8 +272,9 @@ pub fn bracket_max_failure_free(b: &BracketSection, threshold_pct: f64, prober: 
 
     // 3. Confirmation: a block of repetitions at each of the pair.
     loop {
-        if !h.passes(l) {
-            // The passing rate's mean failed: the pair moves one step down.
+        if h.count(l) > 0 && !h.passes(l) {
+            // The passing rate's mean failed: the pair moves one step down
+            // (a rate the pair moved to is probed before it is judged).
             u = l;
             l = round_rate(l / res);
             if l < floor || same(l, u) {
@@ -466,6 +467,27 @@ mod tests {
             assert!(changes <= 1, "{rates:?}");
             assert!(r.complete);
         }
+    }
+
+    #[test]
+    fn a_rate_the_pair_moved_down_to_is_probed_before_it_is_judged() {
+        // Seen on nginx at paper scale: 2.74 passes, 2.87 fails, then one of
+        // 2.74's repetitions fails after an overloaded step, so its mean
+        // fails and the pair moves down to (2.61, 2.74) while the block at
+        // 2.74 is still open. 2.61 must then be probed, not skipped.
+        struct Recorded;
+        impl Prober for Recorded {
+            fn probe(&mut self, rate: f64, rep: u32) -> anyhow::Result<Outcome> {
+                let fails = rate >= 2.8 || (same(rate, 2.74) && rep == 1);
+                Ok(Outcome { failure_pct: if fails { 5.0 } else { 0.0 }, throughput_mbs: 20.0 })
+            }
+        }
+        let b = BracketSection { start: 3.0, ..bracket() };
+        let r = bracket_max_failure_free(&b, 0.3, &mut Recorded).unwrap();
+        let rates: Vec<f64> = r.steps.iter().map(|s| s.rate).collect();
+        assert_eq!(r.max_rate, Some(2.61), "{rates:?}");
+        assert_eq!(r.first_failing_rate, Some(2.74), "{rates:?}");
+        assert!(!rates.contains(&2.49), "2.61 was skipped: {rates:?}");
     }
 
     #[test]
