@@ -478,7 +478,12 @@ pub(crate) async fn play_session(shared: Rc<Shared>, session: Session, file_ids:
         outcome,
         detail,
     };
-    shared.collector.borrow_mut().session_ended(&record, failure.as_ref().map(|f| f.kind.as_str()));
+    let mut collector = shared.collector.borrow_mut();
+    if outcome != Outcome::Ok && outcome != Outcome::Interrupted {
+        collector.failed_would_end.push(scheduled_s + crate::population::Durations::length_of(&session));
+    }
+    collector.session_ended(&record, failure.as_ref().map(|f| f.kind.as_str()));
+    drop(collector);
     shared.session_done.notify_one();
 }
 

@@ -49,6 +49,7 @@ mod client;
 mod config;
 mod materialize;
 mod play;
+pub mod population;
 mod records;
 pub mod steps;
 mod summary;

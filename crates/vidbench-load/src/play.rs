@@ -12,6 +12,7 @@ use crate::arrivals::PoissonArrivals;
 use crate::client::{play_session, Shared, SCRATCH_BYTES};
 use crate::config::{LoadConfig, LoadError, Server, Stop};
 use crate::records::Collector;
+use crate::population::Durations;
 use crate::steps::{StepCounters, StepPlan};
 use crate::summary::{summarize, CpuUse, LoadSummary, RunFacts, Setup};
 use std::cell::{Cell, RefCell};
@@ -143,8 +144,12 @@ async fn run(
     let stepped = first_step.is_some();
     let offered_rate = first_step.map_or(config.rate, |s| s.rate);
     let mut arrivals = PoissonArrivals::new(offered_rate, config.seed);
+    // The settling gate's inputs: session lengths and the rates so far.
+    let durations = Durations::of_sessions(&sessions);
+    let mut rate_history: Vec<(f64, f64)> = Vec::new();
     if let Some(spec) = first_step {
         shared.collector.borrow_mut().step = Some(StepCounters::new(0, spec, 0.0));
+        rate_history.push((0.0, spec.rate));
     }
     // A stepped run ends when its plan says so: it replays the list if needed.
     let pairs: Vec<(Session, Vec<Option<u32>>)> = sessions.into_iter().zip(file_ids).collect();
@@ -179,6 +184,8 @@ async fn run(
         let start_at = run_start + Duration::from_secs_f64(next_at);
         let step_end_s = shared.collector.borrow().step.as_ref().map(StepCounters::end_s);
         let step_end_at = run_start + Duration::from_secs_f64(step_end_s.unwrap_or(0.0));
+        let gate_s = shared.collector.borrow().step.as_ref().and_then(StepCounters::gate_check_s);
+        let gate_at = run_start + Duration::from_secs_f64(gate_s.unwrap_or(0.0));
         tokio::select! {
             biased;
             _ = &mut ctrl_c, if config.handle_interrupt && !shared.interrupted.get() => {
@@ -209,6 +216,7 @@ async fn run(
                 match next.map(|spec| spec.check().map(|_| spec)) {
                     Some(Ok(spec)) => {
                         shared.collector.borrow_mut().step = Some(StepCounters::new(finished.index + 1, spec, end_s));
+                        rate_history.push((end_s, spec.rate));
                         arrivals = PoissonArrivals::starting_at(spec.rate, step_seed(config.seed, finished.index + 1), end_s);
                         next_at = arrivals.next().expect("the arrival process never ends");
                     }
@@ -221,6 +229,15 @@ async fn run(
                         shared.interrupt.notify_waiters();
                     }
                 }
+            }
+            // The settling gate, before any arrival at or after the window's
+            // start: open the window, or move it on (steps.rs, population.rs).
+            _ = sleep_until(gate_at), if starting && gate_s.is_some() => {
+                let t = gate_s.expect("guarded");
+                let mut c = shared.collector.borrow_mut();
+                let failed = c.failed_playing(t);
+                let gap = crate::population::gap(&durations, &rate_history, t, failed);
+                c.step.as_mut().expect("a gate belongs to a step").gate(gap);
             }
             // A stepped run's arrivals beyond the step's end are redrawn at the next rate.
             _ = sleep_until(start_at), if starting && step_end_s.is_none_or(|end| next_at < end) => {

@@ -208,6 +208,10 @@ pub(crate) struct Collector {
     /// The current step of a stepped run, and the steps already finished.
     pub step: Option<StepCounters>,
     pub steps: Vec<StepResult>,
+    /// When each failed session would have ended had it kept playing
+    /// (scheduled start + paced time), for the settling gate; entries in the
+    /// past are dropped as they are counted.
+    pub failed_would_end: Vec<f64>,
 }
 
 struct Output {
@@ -258,6 +262,7 @@ impl Collector {
             dispatch_lag_us: histogram(),
             measure_starts: None,
             last_start: 0.0,
+            failed_would_end: Vec::new(),
             errors: HashMap::new(),
             intervals: Vec::new(),
             interval: IntervalRecord::starting_at(0.0),
@@ -320,6 +325,12 @@ impl Collector {
             }
         }
         Self::write(&mut self.requests_out, &mut self.first_write_error, record);
+    }
+
+    /// Failed sessions that would still be playing at `t` (see `failed_would_end`).
+    pub fn failed_playing(&mut self, t: f64) -> usize {
+        self.failed_would_end.retain(|&end| end > t);
+        self.failed_would_end.len()
     }
 
     pub fn session_ended(&mut self, record: &SessionRecord, error_kind: Option<&str>) {

@@ -35,7 +35,21 @@ pub struct StepSpec {
     /// Seconds at the same rate after the window, in which failures of the
     /// window's sessions still count.
     pub hold_s: f64,
+    /// The settling gate: with a value g > 0, `settle_s` is a minimum and
+    /// the window opens only when at most g % of the steady-state sessions
+    /// at `rate` are missing or in excess (`population::gap`), checked
+    /// every [`GATE_STEP_S`]; 0 = open after `settle_s`.
+    #[serde(default)]
+    pub gate_pct: f64,
+    /// With the gate: the longest settling (the window opens then whatever
+    /// the gap, and the step's result says so).
+    #[serde(default)]
+    pub max_settle_s: f64,
 }
+
+/// How far the gate moves the window each time it finds the sessions
+/// unsettled: the sample interval, so that windows stay on sample edges.
+pub const GATE_STEP_S: f64 = 5.0;
 
 impl StepSpec {
     pub fn length_s(&self) -> f64 {
@@ -53,6 +67,12 @@ impl StepSpec {
         }
         if !(self.measure_s.is_finite() && self.measure_s > 0.0) {
             return Err(format!("step measure_s {} must be a positive number of seconds", self.measure_s));
+        }
+        if !(self.gate_pct.is_finite() && self.gate_pct >= 0.0) {
+            return Err(format!("step gate_pct {} must be zero (no gate) or a positive percentage", self.gate_pct));
+        }
+        if self.gate_pct > 0.0 && !(self.max_settle_s.is_finite() && self.max_settle_s >= self.settle_s) {
+            return Err(format!("step max_settle_s {} must be at least settle_s ({})", self.max_settle_s, self.settle_s));
         }
         Ok(())
     }
@@ -114,6 +134,21 @@ pub struct StepResult {
     pub samples_mb_s: (Option<f64>, Option<f64>),
     pub samples: usize,
     pub active_sessions: Option<ActiveSessions>,
+    /// The settling the window actually had (`settle_s`, or more under the gate).
+    #[serde(default)]
+    pub settled_s: f64,
+    /// Share of the steady-state sessions missing (negative: in excess) when
+    /// the window opened (`population::gap`), percent; under the gate only.
+    #[serde(default)]
+    pub gap_pct: Option<f64>,
+    /// Under the gate: false when the window opened at `max_settle_s` with
+    /// the gap still above `gate_pct`.
+    #[serde(default = "settled_default")]
+    pub settled: bool,
+}
+
+fn settled_default() -> bool {
+    true
 }
 
 /// The running accounting of the current step.
@@ -125,20 +160,57 @@ pub(crate) struct StepCounters {
     pub started: u64,
     pub measured: u64,
     pub failures: SessionCounts,
+    /// Settling added by the gate so far.
+    pub extra_settle_s: f64,
+    /// Whether the window's start is decided (always, without the gate).
+    pub gate_done: bool,
+    pub gap_pct: Option<f64>,
+    pub settled: bool,
 }
 
 impl StepCounters {
     pub fn new(index: usize, spec: StepSpec, start_s: f64) -> StepCounters {
-        StepCounters { index, spec, start_s, started: 0, measured: 0, failures: SessionCounts::default() }
+        StepCounters {
+            index,
+            spec,
+            start_s,
+            started: 0,
+            measured: 0,
+            failures: SessionCounts::default(),
+            extra_settle_s: 0.0,
+            gate_done: spec.gate_pct <= 0.0,
+            gap_pct: None,
+            settled: true,
+        }
     }
 
     pub fn window(&self) -> (f64, f64) {
-        let a = self.start_s + self.spec.settle_s;
+        let a = self.start_s + self.spec.settle_s + self.extra_settle_s;
         (a, a + self.spec.measure_s)
     }
 
     pub fn end_s(&self) -> f64 {
-        self.start_s + self.spec.length_s()
+        self.start_s + self.spec.length_s() + self.extra_settle_s
+    }
+
+    /// Under the gate, when the window would open: the time to check it.
+    pub fn gate_check_s(&self) -> Option<f64> {
+        (!self.gate_done).then(|| self.window().0)
+    }
+
+    /// The gate's decision at the window's start, given the gap there (a
+    /// fraction, see `population::gap`): open the window, or settle
+    /// [`GATE_STEP_S`] longer (never past `max_settle_s`).
+    pub fn gate(&mut self, gap: f64) {
+        let settle = self.spec.settle_s + self.extra_settle_s;
+        let within = gap.abs() * 100.0 <= self.spec.gate_pct;
+        if within || settle + GATE_STEP_S > self.spec.max_settle_s + 1e-9 {
+            self.gate_done = true;
+            self.gap_pct = Some(100.0 * gap);
+            self.settled = within;
+        } else {
+            self.extra_settle_s += GATE_STEP_S;
+        }
     }
 
     fn in_window(&self, scheduled_s: f64) -> bool {
@@ -196,6 +268,9 @@ impl StepCounters {
             samples_mb_s: (figures.samples.mean_mb_s, figures.samples.ci95_mb_s),
             samples: figures.samples.count,
             active_sessions,
+            settled_s: self.spec.settle_s + self.extra_settle_s,
+            gap_pct: self.gap_pct,
+            settled: self.settled,
         }
     }
 }
@@ -206,7 +281,7 @@ mod tests {
     use crate::records::Outcome;
 
     fn spec() -> StepSpec {
-        StepSpec { rate: 2.0, settle_s: 10.0, measure_s: 30.0, hold_s: 10.0 }
+        StepSpec { rate: 2.0, settle_s: 10.0, measure_s: 30.0, hold_s: 10.0, gate_pct: 0.0, max_settle_s: 0.0 }
     }
 
     fn interval(start: f64, mb_s: f64, active: u64) -> IntervalRecord {
@@ -263,10 +338,46 @@ mod tests {
     }
 
     #[test]
+    fn the_gate_moves_the_window_until_the_sessions_settle_or_the_cap() {
+        let gated = StepSpec { gate_pct: 3.0, max_settle_s: 25.0, ..spec() }; // settle 10, measure 30, hold 10
+        let mut s = StepCounters::new(1, gated, 100.0);
+        assert_eq!(s.gate_check_s(), Some(110.0));
+        s.gate(0.08); // 8 % missing: 5 s more
+        assert_eq!((s.gate_check_s(), s.window(), s.end_s()), (Some(115.0), (115.0, 145.0), 155.0));
+        s.gate(-0.02); // within 3 % (an excess counts by its size): open
+        assert_eq!(s.gate_check_s(), None);
+        assert_eq!(s.window(), (115.0, 145.0));
+        // A session scheduled in the extended settling is not measured.
+        s.session_started(112.0);
+        s.session_started(116.0);
+        assert_eq!((s.started, s.measured), (2, 1));
+        let r = s.finish(&[], &[]);
+        assert_eq!((r.settled_s, r.gap_pct, r.settled), (15.0, Some(-2.0), true));
+
+        // Never settled: the window opens at the cap, and says so.
+        let mut s = StepCounters::new(1, gated, 100.0);
+        for _ in 0..10 {
+            if s.gate_check_s().is_some() {
+                s.gate(0.2);
+            }
+        }
+        let r = s.finish(&[], &[]);
+        assert_eq!((r.settled_s, r.settled), (25.0, false));
+        assert_eq!(r.window_s, (125.0, 155.0));
+
+        // Without the gate the window is where the spec puts it.
+        let s = StepCounters::new(1, spec(), 100.0);
+        assert_eq!((s.gate_check_s(), s.window()), (None, (110.0, 140.0)));
+    }
+
+    #[test]
     fn bad_specs_are_refused() {
         assert!(spec().check().is_ok());
         assert!(StepSpec { rate: 0.0, ..spec() }.check().is_err());
         assert!(StepSpec { measure_s: 0.0, ..spec() }.check().is_err());
         assert!(StepSpec { hold_s: f64::NAN, ..spec() }.check().is_err());
+        assert!(StepSpec { gate_pct: -1.0, ..spec() }.check().is_err());
+        assert!(StepSpec { gate_pct: 3.0, max_settle_s: 5.0, ..spec() }.check().is_err(), "a cap below the minimum settling");
+        assert!(StepSpec { gate_pct: 3.0, max_settle_s: 60.0, ..spec() }.check().is_ok());
     }
 }

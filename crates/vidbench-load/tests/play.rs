@@ -507,8 +507,8 @@ fn a_stepped_run_measures_each_rate_in_its_window_and_censors_the_rest() {
             session(i, Phase::RampDown, 0, 0, requests)
         })
         .collect();
-    let first = StepSpec { rate: 40.0, settle_s: 0.5, measure_s: 1.5, hold_s: 0.5 };
-    let second = StepSpec { rate: 10.0, settle_s: 0.5, measure_s: 1.5, hold_s: 0.5 };
+    let first = StepSpec { rate: 40.0, settle_s: 0.5, measure_s: 1.5, hold_s: 0.5, gate_pct: 0.0, max_settle_s: 0.0 };
+    let second = StepSpec { rate: 10.0, settle_s: 0.5, measure_s: 1.5, hold_s: 0.5, gate_pct: 0.0, max_settle_s: 0.0 };
     let mut plan = Recorder { steps: [first, second].into(), seen: Vec::new() };
     let dir = tempfile::tempdir().unwrap();
     let mut config = LoadConfig::new(server.url(), 1.0, dir.path().join("out"));

@@ -795,8 +795,18 @@ impl Driver {
         let running = load_done.clone();
         let say = self.progress.printer();
         let report = Box::new(move |r: &vidbench_load::StepResult| {
+            let settling = match r.gap_pct {
+                Some(gap) => format!(
+                    "; window after {:.0} s of settling, {:.1} % of the steady-state sessions {}{}",
+                    r.settled_s,
+                    gap.abs(),
+                    if gap >= 0.0 { "missing" } else { "in excess" },
+                    if r.settled { "" } else { " (NOT settled: the cap ended the settling)" }
+                ),
+                None => String::new(),
+            };
             say.line(&format!(
-                "    step {} at {:.2} sessions/s: {:.2} MB/s delivered, {} of {} measured sessions failed",
+                "    step {} at {:.2} sessions/s: {:.2} MB/s delivered, {} of {} measured sessions failed{settling}",
                 r.index + 1,
                 r.spec.rate,
                 r.throughput_mb_s,

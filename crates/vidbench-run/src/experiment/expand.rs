@@ -295,6 +295,21 @@ impl Checker<'_> {
                 ));
             }
         }
+        match (st.gate_pct, st.max_settle_s) {
+            (None, None) => {}
+            (Some(g), Some(max)) => {
+                if !(g.is_finite() && g > 0.0 && g < 100.0) {
+                    return Err(self.invalid("run.steady.gate_pct", format!("{g} must be a percentage above 0 and below 100")));
+                }
+                if !(max.is_finite() && max >= st.ramp_s && max >= st.settle_s && (max / SAMPLE_INTERVAL_S).fract() == 0.0) {
+                    return Err(self.invalid(
+                        "run.steady.max_settle_s",
+                        format!("{max} must be at least ramp_s and settle_s, a multiple of the {SAMPLE_INTERVAL_S} s sample interval"),
+                    ));
+                }
+            }
+            _ => return Err(self.invalid("run.steady", "the settling gate needs both gate_pct and max_settle_s")),
+        }
         Ok(())
     }
 

@@ -428,7 +428,14 @@ kind = "wc"
             (good.replace("start = 3.0", "start = 3.0, resolution_pct = 30"), "rates.bracket.resolution_pct"),
             (good.replace("start = 3.0", "start = 3.0, repetitions = 3, max_probes = 5"), "rates.bracket.max_probes"),
             (good.replace("bracket = { start = 3.0 }", "bracket = { start = 3.0 }\nfixed = [1]"), "exactly one of"),
+            (good.replace("hold_s = 60 }", "hold_s = 60, gate_pct = 3 }"), "needs both gate_pct and max_settle_s"),
+            (good.replace("hold_s = 60 }", "hold_s = 60, gate_pct = 0, max_settle_s = 600 }"), "run.steady.gate_pct"),
+            (good.replace("hold_s = 60 }", "hold_s = 60, gate_pct = 3, max_settle_s = 200 }"), "run.steady.max_settle_s"),
+            (good.replace("hold_s = 60 }", "hold_s = 60, gate_pct = 3, max_settle_s = 602 }"), "run.steady.max_settle_s"),
         ];
+        let gated = parse(&good.replace("hold_s = 60 }", "hold_s = 60, gate_pct = 3, max_settle_s = 900 }")).unwrap();
+        let st = gated.run.steady.unwrap();
+        assert_eq!((st.gate_pct, st.max_settle_s), (Some(3.0), Some(900.0)));
         for (text, want) in cases {
             let err = parse(&text).unwrap_err().to_string();
             assert!(err.contains(want), "{err:?} should mention {want:?}");

@@ -242,6 +242,16 @@ pub struct SteadySection {
     /// each in its own run with its own ramp (false).
     #[serde(default = "yes")]
     pub one_run: bool,
+    /// The settling gate (docs/run.md): `ramp_s` and `settle_s` become
+    /// minimums and a window opens only when at most this percentage of the
+    /// steady-state sessions at its rate are missing or in excess, after
+    /// earlier rates and failed sessions; absent = no gate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate_pct: Option<f64>,
+    /// With the gate: the longest ramp or settling before a window opens
+    /// anyway (the step then records that it did not settle).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_settle_s: Option<f64>,
 }
 
 /// The load's sample interval, seconds; the steady-state timings are multiples of it.
