@@ -69,6 +69,16 @@ pub fn points(results: &Results, config: &str) -> Vec<Point> {
         .collect()
 }
 
+/// The configuration's maximum failure-free point: the search's own answer
+/// where the driver searched (`answer`: its maximum and first failing rate),
+/// else [`max_failure_free`].
+pub fn best_point<'a>(points: &'a [Point], threshold: f64, answer: Option<(Option<f64>, Option<f64>)>) -> (Option<&'a Point>, bool) {
+    match answer {
+        Some((max, failing)) => (max.and_then(|r| points.iter().find(|p| (p.rate - r).abs() < 1e-9)), failing.is_some()),
+        None => max_failure_free(points, threshold),
+    }
+}
+
 /// The highest rate whose mean failure % is below `threshold`, and whether a
 /// higher rate was seen failing (otherwise the true maximum may be higher).
 pub fn max_failure_free(points: &[Point], threshold: f64) -> (Option<&Point>, bool) {
@@ -229,6 +239,14 @@ mod tests {
         assert_eq!(best.unwrap().rate, 8.0);
         assert!(bounded);
         assert!(max_failure_free(&[p(5.0, 1.0)], 0.3).0.is_none());
+        // A search's answer wins over the highest passing mean: 2.50 passed
+        // once, but the search confirmed 2.49 (3 passes) below a failing 2.61.
+        let pts = vec![p(2.49, 0.0), p(2.50, 0.0), p(2.61, 0.9)];
+        assert_eq!(max_failure_free(&pts, 0.3).0.unwrap().rate, 2.50);
+        let (best, bounded) = best_point(&pts, 0.3, Some((Some(2.49), Some(2.61))));
+        assert_eq!((best.unwrap().rate, bounded), (2.49, true));
+        assert!(best_point(&pts, 0.3, Some((None, Some(2.49)))).0.is_none());
+        assert_eq!(best_point(&pts, 0.3, None).0.unwrap().rate, 2.50);
     }
 
     #[test]

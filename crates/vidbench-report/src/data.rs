@@ -290,6 +290,16 @@ impl Results {
         self.config_json(config).get("label").and_then(Value::as_str).unwrap_or(config).to_string()
     }
 
+    /// A search's own answer (`runs/CONFIG/search.json`): the maximum
+    /// failure-free rate and the lowest failing rate above it, when the
+    /// driver searched. Its rule (repetitions on both sides) is stricter
+    /// than "the highest rate whose mean passed", so it wins where present.
+    pub fn search_answer(&self, config: &str) -> Option<(Option<f64>, Option<f64>)> {
+        let text = std::fs::read_to_string(self.dir.join("runs").join(config).join("search.json")).ok()?;
+        let v: Value = serde_json::from_str(&text).ok()?;
+        Some((v.get("max_rate").and_then(Value::as_f64), v.get("first_failing_rate").and_then(Value::as_f64)))
+    }
+
     /// The failure threshold of the configuration's rate plan (default 0.3 %).
     pub fn threshold(&self, config: &str) -> f64 {
         self.config_json(config).get("rates").and_then(|r| r.get("threshold_pct")).and_then(Value::as_f64).unwrap_or(0.3)

@@ -136,7 +136,7 @@ fn table3(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<String, Vec<P
     let best: BTreeMap<&String, (Option<Point>, bool)> = configs
         .iter()
         .map(|c| {
-            let (b, bounded) = analysis::max_failure_free(&points[c], ctx.results.threshold(c));
+            let (b, bounded) = analysis::best_point(&points[c], ctx.results.threshold(c), ctx.results.search_answer(c));
             (c, (b.cloned(), bounded))
         })
         .collect();
@@ -401,7 +401,7 @@ fn sweep_section(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<String
         members.sort_by(|a, b| a.0.total_cmp(&b.0));
         let best: Vec<(f64, Point)> = members
             .iter()
-            .filter_map(|(x, c)| Some((*x, analysis::max_failure_free(&points[c], ctx.results.threshold(c)).0?.clone())))
+            .filter_map(|(x, c)| Some((*x, analysis::best_point(&points[c], ctx.results.threshold(c), ctx.results.search_answer(c)).0?.clone())))
             .collect();
         series.push(Series {
             name: base,
@@ -570,7 +570,7 @@ pub fn rate_table(results: &Results) -> String {
         let _ = writeln!(out, "{:<width$}  {:>6}  {:>10.2}  (wc upper bound: disk read sequentially)", results.label(c), "-", s.throughput_mbs);
     }
     for c in &configs {
-        let (best, bounded) = analysis::max_failure_free(&points[c], results.threshold(c));
+        let (best, bounded) = analysis::best_point(&points[c], results.threshold(c), results.search_answer(c));
         let _ = match best {
             Some(p) => writeln!(out, "max failure-free: {:<width$} {}{:.2}/s, {:.2} MB/s", results.label(c), if bounded { "" } else { ">= " }, p.rate, p.throughput_mbs),
             None => writeln!(out, "max failure-free: {:<width$} none of the rates tried", results.label(c)),
