@@ -7,7 +7,10 @@
 #     end are censored, not failed; the kernel's TCP buffer settings and the
 #     server's send buffers a minute in are recorded;
 #  2. the same rate in its own run (one_run = false): one step, ramp first;
-#  3. the report reads both and prints one window per row.
+#  3. the report reads both and prints one window per row;
+#  4. the settling gate: this workload's sessions last minutes, so after a
+#     15 s ramp far more than 3 % of the steady-state sessions are missing and
+#     the window opens at max_settle_s, recorded as not settled, with the gap.
 # Needs root, /dev/fuse, a cgroup memory controller and nginx.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -21,7 +24,7 @@ source tests/integration/lib/scratch.sh
 scratch run-steady
 
 "$VB" workload gen bench/specs/small.toml --out "$tmp/w" > /dev/null
-experiment() { # one_run, rates
+experiment() { # one_run, rates, [extra steady keys]
   cat <<EOT
 name = "steady"
 templates = "$PWD/bench/servers"
@@ -34,7 +37,7 @@ limit_mb = 256
 [run]
 warm = false
 port = 18098
-steady = { ramp_s = 15, settle_s = 10, measure_s = 15, hold_s = 5, one_run = $1 }
+steady = { ramp_s = 15, settle_s = 10, measure_s = 15, hold_s = 5, one_run = $1${3:-} }
 [rates]
 fixed = $2
 [[config]]
@@ -90,4 +93,18 @@ PY
 "$VB" report "$tmp/r1" --print-table > "$tmp/table" 2> "$tmp/log" || fail "the report of a stepped run failed"
 grep -q "  2.00 " "$tmp/table" && grep -q "  4.00 " "$tmp/table" || fail "the table lacks a step: $(cat "$tmp/table")"
 grep -q "every column over the step's measured window" "$tmp/table" || fail "the table does not state its window: $(cat "$tmp/table")"
-echo "ok: steps of one run and a separate run measured in their windows, disk over the same window"
+# 4. The settling gate, ending at its cap.
+experiment true "[2]" ", gate_pct = 3, max_settle_s = 30" > "$tmp/e4.toml"
+"$VB" run "$tmp/e4.toml" --out "$tmp/r4" > "$tmp/log" 2>&1 || fail "the gated run failed"
+python3 - "$tmp/r4/runs/srv/steps-rep0" <<'PY' || fail "the gated run's records are wrong"
+import json, sys
+steps = json.load(open(f"{sys.argv[1]}/steps.json"))
+assert len(steps) == 1, steps
+s = steps[0]
+assert s["spec"]["gate_pct"] == 3 and s["spec"]["max_settle_s"] == 30, s["spec"]
+assert s["window_s"] == [30, 45] and s["settled_s"] == 30 and s["settled"] is False, s
+assert s["gap_pct"] > 3, s["gap_pct"]
+assert s["sessions_measured"] > 0 and s["disk"]["seconds"] == 15, s
+PY
+grep -q "NOT settled" "$tmp/log" || fail "the driver did not say the window opened unsettled: $(grep 'step 1' "$tmp/log")"
+echo "ok: steps of one run and a separate run measured in their windows, disk over the same window; the gate's cap recorded"
