@@ -138,13 +138,13 @@ fn write_library(args: &LibraryArgs) -> anyhow::Result<()> {
         SourceTrees { name: args.name.clone(), files: args.files, copies, seed: args.seed }.build()
     } else {
         UniformLibrary {
-        name: args.name.clone(),
-        files: args.files,
-        file_bytes: (args.size_mib * 1024.0 * 1024.0) as u64,
-        odd_sizes: args.odd,
-        placement_seed: args.seed,
-    }
-    .build()
+            name: args.name.clone(),
+            files: args.files,
+            file_bytes: (args.size_mib * 1024.0 * 1024.0) as u64,
+            odd_sizes: args.odd,
+            placement_seed: args.seed,
+        }
+        .build()
     };
     library.validate().map_err(|m| anyhow::anyhow!("{m}"))?;
     library.save(&args.out)?;

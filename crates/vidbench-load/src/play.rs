@@ -144,12 +144,10 @@ async fn run(
     let stepped = first_step.is_some();
     let offered_rate = first_step.map_or(config.rate, |s| s.rate);
     let mut arrivals = PoissonArrivals::new(offered_rate, config.seed);
-    // The settling gate's inputs: session lengths and the rates so far.
+    // The settling gate's session lengths.
     let durations = Durations::of_sessions(&sessions);
-    let mut rate_history: Vec<(f64, f64)> = Vec::new();
     if let Some(spec) = first_step {
         shared.collector.borrow_mut().step = Some(StepCounters::new(0, spec, 0.0));
-        rate_history.push((0.0, spec.rate));
     }
     // A stepped run ends when its plan says so: it replays the list if needed.
     let pairs: Vec<(Session, Vec<Option<u32>>)> = sessions.into_iter().zip(file_ids).collect();
@@ -216,7 +214,6 @@ async fn run(
                 match next.map(|spec| spec.check().map(|_| spec)) {
                     Some(Ok(spec)) => {
                         shared.collector.borrow_mut().step = Some(StepCounters::new(finished.index + 1, spec, end_s));
-                        rate_history.push((end_s, spec.rate));
                         arrivals = PoissonArrivals::starting_at(spec.rate, step_seed(config.seed, finished.index + 1), end_s);
                         next_at = arrivals.next().expect("the arrival process never ends");
                     }
@@ -236,7 +233,7 @@ async fn run(
                 let t = gate_s.expect("guarded");
                 let mut c = shared.collector.borrow_mut();
                 let failed = c.failed_playing(t);
-                let gap = crate::population::gap(&durations, &rate_history, t, failed);
+                let gap = crate::population::gap(&durations, &c.rate_history(), t, failed);
                 c.step.as_mut().expect("a gate belongs to a step").gate(gap);
             }
             // A stepped run's arrivals beyond the step's end are redrawn at the next rate.

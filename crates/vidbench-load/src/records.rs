@@ -327,6 +327,11 @@ impl Collector {
         Self::write(&mut self.requests_out, &mut self.first_write_error, record);
     }
 
+    /// (start, rate) of every step so far, the current one last.
+    pub fn rate_history(&self) -> Vec<(f64, f64)> {
+        self.steps.iter().map(|s| (s.start_s, s.spec.rate)).chain(self.step.as_ref().map(|s| (s.start_s, s.spec.rate))).collect()
+    }
+
     /// Failed sessions that would still be playing at `t` (see `failed_would_end`).
     pub fn failed_playing(&mut self, t: f64) -> usize {
         self.failed_would_end.retain(|&end| end > t);

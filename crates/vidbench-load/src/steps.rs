@@ -162,10 +162,9 @@ pub(crate) struct StepCounters {
     pub failures: SessionCounts,
     /// Settling added by the gate so far.
     pub extra_settle_s: f64,
-    /// Whether the window's start is decided (always, without the gate).
-    pub gate_done: bool,
+    /// Under the gate, the gap (percent) when the window opened: `None`
+    /// while the gate has not opened it yet.
     pub gap_pct: Option<f64>,
-    pub settled: bool,
 }
 
 impl StepCounters {
@@ -178,9 +177,7 @@ impl StepCounters {
             measured: 0,
             failures: SessionCounts::default(),
             extra_settle_s: 0.0,
-            gate_done: spec.gate_pct <= 0.0,
             gap_pct: None,
-            settled: true,
         }
     }
 
@@ -195,7 +192,12 @@ impl StepCounters {
 
     /// Under the gate, when the window would open: the time to check it.
     pub fn gate_check_s(&self) -> Option<f64> {
-        (!self.gate_done).then(|| self.window().0)
+        (self.spec.gate_pct > 0.0 && self.gap_pct.is_none()).then(|| self.window().0)
+    }
+
+    /// False when the gate opened the window at its cap, the gap still too large.
+    fn settled(&self) -> bool {
+        self.gap_pct.is_none_or(|g| g.abs() <= self.spec.gate_pct)
     }
 
     /// The gate's decision at the window's start, given the gap there (a
@@ -203,11 +205,8 @@ impl StepCounters {
     /// [`GATE_STEP_S`] longer (never past `max_settle_s`).
     pub fn gate(&mut self, gap: f64) {
         let settle = self.spec.settle_s + self.extra_settle_s;
-        let within = gap.abs() * 100.0 <= self.spec.gate_pct;
-        if within || settle + GATE_STEP_S > self.spec.max_settle_s + 1e-9 {
-            self.gate_done = true;
+        if (100.0 * gap).abs() <= self.spec.gate_pct || settle + GATE_STEP_S > self.spec.max_settle_s + 1e-9 {
             self.gap_pct = Some(100.0 * gap);
-            self.settled = within;
         } else {
             self.extra_settle_s += GATE_STEP_S;
         }
@@ -270,7 +269,7 @@ impl StepCounters {
             active_sessions,
             settled_s: self.spec.settle_s + self.extra_settle_s,
             gap_pct: self.gap_pct,
-            settled: self.settled,
+            settled: self.settled(),
         }
     }
 }

@@ -183,8 +183,8 @@ fn pause_proactive_reclaim(exp: &Experiment, machine: &mut Value) -> anyhow::Res
                 format!("cannot pause DAMON's proactive reclaim ({}): run as root, or set [run] proactive_reclaim = \"keep\" to measure under it", running.join("; "))
             })?;
             let mut action = String::from("paused for the experiment");
-            if !p.adopted.is_empty() {
-                let names: Vec<String> = p.adopted.iter().map(|d| d.display().to_string()).collect();
+            if !p.pause.adopted.is_empty() {
+                let names: Vec<String> = p.pause.adopted.iter().map(|d| d.display().to_string()).collect();
                 action = format!("paused for the experiment ({} had been left off by a killed benchmark; taken over)", names.join(", "));
             }
             if !running.is_empty() {
@@ -237,12 +237,11 @@ pub fn check_memory(exp: &Experiment, meminfo: &str) -> anyhow::Result<()> {
         bail!(
             "the experiment limits server and daemon to {} MiB, and the load client, the emulated drive and the kernel need about {} MiB more, \
              but this machine has {} MiB: its own memory, not the limit, would bound the page cache. Use a machine with at least {} MiB, \
-             or a smaller experiment (bench/experiments/quick.toml needs {} MiB)",
+             or an experiment with a smaller memory.limit_mb",
             exp.memory_limit_bytes >> 20,
             MEMORY_HEADROOM >> 20,
             total >> 20,
             need >> 20,
-            2048 + (MEMORY_HEADROOM >> 20),
         );
     }
     Ok(())

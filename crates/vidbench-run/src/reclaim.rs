@@ -117,13 +117,14 @@ pub struct Registry {
 struct Entry {
     file: PathBuf,
     holder: Option<Holder>,
+    /// Whether the holder is still running (read once, with the record).
+    live: bool,
     dirs: BTreeSet<PathBuf>,
 }
 
-impl Entry {
-    fn live(&self) -> bool {
-        self.holder.is_some_and(|h| h.alive())
-    }
+/// The kdamond directories a record lists, one per line.
+fn read_record(path: &Path) -> io::Result<BTreeSet<PathBuf>> {
+    Ok(std::fs::read_to_string(path)?.lines().filter(|l| !l.is_empty()).map(PathBuf::from).collect())
 }
 
 impl Registry {
@@ -157,8 +158,8 @@ impl Registry {
             if name.starts_with('.') {
                 continue;
             }
-            let dirs = std::fs::read_to_string(e.path())?.lines().filter(|l| !l.is_empty()).map(PathBuf::from).collect();
-            out.push(Entry { file: e.path(), holder: Holder::parse(&name), dirs });
+            let holder = Holder::parse(&name);
+            out.push(Entry { dirs: read_record(&e.path())?, live: holder.is_some_and(|h| h.alive()), file: e.path(), holder });
         }
         Ok(out)
     }
@@ -167,15 +168,16 @@ impl Registry {
     /// `holder`, together with those other live holders keep off (so that
     /// their release does not turn them on under this one) and those of
     /// holders that died (so that they are turned on when this one releases).
-    pub fn pause(&self, root: &Path, holder: Holder) -> io::Result<Paused> {
+    pub fn pause(&self, root: &Path, holder: Holder) -> io::Result<Pause> {
         let _lock = self.lock()?;
         let mut mine = BTreeSet::new();
         let mut adopted = Vec::new();
         for e in self.entries()? {
-            if e.holder != Some(holder) && !e.live() {
+            let own = e.holder == Some(holder);
+            if !own && !e.live {
                 adopted.extend(e.dirs.iter().cloned());
             }
-            if e.holder == Some(holder) || !e.live() {
+            if own || !e.live {
                 std::fs::remove_file(&e.file)?;
             }
             mine.extend(e.dirs);
@@ -190,7 +192,7 @@ impl Registry {
             let text: String = mine.iter().map(|d| format!("{}\n", d.display())).collect();
             std::fs::write(self.dir.join(holder.file_name()), text)?;
         }
-        Ok(Paused { registry: Registry::at(&self.dir), holder, turned_off, adopted, held: !mine.is_empty() })
+        Ok(Pause { turned_off, adopted })
     }
 
     /// Ends `holder`'s pause: each kdamond it kept off that no other live
@@ -199,14 +201,14 @@ impl Registry {
     pub fn release(&self, holder: Holder) -> io::Result<Vec<PathBuf>> {
         let _lock = self.lock()?;
         let file = self.dir.join(holder.file_name());
-        let mine: BTreeSet<PathBuf> = match std::fs::read_to_string(&file) {
-            Ok(t) => t.lines().filter(|l| !l.is_empty()).map(PathBuf::from).collect(),
+        let mine = match read_record(&file) {
+            Ok(dirs) => {
+                std::fs::remove_file(&file)?;
+                dirs
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => BTreeSet::new(),
             Err(e) => return Err(e),
         };
-        if !mine.is_empty() {
-            std::fs::remove_file(&file)?;
-        }
         self.turn_on_unheld(mine)
     }
 
@@ -221,7 +223,7 @@ impl Registry {
     fn turn_on_unheld(&self, mut released: BTreeSet<PathBuf>) -> io::Result<Vec<PathBuf>> {
         let mut held = BTreeSet::new();
         for e in self.entries()? {
-            if e.live() {
+            if e.live {
                 held.extend(e.dirs);
             } else {
                 std::fs::remove_file(&e.file)?;
@@ -237,29 +239,39 @@ impl Registry {
     }
 }
 
-/// A pause held by this process; released when dropped.
-pub struct Paused {
-    registry: Registry,
-    holder: Holder,
-    /// The kdamonds this pause turned off (others may be held off with it).
+/// What a pause did.
+#[derive(Debug)]
+pub struct Pause {
+    /// The kdamonds it turned off (others may be held off with it).
     pub turned_off: Vec<PathBuf>,
     /// Those left off by holders that died, now held by this pause.
     pub adopted: Vec<PathBuf>,
-    held: bool,
+}
+
+/// A pause held by this process for as long as the value lives; released
+/// when dropped.
+pub struct Paused {
+    registry: Registry,
+    holder: Holder,
+    pub pause: Pause,
 }
 
 impl Paused {
+    /// Pauses the kdamonds under `root` for this process.
+    pub fn hold(registry: Registry, root: &Path) -> io::Result<Paused> {
+        let holder = Holder::current();
+        let pause = registry.pause(root, holder)?;
+        Ok(Paused { registry, holder, pause })
+    }
+
     /// Pauses the machine's running kdamonds for this process.
     pub fn system() -> io::Result<Paused> {
-        Registry::system().pause(Path::new(KDAMONDS), Holder::current())
+        Paused::hold(Registry::system(), Path::new(KDAMONDS))
     }
 }
 
 impl Drop for Paused {
     fn drop(&mut self) {
-        if !self.held {
-            return;
-        }
         if let Err(e) = self.registry.release(self.holder) {
             eprintln!("vidbench run: could not turn DAMON's proactive reclaim on again ({e}): run `vidbench proactive-reclaim recover`");
         }
@@ -321,21 +333,21 @@ pub fn cli(args: CliArgs) -> anyhow::Result<()> {
             if !reg.is_empty() {
                 for e in reg.entries().with_context(|| format!("cannot read {REGISTRY}"))? {
                     let who = e.holder.map_or("a record naming no process".to_string(), |h| format!("pid {}", h.pid));
-                    let state = if e.live() { "running" } else { "dead: `recover` turns it on" };
+                    let state = if e.live { "running" } else { "dead: `recover` turns it on" };
                     println!("held off by {who} ({state}): {}", names(e.dirs.into_iter().collect()));
                 }
             }
         }
         CliAction::Pause { holder } => {
             let h = holder_arg(holder)?;
+            // The pause outlives this command: the holder releases it.
             let p = reg.pause(root, h).with_context(|| format!("cannot pause DAMON's proactive reclaim (registry {REGISTRY}; root needed)"))?;
             if !p.turned_off.is_empty() {
-                eprintln!("proactive-reclaim: paused {} for pid {}", names(p.turned_off.clone()), h.pid);
+                eprintln!("proactive-reclaim: paused {} for pid {}", names(p.turned_off), h.pid);
             }
             if !p.adopted.is_empty() {
-                eprintln!("proactive-reclaim: took over {} from a killed benchmark", names(p.adopted.clone()));
+                eprintln!("proactive-reclaim: took over {} from a killed benchmark", names(p.adopted));
             }
-            std::mem::forget(p); // the pause outlives this command: the holder releases it
         }
         CliAction::Release { holder } => {
             let on = reg.release(holder_arg(holder)?).with_context(|| format!("cannot end the pause (registry {REGISTRY})"))?;
@@ -396,6 +408,14 @@ mod tests {
         (child, h)
     }
 
+    /// A process that pauses and is killed before it releases.
+    fn killed_holder(reg: &Registry, root: &tempfile::TempDir) {
+        let (mut child, dead) = other_process();
+        reg.pause(root.path(), dead).unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
     #[test]
     fn a_running_kdamond_is_described_paused_and_resumed() {
         let root = fake("on");
@@ -403,8 +423,8 @@ mod tests {
         let found = kdamonds(root.path());
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].schemes, ["pageout of regions untouched for 60 s (<= 1 accesses per 5000 ms), at most 134217728 bytes per 1000 ms"]);
-        let paused = Registry::at(reg.path()).pause(root.path(), Holder::current()).unwrap();
-        assert_eq!(paused.turned_off, [root.path().join("0")]);
+        let paused = Paused::hold(Registry::at(reg.path()), root.path()).unwrap();
+        assert_eq!(paused.pause.turned_off, [root.path().join("0")]);
         assert_eq!(state(&root), "off");
         assert!(!Registry::at(reg.path()).is_empty());
         drop(paused);
@@ -417,8 +437,8 @@ mod tests {
     fn a_stopped_kdamond_or_no_damon_is_left_alone() {
         let root = fake("off");
         let reg = tempfile::tempdir().unwrap();
-        let paused = Registry::at(reg.path()).pause(root.path(), Holder::current()).unwrap();
-        assert!(paused.turned_off.is_empty() && paused.adopted.is_empty());
+        let paused = Paused::hold(Registry::at(reg.path()), root.path()).unwrap();
+        assert!(paused.pause.turned_off.is_empty() && paused.pause.adopted.is_empty());
         drop(paused);
         assert_eq!(state(&root), "off");
         let none = tempfile::tempdir().unwrap();
@@ -432,10 +452,9 @@ mod tests {
         let td = tempfile::tempdir().unwrap();
         let reg = Registry::at(td.path());
         let (mut child, other) = other_process();
-        let first = reg.pause(root.path(), other).unwrap();
-        std::mem::forget(first); // held by the other process, released below in its name
-        let mine = reg.pause(root.path(), Holder::current()).unwrap();
-        assert!(mine.turned_off.is_empty(), "already off");
+        reg.pause(root.path(), other).unwrap(); // held by the other process, released below in its name
+        let mine = Paused::hold(Registry::at(td.path()), root.path()).unwrap();
+        assert!(mine.pause.turned_off.is_empty(), "already off");
         assert_eq!(reg.release(other).unwrap(), Vec::<PathBuf>::new(), "this process still holds it");
         assert_eq!(state(&root), "off");
         drop(mine);
@@ -450,22 +469,16 @@ mod tests {
         let td = tempfile::tempdir().unwrap();
         let reg = Registry::at(td.path());
         // Killed before releasing: its record stays, the kdamond stays off.
-        let (mut child, dead) = other_process();
-        std::mem::forget(reg.pause(root.path(), dead).unwrap());
-        child.kill().unwrap();
-        child.wait().unwrap();
+        killed_holder(&reg, &root);
         assert_eq!(state(&root), "off");
         assert_eq!(reg.recover().unwrap(), [root.path().join("0")]);
         assert_eq!(state(&root), "on");
         assert!(reg.is_empty());
 
         // The next pause takes the dead holder's record over and ends it.
-        let (mut child, dead) = other_process();
-        std::mem::forget(reg.pause(root.path(), dead).unwrap());
-        child.kill().unwrap();
-        child.wait().unwrap();
-        let mine = reg.pause(root.path(), Holder::current()).unwrap();
-        assert_eq!(mine.adopted, [root.path().join("0")]);
+        killed_holder(&reg, &root);
+        let mine = Paused::hold(Registry::at(td.path()), root.path()).unwrap();
+        assert_eq!(mine.pause.adopted, [root.path().join("0")]);
         assert_eq!(state(&root), "off");
         drop(mine);
         assert_eq!(state(&root), "on");
