@@ -1,7 +1,7 @@
 /*
  * t_laio_cold.c - path calls on a file system whose dentries and pages are
- * all cold (root: a small ext4 image, loop-mounted, unmounted and mounted
- * again before each back end): openat, statx, stat of uncached paths and a
+ * all cold (root: a small ext4 image; each back end mounts a new copy of
+ * it, checked to have nothing in the dentry cache): openat, statx, stat of uncached paths and a
  * pread of uncached data go to the background in the lazy back end too;
  * each result equals the direct call's made afterwards. The image is
  * unmounted (and the loop device detached with it) at exit and on signals.
@@ -9,6 +9,7 @@
 #include "ltest.h"
 
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -16,8 +17,23 @@
 #define SIZE (256 * 1024)
 
 static char dir[] = "/tmp/laio-cold-XXXXXX";
-static char img[128], mnt[128];
-static int mounted;
+static char img[128], mnt[128], copy[160];
+static int mounted, copies;
+
+/* Does mnt/name resolve from the dentry cache alone? (The precondition of
+ * the lazy back end's expectations below: a fresh mount has nothing cached.) */
+static int path_cached_now(const char *name)
+{
+	struct open_how how = { .flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_CACHED };
+	char p[160];
+	long fd;
+
+	snprintf(p, sizeof(p), "%s/%s", mnt, name);
+	fd = syscall(SYS_openat2, AT_FDCWD, p, &how, sizeof(how));
+	if (fd >= 0)
+		close((int)fd);
+	return fd >= 0;
+}
 
 static void sh(const char *fmt, const char *a, const char *b)
 {
@@ -46,11 +62,17 @@ static void unmount(void)
 	}
 	if (mounted && umount2(mnt, MNT_DETACH) == 0)
 		mounted = 0;
+	if (!mounted && copy[0]) {
+		unlink(copy);
+		copy[0] = 0;
+	}
 }
 
 static void cleanup(void)
 {
 	unmount();
+	if (copy[0])
+		unlink(copy);
 	unlink(img);
 	rmdir(mnt);
 	rmdir(dir);
@@ -63,23 +85,31 @@ static void on_signal(int sig)
 	raise(sig);
 }
 
-/* Everything under mnt cold: a fresh mount of the image, whose own pages
- * are evicted first, so that the loop device reads from the disk below and
- * not from the image file's page cache (which finishes a read before
- * io_uring's submit returns, making a cold read look inline). */
+/*
+ * Everything under mnt cold: a fresh mount of a new copy of the image, whose
+ * own pages are evicted first, so that the loop device reads from the disk
+ * below and not from the copy's page cache (which finishes a read before
+ * io_uring's submit returns, making a cold read look inline). A new file
+ * per mount (named by pid and count, as both back ends' children count
+ * from the same value) gets a new loop device and so a new superblock:
+ * mount -o loop of a file still bound to a loop device whose release is
+ * pending reuses that device, and with it the previous mount's dentries.
+ */
 static void remount(void)
 {
 	int fd;
 
 	unmount();
-	fd = open(img, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		fdatasync(fd);
-		posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-		close(fd);
-	}
-	sh("mount -o loop %s %s", img, mnt);
+	snprintf(copy, sizeof(copy), "%s/img-%d-%d", dir, (int)getpid(), ++copies);
+	sh("cp --sparse=always %s %s", img, copy);
+	fd = open(copy, O_RDONLY | O_CLOEXEC);
+	CHECK(fd >= 0);
+	fdatasync(fd);
+	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+	close(fd);
+	sh("mount -o loop %s %s", copy, mnt);
 	mounted = 1;
+	CHECK(!path_cached_now("d3/f3") && !path_cached_now("d4/f4"));
 }
 
 static void in(char *out, const char *name)
@@ -162,7 +192,8 @@ int main(void)
 	CHECK(fd >= 0 && ftruncate(fd, 32 << 20) == 0);
 	close(fd);
 	sh("mkfs.ext4 -q -F %s >/dev/null 2>&1%s", img, "");
-	remount();
+	sh("mount -o loop %s %s", img, mnt);
+	mounted = 1;
 	for (int i = 0; i < SIZE; i++)
 		data[i] = (char)(i * 13);
 	for (int i = 0; i < 4; i++) {
