@@ -7,7 +7,9 @@
 #  5. SIGTERM while the image is being built (and no partial image is cached);
 #  6. `disk unmount` while a file is held open (lazy unmount; the loop device
 #     goes when the file is closed);
-#  7. `umount -l` of its mounts by someone else, then SIGTERM.
+#  7. `umount -l` of its mounts by someone else, then SIGTERM;
+#  8. SIGKILL of the mount process and its reaper together: `disk stat`
+#     says the drive is gone, `disk unmount` releases what was left.
 # Needs root, /dev/fuse, loop devices and mkfs.ext4 (skips otherwise).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -109,4 +111,17 @@ kill -TERM "$pid"; wait_exit "$pid" "SIGTERM after a lazy unmount of its mounts"
 losetup "/dev/$loopname" 2>/dev/null | grep -q "disk.img" && fail "$loopname still attached after SIGTERM"
 assert_nothing_left "lazy unmount, then SIGTERM"
 echo "7. lazy unmount by someone else, then SIGTERM: clean"
+
+# 8. Nobody left to clean up: the mount process and its reaper both killed.
+start_fg; wait_mounted "$pid"
+reaper=$(pgrep -f "block-reaper --for $mnt") || fail "no reaper for $mnt"
+echo "$reaper" >> "$tmp/pids"
+kill -KILL "$reaper" "$pid"; wait_exit "$pid" SIGKILL; wait_exit "$reaper" SIGKILL
+mountpoint -q "$mnt" || fail "case 8 needs the orphaned mount, but $mnt is gone already"
+if "$VB" disk stat "$mnt" > "$tmp/stat.log" 2>&1; then fail "disk stat of an orphaned mount succeeded"; fi
+grep -q "is gone" "$tmp/stat.log" || fail "disk stat does not say the drive is gone: $(cat "$tmp/stat.log")"
+"$VB" disk unmount "$mnt" > "$tmp/unmount.log" 2>&1 || fail "unmount of an orphaned mount: $(cat "$tmp/unmount.log")"
+grep -q "drive process had died" "$tmp/unmount.log" || fail "orphan not reported: $(cat "$tmp/unmount.log")"
+assert_nothing_left "orphaned mount, then disk unmount"
+echo "8. mount process and reaper killed, then disk unmount: clean"
 echo "disk-block-cleanup: ok"

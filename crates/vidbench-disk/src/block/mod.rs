@@ -359,9 +359,17 @@ pub struct BlockMount {
     /// The image server's control directory (`.vidbench`).
     pub control_dir: PathBuf,
     pub mountpoint: PathBuf,
+    /// The filesystem's source in the mount table (`/dev/loopN`).
+    pub source: String,
+    /// False when the image server is gone (its mount process and the
+    /// reaper were both killed): the filesystem, loop device and a dead FUSE
+    /// mount are left, and only `unmount` can do anything with them.
+    pub alive: bool,
 }
 
-/// The block mount at `mountpoint`, if it is one.
+/// The block mount at `mountpoint`, if it is one: live (its counters answer)
+/// or orphaned (the loop device's backing file is `disk.img` at the root of
+/// a vidbench image server's FUSE mount that no longer answers).
 pub fn find(mountpoint: &Path) -> Option<BlockMount> {
     let m = sys::mount_at(mountpoint).ok().flatten()?;
     let dev = LoopDev::from_dev_path(&m.source)?;
@@ -369,15 +377,44 @@ pub fn find(mountpoint: &Path) -> Option<BlockMount> {
     if backing.file_name()? != IMAGE_FILE {
         return None;
     }
-    let control_dir = backing.parent()?.join(crate::stats::CONTROL_DIR);
-    control_dir.join(crate::stats::STATS_FILE).exists().then_some(BlockMount { dev, control_dir, mountpoint: m.mountpoint })
+    let fuse_dir = backing.parent()?;
+    let control_dir = fuse_dir.join(crate::stats::CONTROL_DIR);
+    let alive = control_dir.join(crate::stats::STATS_FILE).exists();
+    let ours = alive || sys::mount_at(fuse_dir).ok().flatten().is_some_and(|f| f.fstype.starts_with("fuse") && f.source == imagefs::FSNAME);
+    ours.then_some(BlockMount { dev, control_dir, mountpoint: m.mountpoint, source: m.source, alive })
 }
 
+/// Releases what an orphaned block mount left, in the reaper's order: the
+/// filesystem (lazily when busy), the loop device (the kernel detaches it
+/// when the last user lets go), the dead image server's FUSE mount and the
+/// runtime directory.
+fn release_orphan(b: &BlockMount) -> anyhow::Result<()> {
+    let fuse_dir = b.control_dir.parent().context("the image server's directory")?.to_path_buf();
+    let backing = fuse_dir.join(IMAGE_FILE);
+    let resources = [
+        Resource::Mount { at: b.mountpoint.clone(), source: b.source.clone() },
+        Resource::Loop { dev: b.dev.name.clone(), backing, inode: None },
+        Resource::Fuse(fuse_dir.clone()),
+    ];
+    for r in &resources {
+        reaper::release(r).with_context(|| format!("releasing {r:?} of the orphaned block mount at {}", b.mountpoint.display()))?;
+    }
+    if let Some(runtime) = fuse_dir.parent() {
+        if let Err(e) = reaper::release(&Resource::Dir(runtime.to_path_buf())) {
+            eprintln!("vidbench disk unmount: left {}: {e:#}", runtime.display());
+        }
+    }
+    println!("unmounted {} (its drive process had died; detached {} and removed its image server's mount)", b.mountpoint.display(), b.dev.name);
+    Ok(())
+}
 
 /// `vidbench disk unmount MNT` for a block mount: unmounts the filesystem
 /// (lazily when busy), then asks the mount process to release the loop device
 /// and the image server, and waits for it to exit.
 pub fn unmount(b: &BlockMount, wait_s: f64) -> anyhow::Result<()> {
+    if !b.alive {
+        return release_orphan(b);
+    }
     let pid = crate::stats::read_snapshot_in(&b.control_dir).ok().map(|s| s.pid);
     let busy = reaper::unmount_block_fs(&b.mountpoint)?;
     let Some(pid) = pid else {
@@ -457,6 +494,9 @@ fn print_depth_histogram(h: &[u64]) {
 /// `vidbench disk stat MNT` for a block mount: the drive's figures (as in FUSE
 /// mode) and the block layer's own (`/sys/block/loopN/stat`, `inflight`).
 pub fn stat(b: &BlockMount, json: bool, interval: Option<f64>, count: Option<u64>) -> anyhow::Result<()> {
+    if !b.alive {
+        bail!("the drive behind {} is gone (its process died; {} is left attached); `vidbench disk unmount {}` releases what is left", b.mountpoint.display(), b.dev.name, b.mountpoint.display());
+    }
     let snapshot = crate::stats::read_snapshot_in(&b.control_dir)?;
     let block = loopdev::block_stat(&b.dev)?;
     let Some(interval) = interval else {
