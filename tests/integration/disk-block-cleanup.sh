@@ -117,6 +117,7 @@ start_fg; wait_mounted "$pid"
 reaper=$(pgrep -f "block-reaper --for $mnt") || fail "no reaper for $mnt"
 echo "$reaper" >> "$tmp/pids"
 kill -KILL "$reaper" "$pid"; wait_exit "$pid" SIGKILL; wait_exit "$reaper" SIGKILL
+wait "$pid" 2>/dev/null || true
 mountpoint -q "$mnt" || fail "case 8 needs the orphaned mount, but $mnt is gone already"
 if "$VB" disk stat "$mnt" > "$tmp/stat.log" 2>&1; then fail "disk stat of an orphaned mount succeeded"; fi
 grep -q "is gone" "$tmp/stat.log" || fail "disk stat does not say the drive is gone: $(cat "$tmp/stat.log")"

@@ -10,7 +10,11 @@
 #  3. the report reads both and prints one window per row;
 #  4. the settling gate: this workload's sessions last minutes, so after a
 #     15 s ramp far more than 3 % of the steady-state sessions are missing and
-#     the window opens at max_settle_s, recorded as not settled, with the gap.
+#     the window opens at max_settle_s, recorded as not settled, with the gap;
+#  5. population matching with the same gate: sessions in progress join over
+#     the ramp, so the window opens at the ramp's minimum, settled, holding
+#     the steady-state number of sessions; the lower second rate withdraws
+#     sessions (recorded as withdrawn, not failed).
 # Needs root, /dev/fuse, a cgroup memory controller and nginx.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -107,4 +111,31 @@ assert s["gap_pct"] > 3, s["gap_pct"]
 assert s["sessions_measured"] > 0 and s["disk"]["seconds"] == 15, s
 PY
 grep -q "NOT settled" "$tmp/log" || fail "the driver did not say the window opened unsettled: $(grep 'step 1' "$tmp/log")"
-echo "ok: steps of one run and a separate run measured in their windows, disk over the same window; the gate's cap recorded"
+
+# 5. Population matching: the same gate is met at once.
+experiment true "[2, 1]" ", gate_pct = 3, max_settle_s = 30, join_s = 10" > "$tmp/e5.toml"
+"$VB" run "$tmp/e5.toml" --out "$tmp/r5" > "$tmp/log" 2>&1 || fail "the matched run failed: $(tail -5 "$tmp/log")"
+python3 - "$tmp/r5/runs/srv/steps-rep0" "$tmp/w/sessions.jsonl" <<'PY' || fail "the matched run's records are wrong"
+import csv, json, sys
+run, sessions = sys.argv[1], sys.argv[2]
+lengths = [sum(r.get("pace_s", 0) for r in json.loads(l)["requests"]) for l in open(sessions)]
+mean = sum(lengths) / len(lengths)
+steps = json.load(open(f"{run}/steps.json"))
+assert [s["spec"]["join_s"] for s in steps] == [10, 10], [s["spec"] for s in steps]
+first, second = steps
+# Matched from idle: the gate finds the steady state at the ramp's minimum.
+assert first["window_s"] == [15, 30] and first["settled"] is True and abs(first["gap_pct"]) <= 3, first
+assert first["matched"]["added"] > 0 and first["matched"]["withdrawn"] == 0, first["matched"]
+steady = 2 * mean
+active = first["active_sessions"]["mean"]
+assert 0.7 * steady <= active <= 1.3 * steady, (active, steady)
+# Half the rate: sessions withdrawn, none of them failures.
+assert second["matched"]["withdrawn"] > 0 and second["matched"]["added"] == second["matched"]["replaced"], second["matched"]
+rows = list(csv.DictReader(open(f"{run}/load/sessions.csv")))
+withdrawn = [r for r in rows if r["outcome"] == "withdrawn"]
+assert 0 < len(withdrawn) <= second["matched"]["withdrawn"], (len(withdrawn), second["matched"])
+assert any(float(r["scheduled_s"]) < 0 for r in rows), "no session joined in progress"
+assert all("withdrawn" not in s["failed_by_cause"] for s in steps), [s["failed_by_cause"] for s in steps]
+PY
+grep -q "population matched" "$tmp/log" || fail "the driver did not report the match: $(grep 'step 1' "$tmp/log")"
+echo "ok: steps of one run and a separate run measured in their windows, disk over the same window; the gate's cap recorded; population matching"

@@ -50,6 +50,10 @@ pub(crate) struct Shared {
     pub interrupt: Notify,
     /// Notified whenever a session ends.
     pub session_done: Notify,
+    /// The sessions in play by key, each with whether a population match
+    /// has withdrawn it (it stops before its next request).
+    pub in_play: RefCell<std::collections::HashMap<u64, bool>>,
+    pub next_key: Cell<u64>,
 }
 
 impl Shared {
@@ -364,7 +368,7 @@ async fn exchange(
 }
 
 /// Waits for `at`, or returns false if the run is interrupted first.
-async fn wait_until(shared: &Shared, at: Instant) -> bool {
+pub(crate) async fn wait_until(shared: &Shared, at: Instant) -> bool {
     if shared.interrupted.get() {
         return false;
     }
@@ -375,8 +379,9 @@ async fn wait_until(shared: &Shared, at: Instant) -> bool {
 }
 
 /// Plays `session` to its end and records it. `file_ids[i]` is the content id
-/// to verify request `i` against, when verifying.
-pub(crate) async fn play_session(shared: Rc<Shared>, session: Session, file_ids: Vec<Option<u32>>, scheduled_s: f64) {
+/// to verify request `i` against, when verifying. `key` is its entry in
+/// `shared.in_play`, which it removes when it ends.
+pub(crate) async fn play_session(shared: Rc<Shared>, session: Session, file_ids: Vec<Option<u32>>, scheduled_s: f64, key: u64) {
     let start = Instant::now();
     let delay = Duration::from_millis(session.delay_ms as u64);
     let mut conn = Connection {
@@ -403,6 +408,11 @@ pub(crate) async fn play_session(shared: Rc<Shared>, session: Session, file_ids:
         if shared.interrupted.get() {
             outcome = Outcome::Interrupted;
             failure = Some(Failure::new(Outcome::Interrupted, "the run was interrupted"));
+            break;
+        }
+        if shared.in_play.borrow().get(&key).copied().unwrap_or(false) {
+            outcome = Outcome::Withdrawn;
+            failure = Some(Failure::new(Outcome::Withdrawn, "withdrawn by a population match (a lower rate)"));
             break;
         }
         let req_start = Instant::now();
@@ -459,6 +469,7 @@ pub(crate) async fn play_session(shared: Rc<Shared>, session: Session, file_ids:
         }
     }
     drop(conn.stream.take());
+    shared.in_play.borrow_mut().remove(&key);
     let detail = failure.as_ref().map_or(String::new(), |f| match &f.specifics {
         Some(s) => format!("{} ({s})", f.kind),
         None => f.kind.clone(),
@@ -479,8 +490,9 @@ pub(crate) async fn play_session(shared: Rc<Shared>, session: Session, file_ids:
         detail,
     };
     let mut collector = shared.collector.borrow_mut();
-    if outcome != Outcome::Ok && outcome != Outcome::Interrupted {
-        collector.failed_would_end.push(scheduled_s + crate::population::Durations::length_of(&session));
+    if outcome.is_failure() {
+        let failed_at = record.end_s;
+        collector.failed_would_end.push((failed_at, scheduled_s + crate::population::Durations::length_of(&session)));
     }
     collector.session_ended(&record, failure.as_ref().map(|f| f.kind.as_str()));
     drop(collector);

@@ -9,11 +9,13 @@
 //! which is why `cpu.thread_*` in the summary is the client's own cost.
 
 use crate::arrivals::PoissonArrivals;
-use crate::client::{play_session, Shared, SCRATCH_BYTES};
+use crate::client::{play_session, wait_until, Shared, SCRATCH_BYTES};
 use crate::config::{LoadConfig, LoadError, Server, Stop};
 use crate::records::Collector;
-use crate::population::Durations;
-use crate::steps::{StepCounters, StepPlan};
+use crate::population::{in_progress, plan_match, Durations, Stationary};
+use crate::steps::{Matched, StepCounters, StepPlan, StepSpec};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use crate::summary::{summarize, CpuUse, LoadSummary, RunFacts, Setup};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -139,21 +141,29 @@ async fn run(
         interrupted: Cell::new(false),
         interrupt: Notify::new(),
         session_done: Notify::new(),
+        in_play: RefCell::new(HashMap::new()),
+        next_key: Cell::new(0),
     });
 
     let stepped = first_step.is_some();
     let offered_rate = first_step.map_or(config.rate, |s| s.rate);
     let mut arrivals = PoissonArrivals::new(offered_rate, config.seed);
-    // The settling gate's session lengths.
+    // The settling gate's session lengths, and population matching's draws.
     let durations = Durations::of_sessions(&sessions);
+    let stationary = Stationary::new(&sessions);
+    let catalogue: Rc<[(Session, Vec<Option<u32>>)]> = sessions.into_iter().zip(file_ids).collect();
+    // The rate whose steady state the sessions in play are (or head for).
+    let mut population_rate = 0.0;
     if let Some(spec) = first_step {
-        shared.collector.borrow_mut().step = Some(StepCounters::new(0, spec, 0.0));
+        let mut counters = StepCounters::new(0, spec, 0.0);
+        counters.matched = match_population(&shared, &catalogue, &stationary, &durations, population_rate, &spec, 0, config.seed, 0.0);
+        population_rate = spec.rate;
+        shared.collector.borrow_mut().step = Some(counters);
     }
     // A stepped run ends when its plan says so: it replays the list if needed.
-    let pairs: Vec<(Session, Vec<Option<u32>>)> = sessions.into_iter().zip(file_ids).collect();
-    let queue: Box<dyn Iterator<Item = (Session, Vec<Option<u32>>)>> =
-        if stepped { Box::new(pairs.into_iter().cycle()) } else { Box::new(pairs.into_iter()) };
-    let mut queue = queue.peekable();
+    let indices: Box<dyn Iterator<Item = usize>> =
+        if stepped { Box::new((0..catalogue.len()).cycle()) } else { Box::new(0..catalogue.len()) };
+    let mut queue = indices.map(|i| catalogue[i].clone()).peekable();
     let mut next_at = arrivals.next().expect("the arrival process never ends");
     let interval = Duration::from_secs_f64(config.interval_s);
     let mut tick = 1u32;
@@ -213,7 +223,11 @@ async fn run(
                 let next = plan.as_mut().expect("stepped runs have a plan").next(Some(&finished));
                 match next.map(|spec| spec.check().map(|_| spec)) {
                     Some(Ok(spec)) => {
-                        shared.collector.borrow_mut().step = Some(StepCounters::new(finished.index + 1, spec, end_s));
+                        let index = finished.index + 1;
+                        let mut counters = StepCounters::new(index, spec, end_s);
+                        counters.matched = match_population(&shared, &catalogue, &stationary, &durations, population_rate, &spec, index, config.seed, end_s);
+                        population_rate = spec.rate;
+                        shared.collector.borrow_mut().step = Some(counters);
                         arrivals = PoissonArrivals::starting_at(spec.rate, step_seed(config.seed, finished.index + 1), end_s);
                         next_at = arrivals.next().expect("the arrival process never ends");
                     }
@@ -232,7 +246,11 @@ async fn run(
             _ = sleep_until(gate_at), if starting && gate_s.is_some() => {
                 let t = gate_s.expect("guarded");
                 let mut c = shared.collector.borrow_mut();
-                let failed = c.failed_playing(t);
+                // A step's own failures are its result, not a lack of settling
+                // (a window that fails while lighter than the steady state
+                // fails in it too); those of earlier steps are missing sessions.
+                let step_start = c.step.as_ref().map_or(t, |s| s.start_s);
+                let failed = c.failed_playing(t, step_start);
                 let gap = crate::population::gap(&durations, &c.rate_history(), t, failed);
                 c.step.as_mut().expect("a gate belongs to a step").gate(gap);
             }
@@ -244,8 +262,7 @@ async fn run(
                     let (a, b) = step.window();
                     session.phase = if (a..b).contains(&next_at) { Phase::Measure } else { Phase::RampUp };
                 }
-                shared.collector.borrow_mut().session_started(session.phase, next_at, lag);
-                tokio::task::spawn_local(play_session(shared.clone(), session, ids, next_at));
+                start_session(&shared, session, ids, next_at, lag);
                 next_at = arrivals.next().expect("the arrival process never ends");
             }
             _ = shared.session_done.notified(), if !starting => {}
@@ -298,6 +315,77 @@ async fn run(
     let text = serde_json::to_string_pretty(&summary).expect("a summary always serializes");
     std::fs::write(&path, text + "\n").map_err(|source| LoadError::Output { path, error: source })?;
     Ok(summary)
+}
+
+/// Counts a session as started and plays it on the event loop.
+fn start_session(shared: &Rc<Shared>, session: Session, ids: Vec<Option<u32>>, scheduled_s: f64, lag_s: f64) {
+    let key = shared.next_key.get();
+    shared.next_key.set(key + 1);
+    shared.in_play.borrow_mut().insert(key, false);
+    shared.collector.borrow_mut().session_started(session.phase, scheduled_s, lag_s);
+    tokio::task::spawn_local(play_session(shared.clone(), session, ids, scheduled_s, key));
+}
+
+/// Population matching at the start of step `index` (at `t0` s; see
+/// `population`): withdraws sessions for a fall of rate from `old_rate`, and
+/// for a rise (and for each failed session that would still be playing)
+/// schedules sessions in progress to join over the step's first `join_s`
+/// seconds. From then on the settling gate sees the steady state of the
+/// step's rate. `None` when the step does not match.
+#[allow(clippy::too_many_arguments)]
+fn match_population(
+    shared: &Rc<Shared>,
+    catalogue: &Rc<[(Session, Vec<Option<u32>>)]>,
+    stationary: &Stationary,
+    durations: &Durations,
+    old_rate: f64,
+    spec: &StepSpec,
+    index: usize,
+    seed: u64,
+    t0: f64,
+) -> Option<Matched> {
+    if spec.join_s <= 0.0 {
+        return None;
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(step_seed(seed, index) ^ 0x6d61_7463_6865_7321);
+    let failed = shared.collector.borrow_mut().failed_playing(t0, t0);
+    let plan = plan_match(durations, old_rate, spec.rate, failed, &mut rng);
+    let mut matched = Matched { replaced: failed as u64, ..Matched::default() };
+    if plan.withdraw_probability > 0.0 {
+        for withdrawn in shared.in_play.borrow_mut().values_mut().filter(|w| !**w) {
+            if rng.gen::<f64>() < plan.withdraw_probability {
+                *withdrawn = true;
+                matched.withdrawn += 1;
+            }
+        }
+    }
+    for _ in 0..plan.add {
+        let Some((i, age)) = stationary.draw(&mut rng) else { break };
+        let join = rng.gen::<f64>() * spec.join_s;
+        let (session, ids) = &catalogue[i];
+        let Some((first, wait)) = in_progress(session, age + join) else {
+            matched.finished += 1;
+            continue;
+        };
+        let mut joining = session.clone();
+        joining.requests.drain(..first);
+        joining.phase = Phase::RampUp;
+        let ids = ids[first..].to_vec();
+        // Its place in the arrival process: `age` seconds before t0.
+        let scheduled_s = t0 - age;
+        let at = shared.run_start + Duration::from_secs_f64(t0 + join + wait);
+        let shared = shared.clone();
+        tokio::task::spawn_local(async move {
+            if wait_until(&shared, at).await {
+                start_session(&shared, joining, ids, scheduled_s, 0.0);
+            }
+        });
+        matched.added += 1;
+    }
+    // The sessions in play now stand for the steady state of the new rate:
+    // the gate's history starts over, and the failures were replaced.
+    shared.collector.borrow_mut().population_matched(t0);
+    Some(matched)
 }
 
 /// Checks the sessions before anything is sent and finds, when verifying,

@@ -40,19 +40,17 @@ pub enum Outcome {
     Protocol,
     /// The run was interrupted (Ctrl-C) while the session was active.
     Interrupted,
+    /// Stopped between two requests by a population match of a stepped run
+    /// (the steady state of a lower rate has fewer sessions in play).
+    Withdrawn,
 }
 
 impl Outcome {
-    pub const FAILURES: [Outcome; 8] = [
-        Outcome::Timeout,
-        Outcome::Connect,
-        Outcome::Status,
-        Outcome::ShortBody,
-        Outcome::Verify,
-        Outcome::Io,
-        Outcome::Protocol,
-        Outcome::Interrupted,
-    ];
+    /// Whether the session failed: neither completed nor cut short by the
+    /// client itself (interrupted, withdrawn).
+    pub fn is_failure(self) -> bool {
+        !matches!(self, Outcome::Ok | Outcome::Interrupted | Outcome::Withdrawn)
+    }
 
     pub fn name(self) -> &'static str {
         match self {
@@ -65,6 +63,7 @@ impl Outcome {
             Outcome::Io => "io",
             Outcome::Protocol => "protocol",
             Outcome::Interrupted => "interrupted",
+            Outcome::Withdrawn => "withdrawn",
         }
     }
 }
@@ -156,6 +155,8 @@ pub struct SessionCounts {
     pub failed_by_cause: BTreeMap<String, u64>,
     /// Sessions cut short by Ctrl-C: neither completed nor failed.
     pub interrupted: u64,
+    /// Sessions withdrawn by a population match: neither completed nor failed.
+    pub withdrawn: u64,
 }
 
 impl SessionCounts {
@@ -164,6 +165,8 @@ impl SessionCounts {
             self.completed += 1;
         } else if outcome == Outcome::Interrupted {
             self.interrupted += 1;
+        } else if outcome == Outcome::Withdrawn {
+            self.withdrawn += 1;
         } else {
             self.failed += 1;
             *self.failed_by_cause.entry(outcome.name().to_owned()).or_default() += 1;
@@ -208,10 +211,13 @@ pub(crate) struct Collector {
     /// The current step of a stepped run, and the steps already finished.
     pub step: Option<StepCounters>,
     pub steps: Vec<StepResult>,
-    /// When each failed session would have ended had it kept playing
-    /// (scheduled start + paced time), for the settling gate; entries in the
-    /// past are dropped as they are counted.
-    pub failed_would_end: Vec<f64>,
+    /// For each failed session, when it failed and when it would have ended
+    /// had it kept playing (scheduled start + paced time), for the settling
+    /// gate and population matching; entries in the past are dropped as
+    /// they are counted.
+    pub failed_would_end: Vec<(f64, f64)>,
+    /// When the last population match happened (see `rate_history`).
+    pub matched_at: Option<f64>,
 }
 
 struct Output {
@@ -263,6 +269,7 @@ impl Collector {
             measure_starts: None,
             last_start: 0.0,
             failed_would_end: Vec::new(),
+            matched_at: None,
             errors: HashMap::new(),
             intervals: Vec::new(),
             interval: IntervalRecord::starting_at(0.0),
@@ -327,21 +334,40 @@ impl Collector {
         Self::write(&mut self.requests_out, &mut self.first_write_error, record);
     }
 
-    /// (start, rate) of every step so far, the current one last.
+    /// (start, rate) of every step so far, the current one last. After a
+    /// population match the sessions in play are the steady state of the
+    /// matched step's rate, as if it had always run: the history starts
+    /// there, at minus infinity.
     pub fn rate_history(&self) -> Vec<(f64, f64)> {
-        self.steps.iter().map(|s| (s.start_s, s.spec.rate)).chain(self.step.as_ref().map(|s| (s.start_s, s.spec.rate))).collect()
+        let mut history: Vec<(f64, f64)> =
+            self.steps.iter().map(|s| (s.start_s, s.spec.rate)).chain(self.step.as_ref().map(|s| (s.start_s, s.spec.rate))).collect();
+        if let Some(t0) = self.matched_at {
+            history.retain(|&(start, _)| start >= t0);
+            if let Some(first) = history.first_mut() {
+                first.0 = f64::NEG_INFINITY;
+            }
+        }
+        history
     }
 
-    /// Failed sessions that would still be playing at `t` (see `failed_would_end`).
-    pub fn failed_playing(&mut self, t: f64) -> usize {
-        self.failed_would_end.retain(|&end| end > t);
-        self.failed_would_end.len()
+    /// A population match at `t0`: failed sessions were replaced, and the
+    /// rate history starts over (see `rate_history`).
+    pub fn population_matched(&mut self, t0: f64) {
+        self.failed_would_end.clear();
+        self.matched_at = Some(t0);
+    }
+
+    /// Sessions that failed before `failed_before` and would still be
+    /// playing at `t` (see `failed_would_end`).
+    pub fn failed_playing(&mut self, t: f64, failed_before: f64) -> usize {
+        self.failed_would_end.retain(|&(_, end)| end > t);
+        self.failed_would_end.iter().filter(|&&(at, _)| at < failed_before).count()
     }
 
     pub fn session_ended(&mut self, record: &SessionRecord, error_kind: Option<&str>) {
         self.active -= 1;
         self.ended += 1;
-        if record.outcome != Outcome::Ok {
+        if record.outcome != Outcome::Ok && record.outcome != Outcome::Withdrawn {
             self.failed += 1;
             let kind = error_kind.unwrap_or(&record.detail);
             let key = if self.errors.len() < MAX_DISTINCT_ERRORS || self.errors.contains_key(&(record.outcome, kind.to_owned())) {

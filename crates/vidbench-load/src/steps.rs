@@ -45,6 +45,13 @@ pub struct StepSpec {
     /// the gap, and the step's result says so).
     #[serde(default)]
     pub max_settle_s: f64,
+    /// Population matching: with a value j > 0 the sessions in play are
+    /// made a sample of the steady state at `rate` when the step starts
+    /// (`population`: sessions in progress added, or some withdrawn), the
+    /// added ones joining over the first j seconds; at most `settle_s`.
+    /// 0 = no matching.
+    #[serde(default)]
+    pub join_s: f64,
 }
 
 /// How far the gate moves the window each time it finds the sessions
@@ -73,6 +80,9 @@ impl StepSpec {
         }
         if self.gate_pct > 0.0 && !(self.max_settle_s.is_finite() && self.max_settle_s >= self.settle_s) {
             return Err(format!("step max_settle_s {} must be at least settle_s ({})", self.max_settle_s, self.settle_s));
+        }
+        if !(self.join_s.is_finite() && self.join_s >= 0.0 && self.join_s <= self.settle_s) {
+            return Err(format!("step join_s {} must be between 0 and settle_s ({})", self.join_s, self.settle_s));
         }
         Ok(())
     }
@@ -145,6 +155,22 @@ pub struct StepResult {
     /// the gap still above `gate_pct`.
     #[serde(default = "settled_default")]
     pub settled: bool,
+    /// Under population matching: what the match at the step's start did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matched: Option<Matched>,
+}
+
+/// What a population match did (a step's `matched`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Matched {
+    /// Sessions in progress added for the rise of rate.
+    pub added: u64,
+    /// Of those, added in place of failed sessions that would still be playing.
+    pub replaced: u64,
+    /// Sessions in play withdrawn for the fall of rate.
+    pub withdrawn: u64,
+    /// Drawn sessions whose requests were all made at their age (none left to play).
+    pub finished: u64,
 }
 
 fn settled_default() -> bool {
@@ -165,6 +191,7 @@ pub(crate) struct StepCounters {
     /// Under the gate, the gap (percent) when the window opened: `None`
     /// while the gate has not opened it yet.
     pub gap_pct: Option<f64>,
+    pub matched: Option<Matched>,
 }
 
 impl StepCounters {
@@ -178,6 +205,7 @@ impl StepCounters {
             failures: SessionCounts::default(),
             extra_settle_s: 0.0,
             gap_pct: None,
+            matched: None,
         }
     }
 
@@ -226,7 +254,7 @@ impl StepCounters {
 
     /// A session ended (before this step's end, or it would have been closed).
     pub fn session_ended(&mut self, scheduled_s: f64, outcome: crate::records::Outcome) {
-        if self.in_window(scheduled_s) && outcome != crate::records::Outcome::Ok && outcome != crate::records::Outcome::Interrupted {
+        if self.in_window(scheduled_s) && outcome.is_failure() {
             self.failures.started += 1;
             self.failures.failed += 1;
             *self.failures.failed_by_cause.entry(outcome.name().to_owned()).or_default() += 1;
@@ -270,6 +298,7 @@ impl StepCounters {
             settled_s: self.spec.settle_s + self.extra_settle_s,
             gap_pct: self.gap_pct,
             settled: self.settled(),
+            matched: self.matched,
         }
     }
 }
@@ -280,7 +309,7 @@ mod tests {
     use crate::records::Outcome;
 
     fn spec() -> StepSpec {
-        StepSpec { rate: 2.0, settle_s: 10.0, measure_s: 30.0, hold_s: 10.0, gate_pct: 0.0, max_settle_s: 0.0 }
+        StepSpec { rate: 2.0, settle_s: 10.0, measure_s: 30.0, hold_s: 10.0, gate_pct: 0.0, max_settle_s: 0.0, join_s: 0.0 }
     }
 
     fn interval(start: f64, mb_s: f64, active: u64) -> IntervalRecord {
@@ -378,5 +407,8 @@ mod tests {
         assert!(StepSpec { gate_pct: -1.0, ..spec() }.check().is_err());
         assert!(StepSpec { gate_pct: 3.0, max_settle_s: 5.0, ..spec() }.check().is_err(), "a cap below the minimum settling");
         assert!(StepSpec { gate_pct: 3.0, max_settle_s: 60.0, ..spec() }.check().is_ok());
+        assert!(StepSpec { join_s: 10.0, ..spec() }.check().is_ok());
+        assert!(StepSpec { join_s: 11.0, ..spec() }.check().is_err(), "joins past the settling");
+        assert!(StepSpec { join_s: -1.0, ..spec() }.check().is_err());
     }
 }

@@ -191,6 +191,7 @@ pub(crate) fn summarize(c: &Collector, facts: RunFacts) -> LoadSummary {
         all.completed += counts.completed;
         all.failed += counts.failed;
         all.interrupted += counts.interrupted;
+        all.withdrawn += counts.withdrawn;
         for (cause, n) in &counts.failed_by_cause {
             *all.failed_by_cause.entry(cause.clone()).or_default() += n;
         }
@@ -198,7 +199,7 @@ pub(crate) fn summarize(c: &Collector, facts: RunFacts) -> LoadSummary {
     }
     let measure = c.by_phase.get(&Phase::Measure);
     let failure_percent = measure
-        .map(|m| (m.failed, m.started - m.interrupted))
+        .map(|m| (m.failed, m.started - m.interrupted - m.withdrawn))
         .filter(|(_, counted)| *counted > 0)
         .map(|(failed, counted)| 100.0 * failed as f64 / counted as f64);
 

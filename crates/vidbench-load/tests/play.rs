@@ -507,8 +507,8 @@ fn a_stepped_run_measures_each_rate_in_its_window_and_censors_the_rest() {
             session(i, Phase::RampDown, 0, 0, requests)
         })
         .collect();
-    let first = StepSpec { rate: 40.0, settle_s: 0.5, measure_s: 1.5, hold_s: 0.5, gate_pct: 0.0, max_settle_s: 0.0 };
-    let second = StepSpec { rate: 10.0, settle_s: 0.5, measure_s: 1.5, hold_s: 0.5, gate_pct: 0.0, max_settle_s: 0.0 };
+    let first = StepSpec { rate: 40.0, settle_s: 0.5, measure_s: 1.5, hold_s: 0.5, gate_pct: 0.0, max_settle_s: 0.0, join_s: 0.0 };
+    let second = StepSpec { rate: 10.0, settle_s: 0.5, measure_s: 1.5, hold_s: 0.5, gate_pct: 0.0, max_settle_s: 0.0, join_s: 0.0 };
     let mut plan = Recorder { steps: [first, second].into(), seen: Vec::new() };
     let dir = tempfile::tempdir().unwrap();
     let mut config = LoadConfig::new(server.url(), 1.0, dir.path().join("out"));
@@ -550,4 +550,62 @@ fn a_stepped_run_measures_each_rate_in_its_window_and_censors_the_rest() {
     let censored = rows.iter().filter(|s| s.outcome == "interrupted").count();
     assert!(censored > 0);
     assert_eq!(summary.sessions.interrupted as usize, censored);
+}
+
+#[derive(Debug, Deserialize)]
+struct Interval {
+    end_s: f64,
+    sessions_active: u64,
+}
+
+#[test]
+fn population_matching_starts_in_the_steady_state_and_thins_for_a_lower_rate() {
+    use vidbench_load::StepSpec;
+    let server = TestServer::start();
+    // Sessions of 20 small requests 0.5 s apart: 9.5 s of paced time each, so
+    // the steady state at 10/s has about 95 sessions in play (without
+    // matching, 2 s after the start it would have about 20).
+    let sessions: Vec<Session> = (0..6)
+        .map(|i| {
+            let requests = (0..20).map(|k| req("/f?size=2000", None, (k > 0).then_some(0.5), 5.0)).collect();
+            session(i, Phase::RampDown, 0, 0, requests)
+        })
+        .collect();
+    let first = StepSpec { rate: 10.0, settle_s: 2.0, measure_s: 1.5, hold_s: 0.5, gate_pct: 0.0, max_settle_s: 0.0, join_s: 1.0 };
+    let second = StepSpec { rate: 2.5, ..first };
+    let mut plan = Recorder { steps: [first, second].into(), seen: Vec::new() };
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = LoadConfig::new(server.url(), 1.0, dir.path().join("out"));
+    config.interval_s = 0.5;
+    config.seed = 5;
+    let summary = vidbench_load::play_steps(config, sessions, &mut plan, &mut |_| {}).expect("the run completes");
+    let (s0, s1) = (&plan.seen[0], &plan.seen[1]);
+
+    // Step 1: sessions in progress were added from idle (Poisson, mean 95).
+    let m0 = s0.matched.expect("the first step matched");
+    assert!((60..=130).contains(&m0.added), "{m0:?}");
+    assert_eq!((m0.replaced, m0.withdrawn), (0, 0));
+    let rows: Vec<Sess> = read_csv(&dir.path().join("out/sessions.csv"));
+    let joined: Vec<&Sess> = rows.iter().filter(|s| s.scheduled_s < 0.0).collect();
+    assert_eq!(joined.len() as u64, m0.added, "every added session started, scheduled before the run began");
+    assert!(joined.iter().all(|s| s.phase == "ramp-up" && s.start_s < 2.0 && s.scheduled_s > -9.5));
+    // ... so the window of step 1 already holds the steady state.
+    let intervals: Vec<Interval> = read_csv(&dir.path().join("out/intervals.csv"));
+    let in_window: Vec<u64> =
+        intervals.iter().filter(|i| i.end_s > s0.window_s.0 && i.end_s <= s0.window_s.1).map(|i| i.sessions_active).collect();
+    assert!(!in_window.is_empty());
+    assert!(in_window.iter().all(|&n| (60..=135).contains(&n)), "active sessions in step 1's window: {in_window:?}");
+
+    // Step 2: a quarter of the rate, so about three in four were withdrawn
+    // (each before its next request), and none of that counts as a failure.
+    let m1 = s1.matched.expect("the second step matched");
+    assert_eq!(m1.added, 0);
+    assert!(m1.withdrawn > 0);
+    let withdrawn = rows.iter().filter(|s| s.outcome == "withdrawn").count() as u64;
+    assert!(withdrawn <= m1.withdrawn && 2 * withdrawn >= m1.withdrawn, "{withdrawn} rows of {} withdrawn", m1.withdrawn);
+    assert_eq!(summary.sessions.withdrawn, withdrawn);
+    assert_eq!((summary.sessions.failed, s0.sessions_failed, s1.sessions_failed), (0, 0, 0));
+    let active_s1: Vec<u64> =
+        intervals.iter().filter(|i| i.end_s > s1.window_s.0 && i.end_s <= s1.window_s.1).map(|i| i.sessions_active).collect();
+    assert!(active_s1.iter().all(|&n| (8..=45).contains(&n)), "active sessions in step 2's window: {active_s1:?}");
 }

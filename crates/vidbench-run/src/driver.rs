@@ -804,8 +804,15 @@ impl Driver {
                 ),
                 None => String::new(),
             };
+            let matched = match r.matched {
+                Some(m) => format!(
+                    "; population matched: {} sessions in progress added ({} for failed ones), {} withdrawn",
+                    m.added, m.replaced, m.withdrawn
+                ),
+                None => String::new(),
+            };
             say.line(&format!(
-                "    step {} at {:.2} sessions/s: {:.2} MB/s delivered, {} of {} measured sessions failed{settling}",
+                "    step {} at {:.2} sessions/s: {:.2} MB/s delivered, {} of {} measured sessions failed{settling}{matched}",
                 r.index + 1,
                 r.spec.rate,
                 r.throughput_mb_s,

@@ -87,6 +87,8 @@ impl StepChannel {
             hold_s: t.hold_s,
             gate_pct: t.gate_pct.unwrap_or(0.0),
             max_settle_s: t.max_settle_s.unwrap_or(0.0),
+            // A step at the previous rate continues its steady state.
+            join_s: if settle_s > 0.0 { t.join_s.unwrap_or(0.0) } else { 0.0 },
         };
         self.next.send(Some(spec)).map_err(|_| anyhow::anyhow!("the load client stopped before step {}", self.played.len() + 1))?;
         loop {
@@ -334,7 +336,7 @@ mod tests {
     fn load_step(window: (f64, f64), mb_s: f64) -> StepResult {
         StepResult {
             index: 0,
-            spec: StepSpec { rate: 1.0, settle_s: window.0, measure_s: window.1 - window.0, hold_s: 5.0, gate_pct: 0.0, max_settle_s: 0.0 },
+            spec: StepSpec { rate: 1.0, settle_s: window.0, measure_s: window.1 - window.0, hold_s: 5.0, gate_pct: 0.0, max_settle_s: 0.0, join_s: 0.0 },
             start_s: 0.0,
             window_s: window,
             end_s: window.1 + 5.0,
@@ -351,6 +353,7 @@ mod tests {
             settled_s: window.0,
             gap_pct: None,
             settled: true,
+            matched: None,
         }
     }
 
@@ -426,7 +429,7 @@ mod tests {
 
     #[test]
     fn the_channel_hands_steps_and_results_across_threads() {
-        let timing = SteadySection { ramp_s: 30.0, settle_s: 10.0, measure_s: 20.0, hold_s: 5.0, one_run: true, gate_pct: None, max_settle_s: None };
+        let timing = SteadySection { ramp_s: 30.0, settle_s: 10.0, measure_s: 20.0, hold_s: 5.0, one_run: true, gate_pct: None, max_settle_s: None, join_s: None };
         let reported = std::rc::Rc::new(std::cell::Cell::new(0));
         let count = reported.clone();
         let (mut driver_end, mut plan) = channel(timing, Box::new(|| true), Box::new(move |_| count.set(count.get() + 1)));

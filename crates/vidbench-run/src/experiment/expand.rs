@@ -310,6 +310,11 @@ impl Checker<'_> {
             }
             _ => return Err(self.invalid("run.steady", "the settling gate needs both gate_pct and max_settle_s")),
         }
+        if let Some(j) = st.join_s {
+            if !(j.is_finite() && j > 0.0 && j <= st.settle_s && j <= st.ramp_s) {
+                return Err(self.invalid("run.steady.join_s", format!("{j} must be more than 0 seconds and at most settle_s and ramp_s")));
+            }
+        }
         Ok(())
     }
 

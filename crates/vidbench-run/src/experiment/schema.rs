@@ -252,6 +252,13 @@ pub struct SteadySection {
     /// anyway (the step then records that it did not settle).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_settle_s: Option<f64>,
+    /// Population matching (docs/run.md): at the start of every step that
+    /// changes rate, make the sessions in play a sample of the new rate's
+    /// steady state (sessions in progress added, joining over this many
+    /// seconds, or sessions withdrawn), instead of waiting for the arrivals
+    /// to build it up; absent = no matching. At most `settle_s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub join_s: Option<f64>,
 }
 
 /// The load's sample interval, seconds; the steady-state timings are multiples of it.
