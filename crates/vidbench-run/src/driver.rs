@@ -595,6 +595,37 @@ impl Driver {
         Ok(serde_json::from_str(&text)?)
     }
 
+    /// Fills the cache to `pct` % of the memory limit (`run.warm_fill_pct`)
+    /// with the ranges the sessions request most, in file order, read by a
+    /// child inside `cgroup`; what it read and the cache before and after
+    /// are returned for setup.json.
+    fn fill_cache(&self, cgroup: &RunCgroup, pct: f64, dir: &Path) -> anyhow::Result<Value> {
+        let usage = |c: &RunCgroup| -> anyhow::Result<u64> {
+            let m = c.memory_stats()?;
+            m.get("usage_in_bytes").and_then(Value::as_u64).context("the memory cgroup reports no usage")
+        };
+        let before = usage(cgroup)?;
+        let target = (self.exp.memory_limit_bytes as f64 * pct / 100.0) as u64;
+        let already = match (&self.workload.warm, self.exp.run.warm) {
+            (Some(list), true) => vidbench_library::session_io::read_warm_list(list)?,
+            _ => Vec::new(),
+        };
+        let list = reader::fill_list(&self.sessions, &already, target.saturating_sub(before));
+        let list_path = dir.join("warm-fill.txt");
+        let header = format!("cache fill to {pct} % of the memory limit: the most requested ranges after the warming set, in file order");
+        vidbench_library::session_io::write_warm_list(&list_path, &header, &list)?;
+        let report = self.read_in_cgroup(cgroup, &list_path, &dir.join("warm-fill.json"), None)?;
+        let after = usage(cgroup)?;
+        self.progress.printer().line(&format!(
+            "    cache filled to {:.2} GB of {:.2} GB in {:.0} s ({:.0} MB/s from the drive)",
+            after as f64 / 1e9,
+            self.exp.memory_limit_bytes as f64 / 1e9,
+            report.seconds,
+            report.mb_per_s
+        ));
+        Ok(json!({"target_pct": pct, "target_bytes": target, "cache_before_bytes": before, "cache_after_bytes": after, "read": report}))
+    }
+
     fn run_server(&mut self, cfg: &Config, rate: f64, rep: u32, dir: &Path) -> anyhow::Result<Outcome> {
         if let Some(timing) = self.exp.run.steady {
             // One rate in its own run: ramp, window and hold.
@@ -658,6 +689,10 @@ impl Driver {
             (Some(list), true) => Some(self.read_in_cgroup(&cgroup, list, &dir.join("warm.json"), None)?),
             _ => None,
         };
+        let warm_fill = match self.exp.run.warm_fill_pct {
+            Some(pct) => Some(self.fill_cache(&cgroup, pct, dir)?),
+            None => None,
+        };
         interrupt::sleep(Duration::from_secs_f64(self.exp.run.settle_s))?;
 
         let disk_before = disk.stats()?;
@@ -719,6 +754,7 @@ impl Driver {
             "server": {"kind": kind.name(), "binary": binary, "template": template, "config": srv.config_path, "knobs": srv.knobs, "env": env},
             "workload": self.workload,
             "warm": warm,
+            "warm_fill": warm_fill,
             "chaos_kills": chaos_kills,
         });
         write_json(&dir.join("setup.json"), &setup_json)?;

@@ -9,7 +9,9 @@
 //!
 //! [`wc_list`] builds the `wc` list of paper 003 section 8.1: the chunks the
 //! sessions request, merged per file and read in file order, files (videos) in
-//! a random order fixed by a seed.
+//! a random order fixed by a seed. [`fill_list`] builds the list that fills
+//! the cache towards its limit before a steady-state run (`run.warm_fill`):
+//! the chunks the sessions request most, read in file order.
 
 use anyhow::Context;
 use rand::seq::SliceRandom;
@@ -72,38 +74,67 @@ pub fn read_ranges(mount: &Path, ranges: &[WarmRange], read_kb: usize, deadline:
     })
 }
 
-/// The `wc` list: every requested byte, merged per file, files in a seeded random order.
-pub fn wc_list(sessions: &[Session], seed: u64) -> Vec<WarmRange> {
-    let mut per_file: BTreeMap<&str, Vec<(u64, u64)>> = BTreeMap::new();
+/// Every requested range of `sessions` with the number of requests for it
+/// (a whole-file request reads to the end of the file).
+fn requested(sessions: &[Session]) -> BTreeMap<(&str, (u64, u64)), u64> {
+    let mut counts = BTreeMap::new();
     for s in sessions {
         for r in &s.requests {
-            if let Some(range) = r.range {
-                per_file.entry(r.path.as_str()).or_default().push(range);
-            } else {
-                // A whole-file request: the reader stops at end of file.
-                per_file.entry(r.path.as_str()).or_default().push((0, u64::MAX - 1));
-            }
+            *counts.entry((r.path.as_str(), r.range.unwrap_or((0, u64::MAX - 1)))).or_default() += 1;
         }
     }
-    let mut files: Vec<(&str, Vec<(u64, u64)>)> = per_file
-        .into_iter()
-        .map(|(path, mut ranges)| {
-            ranges.sort_unstable();
-            let mut merged: Vec<(u64, u64)> = Vec::new();
-            for (a, b) in ranges {
-                match merged.last_mut() {
-                    Some(last) if a <= last.1.saturating_add(1) => last.1 = last.1.max(b),
-                    _ => merged.push((a, b)),
-                }
+    counts
+}
+
+/// Ranges grouped per file, sorted and merged where they touch or overlap.
+fn merge_per_file<'a>(ranges: impl IntoIterator<Item = (&'a str, (u64, u64))>) -> BTreeMap<&'a str, Vec<(u64, u64)>> {
+    let mut per_file: BTreeMap<&str, Vec<(u64, u64)>> = BTreeMap::new();
+    for (path, range) in ranges {
+        per_file.entry(path).or_default().push(range);
+    }
+    for ranges in per_file.values_mut() {
+        ranges.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::new();
+        for &(a, b) in ranges.iter() {
+            match merged.last_mut() {
+                Some(last) if a <= last.1.saturating_add(1) => last.1 = last.1.max(b),
+                _ => merged.push((a, b)),
             }
-            (path, merged)
-        })
-        .collect();
+        }
+        *ranges = merged;
+    }
+    per_file
+}
+
+fn flatten<'a>(files: impl IntoIterator<Item = (&'a str, Vec<(u64, u64)>)>) -> Vec<WarmRange> {
+    files.into_iter().flat_map(|(path, ranges)| ranges.into_iter().map(move |range| WarmRange { path: path.to_string(), range })).collect()
+}
+
+/// The `wc` list: every requested byte, merged per file, files in a seeded random order.
+pub fn wc_list(sessions: &[Session], seed: u64) -> Vec<WarmRange> {
+    let mut files: Vec<(&str, Vec<(u64, u64)>)> = merge_per_file(requested(sessions).into_keys()).into_iter().collect();
     files.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(seed));
-    files
-        .into_iter()
-        .flat_map(|(path, ranges)| ranges.into_iter().map(move |range| WarmRange { path: path.to_string(), range }))
-        .collect()
+    flatten(files)
+}
+
+/// The cache-filling list: the ranges `sessions` request most (ties in file
+/// order), leaving out those of `already` (the warming set, read before),
+/// until they hold `budget` bytes; then merged per file and in file order, so
+/// the drive reads them nearly sequentially. Whole-file requests are left out
+/// (their size is not known here).
+pub fn fill_list(sessions: &[Session], already: &[WarmRange], budget: u64) -> Vec<WarmRange> {
+    let skip: std::collections::HashSet<(&str, (u64, u64))> = already.iter().map(|r| (r.path.as_str(), r.range)).collect();
+    let mut ranked: Vec<((&str, (u64, u64)), u64)> =
+        requested(sessions).into_iter().filter(|(key, _)| key.1 .1 != u64::MAX - 1 && !skip.contains(key)).collect();
+    // Most requested first; the sort is stable, so ties stay in file order.
+    ranked.sort_by(|a, b| b.1.cmp(&a.1));
+    let mut total = 0u64;
+    let chosen = ranked.into_iter().map(|(key, _)| key).take_while(|&(_, (a, b))| {
+        let more = total < budget;
+        total += b - a + 1;
+        more
+    });
+    flatten(merge_per_file(chosen))
 }
 
 #[cfg(test)]
@@ -136,6 +167,27 @@ mod tests {
         let first_a = list.iter().position(|r| r.path == "/a").unwrap();
         assert_eq!(list[first_a + 1].path, "/a");
         assert_eq!(wc_list(&s, 1), list, "the order depends only on the seed");
+    }
+
+    #[test]
+    fn fill_list_takes_the_most_requested_ranges_up_to_the_budget_in_file_order() {
+        let s = vec![
+            session("/b", &[(0, 99), (100, 199)]),
+            session("/b", &[(0, 99)]),
+            session("/a", &[(0, 99), (200, 299)]),
+            session("/a", &[(0, 99), (300, 399)]),
+            session("/c", &[(0, 99)]),
+        ];
+        // Counts: /a 0-99 x2, /b 0-99 x2, then once each: /a 200, /a 300, /b 100, /c 0.
+        let already = [WarmRange { path: "/b".into(), range: (0, 99) }];
+        let list = fill_list(&s, &already, 250);
+        let got: Vec<(&str, (u64, u64))> = list.iter().map(|r| (r.path.as_str(), r.range)).collect();
+        // /a 0-99 (100 B), then /a 200-299 and 300-399 (300 B >= 250): merged, file order.
+        assert_eq!(got, [("/a", (0, 99)), ("/a", (200, 399))]);
+        assert!(fill_list(&s, &already, 0).is_empty());
+        let all = fill_list(&s, &[], u64::MAX);
+        assert_eq!(all.iter().map(|r| r.range.1 - r.range.0 + 1).sum::<u64>(), 600);
+        assert_eq!(all.iter().map(|r| r.path.as_str()).collect::<Vec<_>>(), ["/a", "/a", "/b", "/c"]);
     }
 
     #[test]

@@ -276,6 +276,11 @@ impl Checker<'_> {
         if let Some(m) = run.max_session_s {
             self.positive_seconds("run.max_session_s", m)?;
         }
+        if let Some(p) = run.warm_fill_pct {
+            if !(p.is_finite() && p > 0.0 && p <= 100.0) {
+                return Err(self.invalid("run.warm_fill_pct", format!("{p} must be a percentage above 0 and at most 100")));
+            }
+        }
         if run.user.is_empty() {
             return Err(self.invalid("run.user", "is empty"));
         }

@@ -461,7 +461,10 @@ kind = "wc"
             (GOOD.replace("limit_mb = 256", "limit_mb = 1"), "memory.limit_mb"),
             (GOOD.replace("fixed = [10, 20]", "search = { low = 10, high = 5, resolution = 1 }"), "rates.search.high"),
             (GOOD.replace("fixed = [10, 20]", "fixed = [1]\nthreshold_pct = 0"), "rates.threshold_pct"),
+            (GOOD.replace("duration_s = 60", "duration_s = 60\nwarm_fill_pct = 0"), "run.warm_fill_pct"),
+            (GOOD.replace("duration_s = 60", "duration_s = 60\nwarm_fill_pct = 101"), "run.warm_fill_pct"),
         ];
+        assert_eq!(parse(&GOOD.replace("duration_s = 60", "duration_s = 60\nwarm_fill_pct = 90")).unwrap().run.warm_fill_pct, Some(90.0));
         for (text, want) in cases {
             let err = parse(&text).unwrap_err().to_string();
             assert!(err.contains(want), "{err:?} should mention {want:?}");

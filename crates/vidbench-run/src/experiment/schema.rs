@@ -163,6 +163,13 @@ pub struct RunSection {
     /// Warm the cache with the workload's warming set before the load.
     #[serde(default = "yes")]
     pub warm: bool,
+    /// Then fill the cache to this percentage of the memory limit with the
+    /// ranges the sessions request most, read in file order (`reader.rs`,
+    /// `fill_list`): the drive reads them nearly sequentially, several times
+    /// faster than the load fills the cache, so a steady-state window can
+    /// open sooner. Absent = no fill.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warm_fill_pct: Option<f64>,
     /// Value written to /proc/sys/vm/drop_caches before each run (1 or 3; 0 = do not drop).
     #[serde(default = "default_drop")]
     pub drop_caches: u8,
