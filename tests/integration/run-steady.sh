@@ -118,7 +118,7 @@ experiment true "[2, 1]" ", gate_pct = 3, max_settle_s = 30, join_s = 10" > "$tm
 python3 - "$tmp/r5/runs/srv/steps-rep0" "$tmp/w/sessions.jsonl" <<'PY' || fail "the matched run's records are wrong"
 import csv, json, sys
 run, sessions = sys.argv[1], sys.argv[2]
-lengths = [sum(r.get("pace_s", 0) for r in json.loads(l)["requests"]) for l in open(sessions)]
+lengths = [sum(r.get("pace_s", 0) for r in json.loads(l)["requests"][1:]) for l in open(sessions)]
 mean = sum(lengths) / len(lengths)
 steps = json.load(open(f"{run}/steps.json"))
 assert [s["spec"]["join_s"] for s in steps] == [10, 10], [s["spec"] for s in steps]
@@ -130,7 +130,7 @@ steady = 2 * mean
 active = first["active_sessions"]["mean"]
 assert 0.7 * steady <= active <= 1.3 * steady, (active, steady)
 # Half the rate: sessions withdrawn, none of them failures.
-assert second["matched"]["withdrawn"] > 0 and second["matched"]["added"] == second["matched"]["replaced"], second["matched"]
+assert second["matched"]["withdrawn"] > 0 and second["matched"]["added"] <= second["matched"]["replaced"], second["matched"]
 rows = list(csv.DictReader(open(f"{run}/load/sessions.csv")))
 withdrawn = [r for r in rows if r["outcome"] == "withdrawn"]
 assert 0 < len(withdrawn) <= second["matched"]["withdrawn"], (len(withdrawn), second["matched"])

@@ -52,8 +52,23 @@ pub(crate) struct Shared {
     pub session_done: Notify,
     /// The sessions in play by key, each with whether a population match
     /// has withdrawn it (it stops before its next request).
-    pub in_play: RefCell<std::collections::HashMap<u64, bool>>,
+    /// (A BTreeMap: a match walks it, and which sessions it withdraws must
+    /// follow from the seed alone.)
+    pub in_play: RefCell<std::collections::BTreeMap<u64, bool>>,
     pub next_key: Cell<u64>,
+}
+
+/// Where a session in play comes from, for the record of its failure.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Origin {
+    /// Its entry in `Shared::in_play`.
+    pub key: u64,
+    /// Its place in the session list.
+    pub catalogue: usize,
+    /// When it would end: its scheduled start plus its whole paced time
+    /// (for one joined in progress, of the whole session, not of the part
+    /// it plays).
+    pub would_end_s: f64,
 }
 
 impl Shared {
@@ -379,9 +394,10 @@ pub(crate) async fn wait_until(shared: &Shared, at: Instant) -> bool {
 }
 
 /// Plays `session` to its end and records it. `file_ids[i]` is the content id
-/// to verify request `i` against, when verifying. `key` is its entry in
-/// `shared.in_play`, which it removes when it ends.
-pub(crate) async fn play_session(shared: Rc<Shared>, session: Session, file_ids: Vec<Option<u32>>, scheduled_s: f64, key: u64) {
+/// to verify request `i` against, when verifying. It removes its entry in
+/// `shared.in_play` when it ends.
+pub(crate) async fn play_session(shared: Rc<Shared>, session: Session, file_ids: Vec<Option<u32>>, scheduled_s: f64, origin: Origin) {
+    let key = origin.key;
     let start = Instant::now();
     let delay = Duration::from_millis(session.delay_ms as u64);
     let mut conn = Connection {
@@ -469,7 +485,7 @@ pub(crate) async fn play_session(shared: Rc<Shared>, session: Session, file_ids:
         }
     }
     drop(conn.stream.take());
-    shared.in_play.borrow_mut().remove(&key);
+    let withdrawn = shared.in_play.borrow_mut().remove(&key).unwrap_or(false);
     let detail = failure.as_ref().map_or(String::new(), |f| match &f.specifics {
         Some(s) => format!("{} ({s})", f.kind),
         None => f.kind.clone(),
@@ -490,9 +506,15 @@ pub(crate) async fn play_session(shared: Rc<Shared>, session: Session, file_ids:
         detail,
     };
     let mut collector = shared.collector.borrow_mut();
-    if outcome.is_failure() {
-        let failed_at = record.end_s;
-        collector.failed_would_end.push((failed_at, scheduled_s + crate::population::Durations::length_of(&session)));
+    // One that failed in the request it was making when withdrawn was
+    // leaving anyway: nothing to resume at the next match.
+    if outcome.is_failure() && !withdrawn {
+        collector.failed_sessions.push(crate::records::FailedSession {
+            failed_at_s: record.end_s,
+            would_end_s: origin.would_end_s,
+            scheduled_s,
+            catalogue: origin.catalogue,
+        });
     }
     collector.session_ended(&record, failure.as_ref().map(|f| f.kind.as_str()));
     drop(collector);

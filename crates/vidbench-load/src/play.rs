@@ -9,7 +9,7 @@
 //! which is why `cpu.thread_*` in the summary is the client's own cost.
 
 use crate::arrivals::PoissonArrivals;
-use crate::client::{play_session, wait_until, Shared, SCRATCH_BYTES};
+use crate::client::{play_session, wait_until, Origin, Shared, SCRATCH_BYTES};
 use crate::config::{LoadConfig, LoadError, Server, Stop};
 use crate::records::Collector;
 use crate::population::{in_progress, plan_match, Durations, Stationary};
@@ -141,7 +141,7 @@ async fn run(
         interrupted: Cell::new(false),
         interrupt: Notify::new(),
         session_done: Notify::new(),
-        in_play: RefCell::new(HashMap::new()),
+        in_play: RefCell::new(std::collections::BTreeMap::new()),
         next_key: Cell::new(0),
     });
 
@@ -151,7 +151,8 @@ async fn run(
     // The settling gate's session lengths, and population matching's draws.
     let durations = Durations::of_sessions(&sessions);
     let stationary = Stationary::new(&sessions);
-    let catalogue: Rc<[(Session, Vec<Option<u32>>)]> = sessions.into_iter().zip(file_ids).collect();
+    let lengths: Vec<f64> = sessions.iter().map(Durations::length_of).collect();
+    let catalogue = Rc::new(Catalogue { sessions: sessions.into_iter().zip(file_ids).collect(), lengths });
     // The rate whose steady state the sessions in play are (or head for).
     let mut population_rate = 0.0;
     if let Some(spec) = first_step {
@@ -161,9 +162,8 @@ async fn run(
         shared.collector.borrow_mut().step = Some(counters);
     }
     // A stepped run ends when its plan says so: it replays the list if needed.
-    let indices: Box<dyn Iterator<Item = usize>> =
-        if stepped { Box::new((0..catalogue.len()).cycle()) } else { Box::new(0..catalogue.len()) };
-    let mut queue = indices.map(|i| catalogue[i].clone()).peekable();
+    let n = catalogue.sessions.len();
+    let mut queue = (0..n).cycle().take(if stepped { usize::MAX } else { n }).peekable();
     let mut next_at = arrivals.next().expect("the arrival process never ends");
     let interval = Duration::from_secs_f64(config.interval_s);
     let mut tick = 1u32;
@@ -210,7 +210,7 @@ async fn run(
                     elapsed_s: row.end_s,
                     sessions_started: c.started,
                     sessions_active: c.active,
-                    sessions_completed: c.ended - c.failed,
+                    sessions_completed: c.ended - c.failed - c.withdrawn,
                     sessions_failed: c.failed,
                     received_mb_s: row.received_mb_s,
                     completed_mb_s: row.completed_mb_s,
@@ -256,13 +256,14 @@ async fn run(
             }
             // A stepped run's arrivals beyond the step's end are redrawn at the next rate.
             _ = sleep_until(start_at), if starting && step_end_s.is_none_or(|end| next_at < end) => {
-                let (mut session, ids) = queue.next().expect("peeked above");
+                let i = queue.next().expect("peeked above");
+                let (mut session, ids) = catalogue.sessions[i].clone();
                 let lag = Instant::now().saturating_duration_since(start_at).as_secs_f64();
                 if let Some(step) = shared.collector.borrow().step.as_ref() {
                     let (a, b) = step.window();
                     session.phase = if (a..b).contains(&next_at) { Phase::Measure } else { Phase::RampUp };
                 }
-                start_session(&shared, session, ids, next_at, lag);
+                start_session(&shared, &catalogue, i, session, ids, next_at, Some(lag));
                 next_at = arrivals.next().expect("the arrival process never ends");
             }
             _ = shared.session_done.notified(), if !starting => {}
@@ -317,25 +318,44 @@ async fn run(
     Ok(summary)
 }
 
-/// Counts a session as started and plays it on the event loop.
-fn start_session(shared: &Rc<Shared>, session: Session, ids: Vec<Option<u32>>, scheduled_s: f64, lag_s: f64) {
+/// The session list with, per session, the content ids to verify against
+/// and its paced length.
+struct Catalogue {
+    sessions: Vec<(Session, Vec<Option<u32>>)>,
+    lengths: Vec<f64>,
+}
+
+/// Counts a session (`catalogue[index]`, or the part of it still to play)
+/// as started and plays it on the event loop. `lag_s` is the dispatch lag
+/// of an arrival; `None` for a session joining in progress.
+fn start_session(
+    shared: &Rc<Shared>,
+    catalogue: &Catalogue,
+    index: usize,
+    session: Session,
+    ids: Vec<Option<u32>>,
+    scheduled_s: f64,
+    lag_s: Option<f64>,
+) {
     let key = shared.next_key.get();
     shared.next_key.set(key + 1);
     shared.in_play.borrow_mut().insert(key, false);
-    shared.collector.borrow_mut().session_started(session.phase, scheduled_s, lag_s);
-    tokio::task::spawn_local(play_session(shared.clone(), session, ids, scheduled_s, key));
+    shared.collector.borrow_mut().session_started(session.phase, scheduled_s, lag_s.unwrap_or(0.0), lag_s.is_none());
+    let origin = Origin { key, catalogue: index, would_end_s: scheduled_s + catalogue.lengths[index] };
+    tokio::task::spawn_local(play_session(shared.clone(), session, ids, scheduled_s, origin));
 }
 
 /// Population matching at the start of step `index` (at `t0` s; see
-/// `population`): withdraws sessions for a fall of rate from `old_rate`, and
-/// for a rise (and for each failed session that would still be playing)
+/// `population`): withdraws sessions for a fall of rate from `old_rate`;
 /// schedules sessions in progress to join over the step's first `join_s`
-/// seconds. From then on the settling gate sees the steady state of the
-/// step's rate. `None` when the step does not match.
+/// seconds, stationary draws for a rise and the failed sessions that would
+/// still be playing (resumed at their age; for a fall, each with the
+/// probability of staying). From then on the settling gate sees the steady
+/// state of the step's rate. `None` when the step does not match.
 #[allow(clippy::too_many_arguments)]
 fn match_population(
     shared: &Rc<Shared>,
-    catalogue: &Rc<[(Session, Vec<Option<u32>>)]>,
+    catalogue: &Rc<Catalogue>,
     stationary: &Stationary,
     durations: &Durations,
     old_rate: f64,
@@ -348,9 +368,9 @@ fn match_population(
         return None;
     }
     let mut rng = ChaCha8Rng::seed_from_u64(step_seed(seed, index) ^ 0x6d61_7463_6865_7321);
-    let failed = shared.collector.borrow_mut().failed_playing(t0, t0);
-    let plan = plan_match(durations, old_rate, spec.rate, failed, &mut rng);
-    let mut matched = Matched { replaced: failed as u64, ..Matched::default() };
+    let failed = shared.collector.borrow_mut().population_matched(t0);
+    let plan = plan_match(durations, old_rate, spec.rate, &mut rng);
+    let mut matched = Matched::default();
     if plan.withdraw_probability > 0.0 {
         for withdrawn in shared.in_play.borrow_mut().values_mut().filter(|w| !**w) {
             if rng.gen::<f64>() < plan.withdraw_probability {
@@ -359,10 +379,18 @@ fn match_population(
             }
         }
     }
-    for _ in 0..plan.add {
-        let Some((i, age)) = stationary.draw(&mut rng) else { break };
+    // (session, its age at t0): the failed ones resumed, then the draws.
+    let mut joins: Vec<(usize, f64)> = Vec::new();
+    for f in failed {
+        if rng.gen::<f64>() < plan.resume_probability {
+            joins.push((f.catalogue, t0 - f.scheduled_s));
+            matched.replaced += 1;
+        }
+    }
+    joins.extend((0..plan.add).map_while(|_| stationary.draw(&mut rng)));
+    for (i, age) in joins {
         let join = rng.gen::<f64>() * spec.join_s;
-        let (session, ids) = &catalogue[i];
+        let (session, ids) = &catalogue.sessions[i];
         let Some((first, wait)) = in_progress(session, age + join) else {
             matched.finished += 1;
             continue;
@@ -374,17 +402,14 @@ fn match_population(
         // Its place in the arrival process: `age` seconds before t0.
         let scheduled_s = t0 - age;
         let at = shared.run_start + Duration::from_secs_f64(t0 + join + wait);
-        let shared = shared.clone();
+        let (shared, catalogue) = (shared.clone(), catalogue.clone());
         tokio::task::spawn_local(async move {
-            if wait_until(&shared, at).await {
-                start_session(&shared, joining, ids, scheduled_s, 0.0);
+            if wait_until(&shared, at).await && !shared.interrupted.get() {
+                start_session(&shared, &catalogue, i, joining, ids, scheduled_s, None);
             }
         });
         matched.added += 1;
     }
-    // The sessions in play now stand for the steady state of the new rate:
-    // the gate's history starts over, and the failures were replaced.
-    shared.collector.borrow_mut().population_matched(t0);
     Some(matched)
 }
 

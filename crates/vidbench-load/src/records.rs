@@ -88,6 +88,17 @@ pub struct RequestRecord {
     pub outcome: Outcome,
 }
 
+/// A failed session, kept while it would still be playing.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FailedSession {
+    pub failed_at_s: f64,
+    /// Its scheduled start plus its whole paced time.
+    pub would_end_s: f64,
+    pub scheduled_s: f64,
+    /// Its place in the session list.
+    pub catalogue: usize,
+}
+
 /// A row of `sessions.csv`.
 #[derive(Debug, Clone, Serialize)]
 pub struct SessionRecord {
@@ -211,11 +222,12 @@ pub(crate) struct Collector {
     /// The current step of a stepped run, and the steps already finished.
     pub step: Option<StepCounters>,
     pub steps: Vec<StepResult>,
-    /// For each failed session, when it failed and when it would have ended
-    /// had it kept playing (scheduled start + paced time), for the settling
-    /// gate and population matching; entries in the past are dropped as
-    /// they are counted.
-    pub failed_would_end: Vec<(f64, f64)>,
+    /// The failed sessions that may still be playing had they not failed,
+    /// for the settling gate and population matching; those past their end
+    /// are dropped as they are counted.
+    pub failed_sessions: Vec<FailedSession>,
+    /// Sessions withdrawn by population matching so far.
+    pub withdrawn: u64,
     /// When the last population match happened (see `rate_history`).
     pub matched_at: Option<f64>,
 }
@@ -268,7 +280,8 @@ impl Collector {
             dispatch_lag_us: histogram(),
             measure_starts: None,
             last_start: 0.0,
-            failed_would_end: Vec::new(),
+            failed_sessions: Vec::new(),
+            withdrawn: 0,
             matched_at: None,
             errors: HashMap::new(),
             intervals: Vec::new(),
@@ -286,11 +299,16 @@ impl Collector {
         }
     }
 
-    pub fn session_started(&mut self, phase: Phase, scheduled_s: f64, lag_s: f64) {
+    /// A session started: from the arrival process, or (`joined`) in
+    /// progress by a population match, which neither moves the last arrival
+    /// time nor has a dispatch lag.
+    pub fn session_started(&mut self, phase: Phase, scheduled_s: f64, lag_s: f64, joined: bool) {
         self.active += 1;
         self.started += 1;
         self.interval.sessions_started += 1;
-        self.last_start = scheduled_s;
+        if !joined {
+            self.last_start = scheduled_s;
+        }
         self.by_phase.entry(phase).or_default().started += 1;
         if let Some(step) = &mut self.step {
             step.session_started(scheduled_s);
@@ -299,7 +317,9 @@ impl Collector {
             let (first, _) = self.measure_starts.unwrap_or((scheduled_s, scheduled_s));
             self.measure_starts = Some((first, scheduled_s));
         }
-        self.dispatch_lag_us.saturating_record((lag_s.max(0.0) * 1e6) as u64);
+        if !joined {
+            self.dispatch_lag_us.saturating_record((lag_s.max(0.0) * 1e6) as u64);
+        }
     }
 
     pub fn request_started(&mut self) {
@@ -350,24 +370,29 @@ impl Collector {
         history
     }
 
-    /// A population match at `t0`: failed sessions were replaced, and the
-    /// rate history starts over (see `rate_history`).
-    pub fn population_matched(&mut self, t0: f64) {
-        self.failed_would_end.clear();
+    /// A population match at `t0`: the failed sessions that would still be
+    /// playing are handed over (to be resumed) and forgotten, and the rate
+    /// history starts over (see `rate_history`).
+    pub fn population_matched(&mut self, t0: f64) -> Vec<FailedSession> {
         self.matched_at = Some(t0);
+        let mut failed = std::mem::take(&mut self.failed_sessions);
+        failed.retain(|f| f.would_end_s > t0);
+        failed
     }
 
     /// Sessions that failed before `failed_before` and would still be
-    /// playing at `t` (see `failed_would_end`).
+    /// playing at `t` (see `failed_sessions`).
     pub fn failed_playing(&mut self, t: f64, failed_before: f64) -> usize {
-        self.failed_would_end.retain(|&(_, end)| end > t);
-        self.failed_would_end.iter().filter(|&&(at, _)| at < failed_before).count()
+        self.failed_sessions.retain(|f| f.would_end_s > t);
+        self.failed_sessions.iter().filter(|f| f.failed_at_s < failed_before).count()
     }
 
     pub fn session_ended(&mut self, record: &SessionRecord, error_kind: Option<&str>) {
         self.active -= 1;
         self.ended += 1;
-        if record.outcome != Outcome::Ok && record.outcome != Outcome::Withdrawn {
+        if record.outcome == Outcome::Withdrawn {
+            self.withdrawn += 1;
+        } else if record.outcome != Outcome::Ok {
             self.failed += 1;
             let kind = error_kind.unwrap_or(&record.detail);
             let key = if self.errors.len() < MAX_DISTINCT_ERRORS || self.errors.contains_key(&(record.outcome, kind.to_owned())) {

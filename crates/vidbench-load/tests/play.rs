@@ -609,3 +609,44 @@ fn population_matching_starts_in_the_steady_state_and_thins_for_a_lower_rate() {
         intervals.iter().filter(|i| i.end_s > s1.window_s.0 && i.end_s <= s1.window_s.1).map(|i| i.sessions_active).collect();
     assert!(active_s1.iter().all(|&n| (8..=45).contains(&n)), "active sessions in step 2's window: {active_s1:?}");
 }
+
+#[test]
+fn population_matching_resumes_failed_sessions_at_their_age() {
+    use vidbench_load::StepSpec;
+    let server = TestServer::start();
+    // Every other session fails at its 6th request (2.5 s in); a match at
+    // the next step resumes those that would still be playing, past the
+    // request that failed, and no session fails twice.
+    let sessions: Vec<Session> = (0..6)
+        .map(|i| {
+            let requests = (0..20)
+                .map(|k| {
+                    let path = if i % 2 == 0 && k == 5 { "/f?size=2000&status=500" } else { "/f?size=2000" };
+                    req(path, None, (k > 0).then_some(0.5), 5.0)
+                })
+                .collect();
+            session(i, Phase::RampDown, 0, 0, requests)
+        })
+        .collect();
+    let first = StepSpec { rate: 6.0, settle_s: 2.0, measure_s: 1.5, hold_s: 0.5, gate_pct: 0.0, max_settle_s: 0.0, join_s: 1.0 };
+    let mut plan = Recorder { steps: [first, first].into(), seen: Vec::new() };
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = LoadConfig::new(server.url(), 1.0, dir.path().join("out"));
+    config.interval_s = 0.5;
+    config.seed = 7;
+    vidbench_load::play_steps(config, sessions, &mut plan, &mut |_| {}).expect("the run completes");
+    let s1 = &plan.seen[1];
+    let m = s1.matched.expect("the second step matched");
+    assert!(m.replaced > 0 && m.added <= m.replaced && m.withdrawn == 0, "{m:?}");
+    let rows: Vec<Sess> = read_csv(&dir.path().join("out/sessions.csv"));
+    let failed = rows.iter().filter(|s| s.outcome == "status").count();
+    assert!(failed as u64 >= m.replaced, "{failed} failed, {} resumed", m.replaced);
+    // Resumed: an even session started at the second step's start or later,
+    // scheduled before it, playing fewer than its 20 requests; none failed again.
+    let resumed: Vec<&Sess> = rows
+        .iter()
+        .filter(|s| s.session % 2 == 0 && s.start_s >= s1.start_s && s.scheduled_s < s1.start_s - 2.5)
+        .collect();
+    assert_eq!(resumed.len() as u64, m.added, "{resumed:?}");
+    assert!(resumed.iter().all(|s| s.outcome != "status"), "{resumed:?}");
+}

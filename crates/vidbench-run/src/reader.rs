@@ -74,9 +74,12 @@ pub fn read_ranges(mount: &Path, ranges: &[WarmRange], read_kb: usize, deadline:
     })
 }
 
+/// A range of a file: (path, (first, last)).
+type FileRange<'a> = (&'a str, (u64, u64));
+
 /// Every requested range of `sessions` with the number of requests for it
 /// (a whole-file request reads to the end of the file).
-fn requested(sessions: &[Session]) -> BTreeMap<(&str, (u64, u64)), u64> {
+fn requested(sessions: &[Session]) -> BTreeMap<FileRange<'_>, u64> {
     let mut counts = BTreeMap::new();
     for s in sessions {
         for r in &s.requests {
@@ -123,11 +126,11 @@ pub fn wc_list(sessions: &[Session], seed: u64) -> Vec<WarmRange> {
 /// the drive reads them nearly sequentially. Whole-file requests are left out
 /// (their size is not known here).
 pub fn fill_list(sessions: &[Session], already: &[WarmRange], budget: u64) -> Vec<WarmRange> {
-    let skip: std::collections::HashSet<(&str, (u64, u64))> = already.iter().map(|r| (r.path.as_str(), r.range)).collect();
-    let mut ranked: Vec<((&str, (u64, u64)), u64)> =
+    let skip: std::collections::HashSet<FileRange> = already.iter().map(|r| (r.path.as_str(), r.range)).collect();
+    let mut ranked: Vec<(FileRange, u64)> =
         requested(sessions).into_iter().filter(|(key, _)| key.1 .1 != u64::MAX - 1 && !skip.contains(key)).collect();
     // Most requested first; the sort is stable, so ties stay in file order.
-    ranked.sort_by(|a, b| b.1.cmp(&a.1));
+    ranked.sort_by_key(|&(_, count)| std::cmp::Reverse(count));
     let mut total = 0u64;
     let chosen = ranked.into_iter().map(|(key, _)| key).take_while(|&(_, (a, b))| {
         let more = total < budget;
