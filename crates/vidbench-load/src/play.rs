@@ -155,6 +155,7 @@ async fn run(
     let catalogue = Rc::new(Catalogue { sessions: sessions.into_iter().zip(file_ids).collect(), lengths });
     // The rate whose steady state the sessions in play are (or head for).
     let mut population_rate = 0.0;
+    let mut repair_rng = ChaCha8Rng::seed_from_u64(config.seed ^ 0x7265_7061_6972_2121);
     if let Some(spec) = first_step {
         let mut counters = StepCounters::new(0, spec, 0.0);
         counters.matched = match_population(&shared, &catalogue, &stationary, &durations, population_rate, &spec, 0, config.seed, 0.0);
@@ -216,6 +217,8 @@ async fn run(
                     completed_mb_s: row.completed_mb_s,
                     step: c.step.as_ref().map(|s| (s.index, s.spec.rate)),
                 });
+                drop(c);
+                repair_population(&shared, &catalogue, row.end_s, config.interval_s, &mut repair_rng);
             }
             _ = sleep_until(step_end_at), if starting && step_end_s.is_some() => {
                 let end_s = step_end_s.expect("guarded");
@@ -388,11 +391,51 @@ fn match_population(
         }
     }
     joins.extend((0..plan.add).map_while(|_| stationary.draw(&mut rng)));
+    let (added, finished) = join_in_progress(shared, catalogue, joins, t0, spec.join_s, &mut rng);
+    matched.added = added;
+    matched.finished = finished;
+    Some(matched)
+}
+
+/// Until a matched step's window opens, the sessions that fail are resumed
+/// at their age (from the request after the one that failed), so that a
+/// transient while the population forms (the joins' cold first requests)
+/// does not leave the window short of sessions; failures in the window and
+/// the hold are the step's result and stay. Called every sample interval.
+fn repair_population(shared: &Rc<Shared>, catalogue: &Rc<Catalogue>, t: f64, spread_s: f64, rng: &mut ChaCha8Rng) {
+    let window_start = match shared.collector.borrow().step.as_ref() {
+        Some(step) if step.matched.is_some() && t < step.window().0 => step.window().0,
+        _ => return,
+    };
+    let failed = shared.collector.borrow_mut().take_failed(t);
+    if failed.is_empty() {
+        return;
+    }
+    let joins = failed.iter().map(|f| (f.catalogue, t - f.scheduled_s)).collect();
+    let (resumed, _) = join_in_progress(shared, catalogue, joins, t, spread_s.min(window_start - t), rng);
+    if let Some(m) = shared.collector.borrow_mut().step.as_mut().and_then(|s| s.matched.as_mut()) {
+        m.repaired += resumed;
+    }
+}
+
+/// Schedules sessions in progress to join: `joins` holds (session index,
+/// its age at `t0`); each joins at `t0` + U[0, `spread_s`), at its age then,
+/// from the first request not yet made. Returns how many will join and how
+/// many had nothing left to play.
+fn join_in_progress(
+    shared: &Rc<Shared>,
+    catalogue: &Rc<Catalogue>,
+    joins: Vec<(usize, f64)>,
+    t0: f64,
+    spread_s: f64,
+    rng: &mut ChaCha8Rng,
+) -> (u64, u64) {
+    let (mut added, mut finished) = (0, 0);
     for (i, age) in joins {
-        let join = rng.gen::<f64>() * spec.join_s;
+        let join = rng.gen::<f64>() * spread_s.max(0.0);
         let (session, ids) = &catalogue.sessions[i];
         let Some((first, wait)) = in_progress(session, age + join) else {
-            matched.finished += 1;
+            finished += 1;
             continue;
         };
         let mut joining = session.clone();
@@ -408,9 +451,9 @@ fn match_population(
                 start_session(&shared, &catalogue, i, joining, ids, scheduled_s, None);
             }
         });
-        matched.added += 1;
+        added += 1;
     }
-    Some(matched)
+    (added, finished)
 }
 
 /// Checks the sessions before anything is sent and finds, when verifying,

@@ -375,8 +375,14 @@ impl Collector {
     /// history starts over (see `rate_history`).
     pub fn population_matched(&mut self, t0: f64) -> Vec<FailedSession> {
         self.matched_at = Some(t0);
+        self.take_failed(t0)
+    }
+
+    /// The failed sessions that would still be playing at `t`, handed over
+    /// (to be resumed) and forgotten.
+    pub fn take_failed(&mut self, t: f64) -> Vec<FailedSession> {
         let mut failed = std::mem::take(&mut self.failed_sessions);
-        failed.retain(|f| f.would_end_s > t0);
+        failed.retain(|f| f.would_end_s > t);
         failed
     }
 

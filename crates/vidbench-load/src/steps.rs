@@ -171,6 +171,10 @@ pub struct Matched {
     pub withdrawn: u64,
     /// Drawn sessions whose requests were all made at their age (none left to play).
     pub finished: u64,
+    /// Sessions that failed before the window opened, resumed at their age
+    /// (`play.rs`, `repair_population`).
+    #[serde(default)]
+    pub repaired: u64,
 }
 
 fn settled_default() -> bool {

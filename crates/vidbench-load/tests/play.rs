@@ -614,9 +614,10 @@ fn population_matching_starts_in_the_steady_state_and_thins_for_a_lower_rate() {
 fn population_matching_resumes_failed_sessions_at_their_age() {
     use vidbench_load::StepSpec;
     let server = TestServer::start();
-    // Every other session fails at its 6th request (2.5 s in); a match at
-    // the next step resumes those that would still be playing, past the
-    // request that failed, and no session fails twice.
+    // Every other session fails at its 6th request (2.5 s in). Those that
+    // fail before the first window opens are resumed at once (the repair);
+    // a match at the next step resumes the others that would still be
+    // playing. Each resumes past the request that failed: none fails twice.
     let sessions: Vec<Session> = (0..6)
         .map(|i| {
             let requests = (0..20)
@@ -635,7 +636,10 @@ fn population_matching_resumes_failed_sessions_at_their_age() {
     config.interval_s = 0.5;
     config.seed = 7;
     vidbench_load::play_steps(config, sessions, &mut plan, &mut |_| {}).expect("the run completes");
-    let s1 = &plan.seen[1];
+    let (s0, s1) = (&plan.seen[0], &plan.seen[1]);
+    // Sessions that failed while the first step settled were resumed then.
+    let m0 = s0.matched.expect("the first step matched");
+    assert!(m0.repaired > 0, "{m0:?}");
     let m = s1.matched.expect("the second step matched");
     assert!(m.replaced > 0 && m.added <= m.replaced && m.withdrawn == 0, "{m:?}");
     let rows: Vec<Sess> = read_csv(&dir.path().join("out/sessions.csv"));

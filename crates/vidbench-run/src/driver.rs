@@ -842,8 +842,8 @@ impl Driver {
             };
             let matched = match r.matched {
                 Some(m) => format!(
-                    "; population matched: {} sessions in progress added ({} for failed ones), {} withdrawn",
-                    m.added, m.replaced, m.withdrawn
+                    "; population matched: {} sessions in progress added ({} failed ones resumed), {} withdrawn, {} resumed after failing before the window",
+                    m.added, m.replaced, m.withdrawn, m.repaired
                 ),
                 None => String::new(),
             };
