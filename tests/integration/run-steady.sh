@@ -14,7 +14,8 @@
 #  5. population matching with the same gate: sessions in progress join over
 #     the ramp, so the window opens at the ramp's minimum, settled, holding
 #     the steady-state number of sessions; the lower second rate withdraws
-#     sessions (recorded as withdrawn, not failed).
+#     sessions (recorded as withdrawn, not failed); the cache is filled to
+#     80 % of the limit before the load (warm_fill_pct).
 # Needs root, /dev/fuse, a cgroup memory controller and nginx.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -28,7 +29,7 @@ source tests/integration/lib/scratch.sh
 scratch run-steady
 
 "$VB" workload gen bench/specs/small.toml --out "$tmp/w" > /dev/null
-experiment() { # one_run, rates, [extra steady keys]
+experiment() { # one_run, rates, [extra steady keys], [extra run keys]
   cat <<EOT
 name = "steady"
 templates = "$PWD/bench/servers"
@@ -42,6 +43,7 @@ limit_mb = 256
 warm = false
 port = 18098
 steady = { ramp_s = 15, settle_s = 10, measure_s = 15, hold_s = 5, one_run = $1${3:-} }
+${4:-}
 [rates]
 fixed = $2
 [[config]]
@@ -113,7 +115,7 @@ PY
 grep -q "NOT settled" "$tmp/log" || fail "the driver did not say the window opened unsettled: $(grep 'step 1' "$tmp/log")"
 
 # 5. Population matching: the same gate is met at once.
-experiment true "[2, 1]" ", gate_pct = 3, max_settle_s = 30, join_s = 10" > "$tmp/e5.toml"
+experiment true "[2, 1]" ", gate_pct = 3, max_settle_s = 30, join_s = 10" "warm_fill_pct = 80" > "$tmp/e5.toml"
 "$VB" run "$tmp/e5.toml" --out "$tmp/r5" > "$tmp/log" 2>&1 || fail "the matched run failed: $(tail -5 "$tmp/log")"
 python3 - "$tmp/r5/runs/srv/steps-rep0" "$tmp/w/sessions.jsonl" <<'PY' || fail "the matched run's records are wrong"
 import csv, json, sys
@@ -136,6 +138,14 @@ withdrawn = [r for r in rows if r["outcome"] == "withdrawn"]
 assert 0 < len(withdrawn) <= second["matched"]["withdrawn"], (len(withdrawn), second["matched"])
 assert any(float(r["scheduled_s"]) < 0 for r in rows), "no session joined in progress"
 assert all("withdrawn" not in s["failed_by_cause"] for s in steps), [s["failed_by_cause"] for s in steps]
+# The cache fill read the most requested ranges until the cache held about
+# 80 % of the 256 MiB limit (or the list ran out).
+fill = json.load(open(f"{run}/setup.json"))["warm_fill"]
+assert fill["target_pct"] == 80 and fill["read"]["bytes"] > 0, fill
+assert fill["cache_after_bytes"] > fill["cache_before_bytes"], fill
+assert fill["cache_after_bytes"] <= 256 << 20, fill
+ranges = [l.split() for l in open(f"{run}/warm-fill.txt") if not l.startswith("#")]
+assert ranges and all(r[0].startswith("/") for r in ranges), ranges[:3]
 PY
 grep -q "population matched" "$tmp/log" || fail "the driver did not report the match: $(grep 'step 1' "$tmp/log")"
 echo "ok: steps of one run and a separate run measured in their windows, disk over the same window; the gate's cap recorded; population matching"
