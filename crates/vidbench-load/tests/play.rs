@@ -654,3 +654,27 @@ fn population_matching_resumes_failed_sessions_at_their_age() {
     assert_eq!(resumed.len() as u64, m.added, "{resumed:?}");
     assert!(resumed.iter().all(|s| s.outcome != "status"), "{resumed:?}");
 }
+
+#[test]
+fn the_repair_stops_once_a_step_resumed_its_steady_state_population() {
+    use vidbench_load::StepSpec;
+    let server = TestServer::start();
+    // Every request fails: each resumed session fails again at once, so
+    // without a bound the repair would churn until the window opens.
+    let sessions: Vec<Session> = (0..4)
+        .map(|i| {
+            let requests = (0..20).map(|k| req("/f?size=100&status=500", None, (k > 0).then_some(0.5), 5.0)).collect();
+            session(i, Phase::RampDown, 0, 0, requests)
+        })
+        .collect();
+    let spec = StepSpec { rate: 4.0, settle_s: 4.0, measure_s: 1.0, hold_s: 0.5, gate_pct: 0.0, max_settle_s: 0.0, join_s: 0.5 };
+    let mut plan = Recorder { steps: [spec].into(), seen: Vec::new() };
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = LoadConfig::new(server.url(), 1.0, dir.path().join("out"));
+    config.interval_s = 0.5;
+    vidbench_load::play_steps(config, sessions, &mut plan, &mut |_| {}).expect("the run completes");
+    let m = plan.seen[0].matched.expect("matched");
+    // Steady state: 4/s x 9.5 s = 38 sessions. The repair resumes in batches
+    // (one per sample interval) and stops at the first batch that reaches it.
+    assert!((38..=38 + 60).contains(&m.repaired), "{m:?}");
+}
