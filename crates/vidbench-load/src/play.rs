@@ -148,19 +148,10 @@ async fn run(
     let stepped = first_step.is_some();
     let offered_rate = first_step.map_or(config.rate, |s| s.rate);
     let mut arrivals = PoissonArrivals::new(offered_rate, config.seed);
-    // The settling gate's session lengths, and population matching's draws.
-    let durations = Durations::of_sessions(&sessions);
-    let stationary = Stationary::new(&sessions);
-    let lengths: Vec<f64> = sessions.iter().map(Durations::length_of).collect();
-    let catalogue = Rc::new(Catalogue { sessions: sessions.into_iter().zip(file_ids).collect(), lengths });
-    // The rate whose steady state the sessions in play are (or head for).
-    let mut population_rate = 0.0;
+    let catalogue = Rc::new(Catalogue::new(sessions, file_ids));
     let mut repair_rng = ChaCha8Rng::seed_from_u64(config.seed ^ 0x7265_7061_6972_2121);
     if let Some(spec) = first_step {
-        let mut counters = StepCounters::new(0, spec, 0.0);
-        counters.matched = match_population(&shared, &catalogue, &stationary, &durations, population_rate, &spec, 0, config.seed, 0.0);
-        population_rate = spec.rate;
-        shared.collector.borrow_mut().step = Some(counters);
+        begin_step(&shared, &catalogue, 0, spec, 0.0, config.seed);
     }
     // A stepped run ends when its plan says so: it replays the list if needed.
     let n = catalogue.sessions.len();
@@ -218,8 +209,7 @@ async fn run(
                     step: c.step.as_ref().map(|s| (s.index, s.spec.rate)),
                 });
                 drop(c);
-                let steady_sessions = shared.collector.borrow().step.as_ref().map_or(0.0, |s| s.spec.rate * durations.mean());
-                repair_population(&shared, &catalogue, row.end_s, steady_sessions, config.interval_s, &mut repair_rng);
+                repair_population(&shared, &catalogue, row.end_s, config.interval_s, &mut repair_rng);
             }
             _ = sleep_until(step_end_at), if starting && step_end_s.is_some() => {
                 let end_s = step_end_s.expect("guarded");
@@ -227,11 +217,7 @@ async fn run(
                 let next = plan.as_mut().expect("stepped runs have a plan").next(Some(&finished));
                 match next.map(|spec| spec.check().map(|_| spec)) {
                     Some(Ok(spec)) => {
-                        let index = finished.index + 1;
-                        let mut counters = StepCounters::new(index, spec, end_s);
-                        counters.matched = match_population(&shared, &catalogue, &stationary, &durations, population_rate, &spec, index, config.seed, end_s);
-                        population_rate = spec.rate;
-                        shared.collector.borrow_mut().step = Some(counters);
+                        begin_step(&shared, &catalogue, finished.index + 1, spec, end_s, config.seed);
                         arrivals = PoissonArrivals::starting_at(spec.rate, step_seed(config.seed, finished.index + 1), end_s);
                         next_at = arrivals.next().expect("the arrival process never ends");
                     }
@@ -255,7 +241,7 @@ async fn run(
                 // fails in it too); those of earlier steps are missing sessions.
                 let step_start = c.step.as_ref().map_or(t, |s| s.start_s);
                 let failed = c.failed_playing(t, step_start);
-                let gap = crate::population::gap(&durations, &c.rate_history(), t, failed);
+                let gap = crate::population::gap(&catalogue.durations, &c.rate_history(), t, failed);
                 c.step.as_mut().expect("a gate belongs to a step").gate(gap);
             }
             // A stepped run's arrivals beyond the step's end are redrawn at the next rate.
@@ -323,10 +309,35 @@ async fn run(
 }
 
 /// The session list with, per session, the content ids to verify against
-/// and its paced length.
+/// and its paced length; the distribution of those lengths (the settling
+/// gate's) and the steady state's draws (population matching's).
 struct Catalogue {
     sessions: Vec<(Session, Vec<Option<u32>>)>,
     lengths: Vec<f64>,
+    durations: Durations,
+    stationary: Stationary,
+}
+
+impl Catalogue {
+    fn new(sessions: Vec<Session>, file_ids: Vec<Vec<Option<u32>>>) -> Catalogue {
+        let lengths: Vec<f64> = sessions.iter().map(Durations::length_of).collect();
+        Catalogue {
+            durations: Durations::new(lengths.clone()),
+            stationary: Stationary::new(&lengths),
+            lengths,
+            sessions: sessions.into_iter().zip(file_ids).collect(),
+        }
+    }
+}
+
+/// Makes step `index` the current one, from `start_s`, matching the
+/// population to it when its spec asks (from the previous step's rate, or
+/// from idle for the first).
+fn begin_step(shared: &Rc<Shared>, catalogue: &Rc<Catalogue>, index: usize, spec: StepSpec, start_s: f64, seed: u64) {
+    let old_rate = shared.collector.borrow().steps.last().map_or(0.0, |s| s.spec.rate);
+    let mut counters = StepCounters::new(index, spec, start_s);
+    counters.matched = match_population(shared, catalogue, old_rate, &spec, index, seed, start_s);
+    shared.collector.borrow_mut().step = Some(counters);
 }
 
 /// Counts a session (`catalogue[index]`, or the part of it still to play)
@@ -356,24 +367,13 @@ fn start_session(
 /// still be playing (resumed at their age; for a fall, each with the
 /// probability of staying). From then on the settling gate sees the steady
 /// state of the step's rate. `None` when the step does not match.
-#[allow(clippy::too_many_arguments)]
-fn match_population(
-    shared: &Rc<Shared>,
-    catalogue: &Rc<Catalogue>,
-    stationary: &Stationary,
-    durations: &Durations,
-    old_rate: f64,
-    spec: &StepSpec,
-    index: usize,
-    seed: u64,
-    t0: f64,
-) -> Option<Matched> {
+fn match_population(shared: &Rc<Shared>, catalogue: &Rc<Catalogue>, old_rate: f64, spec: &StepSpec, index: usize, seed: u64, t0: f64) -> Option<Matched> {
     if spec.join_s <= 0.0 {
         return None;
     }
     let mut rng = ChaCha8Rng::seed_from_u64(step_seed(seed, index) ^ 0x6d61_7463_6865_7321);
-    let failed = shared.collector.borrow_mut().population_matched(t0);
-    let plan = plan_match(durations, old_rate, spec.rate, &mut rng);
+    let failed = shared.collector.borrow_mut().take_failed(t0);
+    let plan = plan_match(&catalogue.durations, old_rate, spec.rate, &mut rng);
     let mut matched = Matched::default();
     if plan.withdraw_probability > 0.0 {
         for withdrawn in shared.in_play.borrow_mut().values_mut().filter(|w| !**w) {
@@ -391,7 +391,7 @@ fn match_population(
             matched.replaced += 1;
         }
     }
-    joins.extend((0..plan.add).map_while(|_| stationary.draw(&mut rng)));
+    joins.extend((0..plan.add).map_while(|_| catalogue.stationary.draw(&mut rng)));
     let (added, finished) = join_in_progress(shared, catalogue, joins, t0, spec.join_s, &mut rng);
     matched.added = added;
     matched.finished = finished;
@@ -404,12 +404,13 @@ fn match_population(
 /// does not leave the window short of sessions; failures in the window and
 /// the hold are the step's result and stay. Called every sample interval.
 /// A step that has resumed as many sessions as its steady state holds
-/// (`steady_sessions`) is overloaded beyond doubt: resuming more would only
+/// is overloaded beyond doubt: resuming more would only
 /// add cold starts to a window that fails anyway (nginx under Libception at
 /// twice its limit resumed 8,590 in a 450 s ramp), so the repair stops.
-fn repair_population(shared: &Rc<Shared>, catalogue: &Rc<Catalogue>, t: f64, steady_sessions: f64, spread_s: f64, rng: &mut ChaCha8Rng) {
+fn repair_population(shared: &Rc<Shared>, catalogue: &Rc<Catalogue>, t: f64, spread_s: f64, rng: &mut ChaCha8Rng) {
+    let steady_sessions = |step: &StepCounters| step.spec.rate * catalogue.durations.mean();
     let window_start = match shared.collector.borrow().step.as_ref() {
-        Some(step) if t < step.window().0 && step.matched.is_some_and(|m| (m.repaired as f64) < steady_sessions) => step.window().0,
+        Some(step) if t < step.window().0 && step.matched.is_some_and(|m| (m.repaired as f64) < steady_sessions(step)) => step.window().0,
         _ => return,
     };
     let failed = shared.collector.borrow_mut().take_failed(t);

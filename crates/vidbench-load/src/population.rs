@@ -138,12 +138,12 @@ pub struct Stationary {
 }
 
 impl Stationary {
-    pub fn new(sessions: &[Session]) -> Stationary {
+    /// From the sessions' lengths ([`Durations::length_of`]).
+    pub fn new(lengths: &[f64]) -> Stationary {
         let mut total = 0.0;
-        let cumulative = sessions
+        let cumulative = lengths
             .iter()
-            .map(|s| {
-                let d = Durations::length_of(s);
+            .map(|&d| {
                 total += if d.is_finite() && d > 0.0 { d } else { 0.0 };
                 total
             })
@@ -263,7 +263,7 @@ mod tests {
         use rand::SeedableRng;
         // Lengths 10 and 30: the second is in play three times as often.
         let sessions = [session(&[0.0, 10.0]), session(&[0.0, 10.0, 10.0, 10.0]), session(&[0.0])];
-        let st = Stationary::new(&sessions);
+        let st = Stationary::new(&sessions.iter().map(Durations::length_of).collect::<Vec<_>>());
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
         let mut count = [0u32; 3];
         let mut ages = [0.0f64; 3];
@@ -278,7 +278,7 @@ mod tests {
         assert!((share - 0.75).abs() < 0.01, "{share}");
         let mean_age = ages[1] / count[1] as f64;
         assert!((mean_age - 15.0).abs() < 0.3, "{mean_age}");
-        assert!(Stationary::new(&[session(&[0.0])]).draw(&mut rng).is_none());
+        assert!(Stationary::new(&[0.0]).draw(&mut rng).is_none());
     }
 
     #[test]
@@ -304,7 +304,7 @@ mod tests {
         use rand::SeedableRng;
         let sessions = [session(&[0.0, 50.0]), session(&[0.0, 250.0])];
         let d = Durations::of_sessions(&sessions);
-        let st = Stationary::new(&sessions);
+        let st = Stationary::new(&[50.0, 250.0]);
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
         let trials = 300;
         let (mut at_rise, mut at_fall) = (0u64, 0u64);

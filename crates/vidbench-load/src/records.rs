@@ -228,8 +228,6 @@ pub(crate) struct Collector {
     pub failed_sessions: Vec<FailedSession>,
     /// Sessions withdrawn by population matching so far.
     pub withdrawn: u64,
-    /// When the last population match happened (see `rate_history`).
-    pub matched_at: Option<f64>,
 }
 
 struct Output {
@@ -282,7 +280,6 @@ impl Collector {
             last_start: 0.0,
             failed_sessions: Vec::new(),
             withdrawn: 0,
-            matched_at: None,
             errors: HashMap::new(),
             intervals: Vec::new(),
             interval: IntervalRecord::starting_at(0.0),
@@ -359,23 +356,18 @@ impl Collector {
     /// matched step's rate, as if it had always run: the history starts
     /// there, at minus infinity.
     pub fn rate_history(&self) -> Vec<(f64, f64)> {
-        let mut history: Vec<(f64, f64)> =
-            self.steps.iter().map(|s| (s.start_s, s.spec.rate)).chain(self.step.as_ref().map(|s| (s.start_s, s.spec.rate))).collect();
-        if let Some(t0) = self.matched_at {
-            history.retain(|&(start, _)| start >= t0);
-            if let Some(first) = history.first_mut() {
-                first.0 = f64::NEG_INFINITY;
-            }
-        }
-        history
-    }
-
-    /// A population match at `t0`: the failed sessions that would still be
-    /// playing are handed over (to be resumed) and forgotten, and the rate
-    /// history starts over (see `rate_history`).
-    pub fn population_matched(&mut self, t0: f64) -> Vec<FailedSession> {
-        self.matched_at = Some(t0);
-        self.take_failed(t0)
+        let steps: Vec<(f64, f64, bool)> = self
+            .steps
+            .iter()
+            .map(|s| (s.start_s, s.spec.rate, s.matched.is_some()))
+            .chain(self.step.as_ref().map(|s| (s.start_s, s.spec.rate, s.matched.is_some())))
+            .collect();
+        let from = steps.iter().rposition(|s| s.2).unwrap_or(0);
+        steps[from..]
+            .iter()
+            .enumerate()
+            .map(|(k, &(start, rate, matched))| (if k == 0 && matched { f64::NEG_INFINITY } else { start }, rate))
+            .collect()
     }
 
     /// The failed sessions that would still be playing at `t`, handed over

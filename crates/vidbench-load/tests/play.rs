@@ -478,6 +478,31 @@ fn the_command_line_plays_a_wsesslog_and_writes_the_results() {
     assert!(rows.iter().all(|r| r.outcome == "ok" && r.status == Some(206)));
 }
 
+/// A stepped run of `steps` (0.5 s samples, arrivals seeded with `seed`):
+/// the step results the plan was told, the summary, and the directory the
+/// run wrote into (`out/`).
+fn play_stepped(
+    server: &TestServer,
+    sessions: Vec<Session>,
+    steps: &[vidbench_load::StepSpec],
+    seed: u64,
+) -> (Vec<vidbench_load::StepResult>, LoadSummary, tempfile::TempDir) {
+    let mut plan = Recorder { steps: steps.iter().copied().collect(), seen: Vec::new() };
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = LoadConfig::new(server.url(), 1.0, dir.path().join("out"));
+    config.interval_s = 0.5;
+    config.seed = seed;
+    let summary = vidbench_load::play_steps(config, sessions, &mut plan, &mut |_| {}).expect("the run completes");
+    (plan.seen, summary, dir)
+}
+
+/// Session `id`: 20 requests 0.5 s apart (9.5 s of paced time), request k
+/// for `path(k)`.
+fn paced_session(id: u64, path: impl Fn(usize) -> &'static str) -> Session {
+    let requests = (0..20).map(|k| req(path(k), None, (k > 0).then_some(0.5), 5.0)).collect();
+    session(id, Phase::RampDown, 0, 0, requests)
+}
+
 /// A plan that records what it was told, then plays a fixed list.
 struct Recorder {
     steps: std::collections::VecDeque<vidbench_load::StepSpec>,
@@ -509,22 +534,17 @@ fn a_stepped_run_measures_each_rate_in_its_window_and_censors_the_rest() {
         .collect();
     let first = StepSpec { rate: 40.0, settle_s: 0.5, measure_s: 1.5, hold_s: 0.5, gate_pct: 0.0, max_settle_s: 0.0, join_s: 0.0 };
     let second = StepSpec { rate: 10.0, settle_s: 0.5, measure_s: 1.5, hold_s: 0.5, gate_pct: 0.0, max_settle_s: 0.0, join_s: 0.0 };
-    let mut plan = Recorder { steps: [first, second].into(), seen: Vec::new() };
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = LoadConfig::new(server.url(), 1.0, dir.path().join("out"));
-    config.interval_s = 0.5;
-    config.seed = 3;
-    let summary = vidbench_load::play_steps(config, sessions, &mut plan, &mut |_| {}).expect("the run completes");
+    let (seen, summary, dir) = play_stepped(&server, sessions, &[first, second], 3);
 
     // The plan saw both steps, in order, and the summary and steps.json agree.
-    assert_eq!(plan.seen.len(), 2);
-    assert_eq!(summary.steps, plan.seen);
+    assert_eq!(seen.len(), 2);
+    assert_eq!(summary.steps, seen);
     let written: Vec<vidbench_load::StepResult> =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("out/steps.json")).unwrap()).unwrap();
     let key = |s: &vidbench_load::StepResult| (s.index, s.spec, s.window_s, s.sessions_measured, s.sessions_failed);
-    assert_eq!(written.iter().map(key).collect::<Vec<_>>(), plan.seen.iter().map(key).collect::<Vec<_>>());
+    assert_eq!(written.iter().map(key).collect::<Vec<_>>(), seen.iter().map(key).collect::<Vec<_>>());
     assert_eq!(summary.stopped_by, "steps-done");
-    let (s0, s1) = (&plan.seen[0], &plan.seen[1]);
+    let (s0, s1) = (&seen[0], &seen[1]);
     assert_eq!((s0.start_s, s0.window_s, s0.end_s), (0.0, (0.5, 2.0), 2.5));
     assert_eq!((s1.start_s, s1.window_s, s1.end_s), (2.5, (3.0, 4.5), 5.0));
 
@@ -565,21 +585,11 @@ fn population_matching_starts_in_the_steady_state_and_thins_for_a_lower_rate() {
     // Sessions of 20 small requests 0.5 s apart: 9.5 s of paced time each, so
     // the steady state at 10/s has about 95 sessions in play (without
     // matching, 2 s after the start it would have about 20).
-    let sessions: Vec<Session> = (0..6)
-        .map(|i| {
-            let requests = (0..20).map(|k| req("/f?size=2000", None, (k > 0).then_some(0.5), 5.0)).collect();
-            session(i, Phase::RampDown, 0, 0, requests)
-        })
-        .collect();
+    let sessions: Vec<Session> = (0..6).map(|i| paced_session(i, |_| "/f?size=2000")).collect();
     let first = StepSpec { rate: 10.0, settle_s: 2.0, measure_s: 1.5, hold_s: 0.5, gate_pct: 0.0, max_settle_s: 0.0, join_s: 1.0 };
     let second = StepSpec { rate: 2.5, ..first };
-    let mut plan = Recorder { steps: [first, second].into(), seen: Vec::new() };
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = LoadConfig::new(server.url(), 1.0, dir.path().join("out"));
-    config.interval_s = 0.5;
-    config.seed = 5;
-    let summary = vidbench_load::play_steps(config, sessions, &mut plan, &mut |_| {}).expect("the run completes");
-    let (s0, s1) = (&plan.seen[0], &plan.seen[1]);
+    let (seen, summary, dir) = play_stepped(&server, sessions, &[first, second], 5);
+    let (s0, s1) = (&seen[0], &seen[1]);
 
     // Step 1: sessions in progress were added from idle (Poisson, mean 95).
     let m0 = s0.matched.expect("the first step matched");
@@ -619,24 +629,11 @@ fn population_matching_resumes_failed_sessions_at_their_age() {
     // a match at the next step resumes the others that would still be
     // playing. Each resumes past the request that failed: none fails twice.
     let sessions: Vec<Session> = (0..6)
-        .map(|i| {
-            let requests = (0..20)
-                .map(|k| {
-                    let path = if i % 2 == 0 && k == 5 { "/f?size=2000&status=500" } else { "/f?size=2000" };
-                    req(path, None, (k > 0).then_some(0.5), 5.0)
-                })
-                .collect();
-            session(i, Phase::RampDown, 0, 0, requests)
-        })
+        .map(|i| paced_session(i, move |k| if i % 2 == 0 && k == 5 { "/f?size=2000&status=500" } else { "/f?size=2000" }))
         .collect();
     let first = StepSpec { rate: 6.0, settle_s: 2.0, measure_s: 1.5, hold_s: 0.5, gate_pct: 0.0, max_settle_s: 0.0, join_s: 1.0 };
-    let mut plan = Recorder { steps: [first, first].into(), seen: Vec::new() };
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = LoadConfig::new(server.url(), 1.0, dir.path().join("out"));
-    config.interval_s = 0.5;
-    config.seed = 7;
-    vidbench_load::play_steps(config, sessions, &mut plan, &mut |_| {}).expect("the run completes");
-    let (s0, s1) = (&plan.seen[0], &plan.seen[1]);
+    let (seen, _, dir) = play_stepped(&server, sessions, &[first, first], 7);
+    let (s0, s1) = (&seen[0], &seen[1]);
     // Sessions that failed while the first step settled were resumed then.
     let m0 = s0.matched.expect("the first step matched");
     assert!(m0.repaired > 0, "{m0:?}");
@@ -661,19 +658,10 @@ fn the_repair_stops_once_a_step_resumed_its_steady_state_population() {
     let server = TestServer::start();
     // Every request fails: each resumed session fails again at once, so
     // without a bound the repair would churn until the window opens.
-    let sessions: Vec<Session> = (0..4)
-        .map(|i| {
-            let requests = (0..20).map(|k| req("/f?size=100&status=500", None, (k > 0).then_some(0.5), 5.0)).collect();
-            session(i, Phase::RampDown, 0, 0, requests)
-        })
-        .collect();
+    let sessions: Vec<Session> = (0..4).map(|i| paced_session(i, |_| "/f?size=100&status=500")).collect();
     let spec = StepSpec { rate: 4.0, settle_s: 4.0, measure_s: 1.0, hold_s: 0.5, gate_pct: 0.0, max_settle_s: 0.0, join_s: 0.5 };
-    let mut plan = Recorder { steps: [spec].into(), seen: Vec::new() };
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = LoadConfig::new(server.url(), 1.0, dir.path().join("out"));
-    config.interval_s = 0.5;
-    vidbench_load::play_steps(config, sessions, &mut plan, &mut |_| {}).expect("the run completes");
-    let m = plan.seen[0].matched.expect("matched");
+    let (seen, _, _dir) = play_stepped(&server, sessions, &[spec], 1);
+    let m = seen[0].matched.expect("matched");
     // Steady state: 4/s x 9.5 s = 38 sessions. The repair resumes in batches
     // (one per sample interval) and stops at the first batch that reaches it.
     assert!((38..=38 + 60).contains(&m.repaired), "{m:?}");
