@@ -515,6 +515,15 @@ impl RunCgroup {
         }
     }
 
+    /// Bytes charged to the cgroup now (`memory.usage_in_bytes`, v2
+    /// `memory.current`).
+    pub fn memory_usage(&self) -> Result<Option<u64>, CgroupError> {
+        read_value(&self.dir.join(match self.version {
+            Version::V1 => "memory.usage_in_bytes",
+            Version::V2 => "memory.current",
+        }))
+    }
+
     /// The memory controller's counters under their v1 names (bytes, counts),
     /// with what v2 alone has and the raw memory.stat.
     pub fn memory_stats(&self) -> Result<Value, CgroupError> {
@@ -529,7 +538,7 @@ impl RunCgroup {
                 Ok(json!({
                     "version": 1,
                     "limit_in_bytes": read_value(&d.join("memory.limit_in_bytes"))?,
-                    "usage_in_bytes": read_value(&d.join("memory.usage_in_bytes"))?,
+                    "usage_in_bytes": self.memory_usage()?,
                     "max_usage_in_bytes": read_value(&d.join("memory.max_usage_in_bytes"))?,
                     "failcnt": read_value(&d.join("memory.failcnt"))?,
                     "oom_kill": oom.get("oom_kill"),
@@ -553,7 +562,7 @@ impl RunCgroup {
                 Ok(json!({
                     "version": 2,
                     "limit_in_bytes": read_value(&d.join("memory.max"))?,
-                    "usage_in_bytes": read_value(&d.join("memory.current"))?,
+                    "usage_in_bytes": self.memory_usage()?,
                     "max_usage_in_bytes": if peak.exists() { read_value(&peak)? } else { None },
                     "failcnt": events.get("max"),
                     "oom_kill": events.get("oom_kill"),

@@ -595,27 +595,29 @@ impl Driver {
         Ok(serde_json::from_str(&text)?)
     }
 
+    /// The workload's warming set, when the experiment warms with it.
+    fn warm_list(&self) -> Option<&Path> {
+        self.workload.warm.as_deref().filter(|_| self.exp.run.warm)
+    }
+
     /// Fills the cache to `pct` % of the memory limit (`run.warm_fill_pct`)
     /// with the ranges the sessions request most, in file order, read by a
     /// child inside `cgroup`; what it read and the cache before and after
     /// are returned for setup.json.
     fn fill_cache(&self, cgroup: &RunCgroup, pct: f64, dir: &Path) -> anyhow::Result<Value> {
-        let usage = |c: &RunCgroup| -> anyhow::Result<u64> {
-            let m = c.memory_stats()?;
-            m.get("usage_in_bytes").and_then(Value::as_u64).context("the memory cgroup reports no usage")
-        };
-        let before = usage(cgroup)?;
+        let usage = || -> anyhow::Result<u64> { cgroup.memory_usage()?.context("the memory cgroup reports no usage") };
+        let before = usage()?;
         let target = (self.exp.memory_limit_bytes as f64 * pct / 100.0) as u64;
-        let already = match (&self.workload.warm, self.exp.run.warm) {
-            (Some(list), true) => vidbench_library::session_io::read_warm_list(list)?,
-            _ => Vec::new(),
+        let already = match self.warm_list() {
+            Some(list) => vidbench_library::session_io::read_warm_list(list)?,
+            None => Vec::new(),
         };
         let list = reader::fill_list(&self.sessions, &already, target.saturating_sub(before));
         let list_path = dir.join("warm-fill.txt");
         let header = format!("cache fill to {pct} % of the memory limit: the most requested ranges after the warming set, in file order");
         vidbench_library::session_io::write_warm_list(&list_path, &header, &list)?;
         let report = self.read_in_cgroup(cgroup, &list_path, &dir.join("warm-fill.json"), None)?;
-        let after = usage(cgroup)?;
+        let after = usage()?;
         self.progress.printer().line(&format!(
             "    cache filled to {:.2} GB of {:.2} GB in {:.0} s ({:.0} MB/s from the drive)",
             after as f64 / 1e9,
@@ -685,9 +687,9 @@ impl Driver {
         };
         let mut srv = server::start(&setup, &cgroup)?;
         server::wait_ready(&mut srv, self.exp.run.port, Duration::from_secs_f64(self.exp.run.ready_timeout_s))?;
-        let warm = match (&self.workload.warm, self.exp.run.warm) {
-            (Some(list), true) => Some(self.read_in_cgroup(&cgroup, list, &dir.join("warm.json"), None)?),
-            _ => None,
+        let warm = match self.warm_list() {
+            Some(list) => Some(self.read_in_cgroup(&cgroup, list, &dir.join("warm.json"), None)?),
+            None => None,
         };
         let warm_fill = match self.exp.run.warm_fill_pct {
             Some(pct) => Some(self.fill_cache(&cgroup, pct, dir)?),
