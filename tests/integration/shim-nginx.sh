@@ -34,11 +34,17 @@ mkdir -p "$tmp/www" "$tmp/stats" "$tmp/temp"
 chmod 777 "$tmp/stats"
 for i in 1 2 3 4; do head -c $((3 << 20)) /dev/urandom >"$tmp/www/video$i.mp4"; done
 chmod 644 "$tmp/www"/*
-port=$((20000 + RANDOM % 30000))
+port=
 
+# Starts nginx under the shim on a random loopback port. A port some other
+# process holds makes nginx exit with "Address already in use": up to five
+# ports are tried (and a port answers only once nginx itself is alive on it).
 start_nginx() {
-  local sendfile=$1
-  cat >"$tmp/nginx.conf" <<CONF
+  local sendfile=$1 attempt
+  for attempt in 1 2 3 4 5; do
+    port=$((20000 + RANDOM % 30000))
+    : >"$tmp/error.log"
+    cat >"$tmp/nginx.conf" <<CONF
 daemon off;
 worker_processes 2;
 user www-data;
@@ -56,12 +62,21 @@ http {
   server { listen 127.0.0.1:$port; root $tmp/www; }
 }
 CONF
-  env LD_PRELOAD="$SHIM" LIBCEPTION_MODE=full LIBCEPTION_SOCKET="$sock" \
-    LIBCEPTION_STATS="$tmp/stats/nginx-%p.json" /usr/sbin/nginx -c "$tmp/nginx.conf" -e "$tmp/error.log" &
-  nginx_pid=$!
-  for _ in $(seq 100); do
-    curl -s -o /dev/null "http://127.0.0.1:$port/" && return 0
-    sleep 0.05
+    env LD_PRELOAD="$SHIM" LIBCEPTION_MODE=full LIBCEPTION_SOCKET="$sock" \
+      LIBCEPTION_STATS="$tmp/stats/nginx-%p.json" /usr/sbin/nginx -c "$tmp/nginx.conf" -e "$tmp/error.log" &
+    nginx_pid=$!
+    for _ in $(seq 100); do
+      kill -0 "$nginx_pid" 2>/dev/null || break
+      curl -s -m 2 -o /dev/null "http://127.0.0.1:$port/" && kill -0 "$nginx_pid" 2>/dev/null && return 0
+      sleep 0.05
+    done
+    if ! kill -0 "$nginx_pid" 2>/dev/null && grep -q "Address already in use" "$tmp/error.log"; then
+      wait "$nginx_pid" 2>/dev/null || true
+      nginx_pid=
+      echo "port $port is taken (attempt $attempt); trying another"
+      continue
+    fi
+    break
   done
   echo "nginx did not come up on port $port"; cat "$tmp/error.log" || true
   return 1
@@ -70,12 +85,13 @@ CONF
 sock=$tmp/daemon.sock
 SHIM_DAEMON_ARGS="--trust-uid www-data" shim_start_daemon "$sock" "$tmp/daemon.log"
 chmod 666 "$sock" 2>/dev/null || true
-echo "daemon: $DAEMON_KIND, port $port"
+echo "daemon: $DAEMON_KIND"
 status=0
 for pass in on off warm; do
   sendfile=${pass/warm/off}
   rm -f "$tmp/stats"/*.json
   start_nginx $sendfile
+  echo "pass $pass: nginx on port $port"
   [ "$pass" = warm ] || shim_evict "$tmp/www"/*
   for i in 1 2 3 4; do
     curl -sf -o "$tmp/got$i" "http://127.0.0.1:$port/video$i.mp4" &
