@@ -117,6 +117,28 @@ pub fn read_trace(path: &Path) -> anyhow::Result<Vec<TraceRequest>> {
     Ok(out)
 }
 
+/// The requests of `trace` (sorted by start) that started inside `window`
+/// (ns on the trace's clock, end excluded).
+pub fn in_window(trace: &[TraceRequest], window: (u64, u64)) -> &[TraceRequest] {
+    let a = trace.partition_point(|r| r.start_ns < window.0);
+    let b = trace.partition_point(|r| r.start_ns < window.1);
+    &trace[a..b.max(a)]
+}
+
+/// CDF of requests by size: (size KiB, % of requests at most that large).
+pub fn request_size_cdf(trace: &[TraceRequest]) -> Vec<(f64, f64)> {
+    let mut v: Vec<u64> = trace.iter().map(|r| r.bytes).collect();
+    v.sort_unstable();
+    let n = v.len().max(1) as f64;
+    let mut out = Vec::new();
+    for (i, b) in v.iter().enumerate() {
+        if i + 1 == v.len() || v[i + 1] != *b {
+            out.push((*b as f64 / 1024.0, 100.0 * (i + 1) as f64 / n));
+        }
+    }
+    out
+}
+
 /// Lengths in bytes of the runs of requests that are adjacent on disk, in the
 /// order the disk served them (a new sequence starts wherever the head must seek).
 pub fn sequences(trace: &[TraceRequest]) -> Vec<u64> {
@@ -213,6 +235,18 @@ mod tests {
         let cdf = bytes_cdf(&sequences(&t));
         assert_eq!(cdf.last().unwrap().1, 100.0);
         assert_eq!(cdf[0], (0.5, 100.0 * 512.0 / 270848.0));
+    }
+
+    #[test]
+    fn a_window_selects_the_requests_started_in_it_and_sizes_count_requests() {
+        let r = |start_ns, bytes| TraceRequest { start_ns, lba: 0, bytes };
+        let t = vec![r(5, 4096), r(10, 131072), r(15, 131072), r(20, 65536), r(25, 4096)];
+        let w = in_window(&t, (10, 25));
+        assert_eq!(w.iter().map(|x| x.start_ns).collect::<Vec<_>>(), vec![10, 15, 20]);
+        assert!(in_window(&t, (30, 40)).is_empty());
+        assert!(in_window(&t, (12, 11)).is_empty(), "an inverted window selects nothing");
+        let cdf = request_size_cdf(w);
+        assert_eq!(cdf, vec![(64.0, 100.0 / 3.0), (128.0, 100.0)]);
     }
 
     #[test]

@@ -32,6 +32,9 @@ pub struct Run {
     pub daemon_cpu_s: Option<f64>,
     pub load_wall_s: Option<f64>,
     pub trace: Option<PathBuf>,
+    /// The trace's clock (seconds) at the load's time 0, which puts
+    /// `window_s` on the trace (see [`Run::trace_window_ns`]).
+    pub trace_offset_s: Option<f64>,
     /// Shim track-mode stats files (one per process).
     pub shim_stats: Vec<PathBuf>,
     pub setup: Value,
@@ -43,6 +46,18 @@ pub struct Run {
     /// The daemon's prefetching over the step's window (steady-state steps
     /// of runs under Libception, from steps.json).
     pub prefetch: Option<PrefetchWindow>,
+}
+
+impl Run {
+    /// A step's window on the trace's clock (ns since the drive's mount):
+    /// the requests the drive started while the step was measured. `None`
+    /// for a run of the classic protocol or one whose drive clock is unknown.
+    pub fn trace_window_ns(&self) -> Option<(u64, u64)> {
+        let (w0, w1) = self.window_s?;
+        let off = self.trace_offset_s?;
+        let ns = |s: f64| ((s + off) * 1e9).max(0.0) as u64;
+        Some((ns(w0), ns(w1)))
+    }
 }
 
 /// Paper 001 Table 1 over a window: the prefetch size in force and what
@@ -63,16 +78,37 @@ pub struct PrefetchWindow {
 /// samples.csv: (seconds on the load's clock, bytes); empty when the run
 /// sampled no daemon.
 pub fn prefetch_size_samples(run_dir: &Path) -> Vec<(f64, f64)> {
+    sample_column(run_dir, "prefetch_bytes")
+}
+
+/// One column of a stepped run's samples.csv against the load's clock:
+/// (t_s, value) for the rows that have a value; empty without the file or
+/// the column.
+fn sample_column(run_dir: &Path, column: &str) -> Vec<(f64, f64)> {
     let Ok(mut reader) = csv::Reader::from_path(run_dir.join("samples.csv")) else { return Vec::new() };
     let Ok(headers) = reader.headers().cloned() else { return Vec::new() };
-    let (Some(t), Some(size)) = (headers.iter().position(|h| h == "t_s"), headers.iter().position(|h| h == "prefetch_bytes")) else {
+    let (Some(t), Some(v)) = (headers.iter().position(|h| h == "t_s"), headers.iter().position(|h| h == column)) else {
         return Vec::new();
     };
     reader
         .records()
         .flatten()
-        .filter_map(|r| Some((r.get(t)?.parse().ok()?, r.get(size)?.parse().ok()?)))
+        .filter_map(|r| Some((r.get(t)?.parse().ok()?, r.get(v)?.parse().ok()?)))
         .collect()
+}
+
+/// The drive's clock (seconds since its mount, the trace's clock) at the
+/// load's time 0: from the samples' `disk_uptime_s` where they have it (the
+/// median of the differences, immune to a late sample), else the drive's
+/// `uptime_s` read just before the load started (`disk-before.json`; a few
+/// milliseconds early).
+fn trace_offset_s(run_dir: &Path, disk_before: Option<&Value>) -> Option<f64> {
+    let mut d: Vec<f64> = sample_column(run_dir, "disk_uptime_s").into_iter().map(|(t, up)| up - t).collect();
+    if !d.is_empty() {
+        d.sort_by(f64::total_cmp);
+        return Some(d[d.len() / 2]);
+    }
+    disk_before?.get("uptime_s")?.as_f64()
 }
 
 /// What the disk did during the load (after minus before).
@@ -160,8 +196,9 @@ fn load_run(dir: &Path) -> anyhow::Result<Vec<Run>> {
     let outcome = result.get("outcome").context("result.json has no outcome")?;
     let summary = read_json(&dir.join("load/summary.json")).ok();
     let resources = read_json(&dir.join("resources.json")).ok();
-    let disk = match (read_json(&dir.join("disk-before.json")), read_json(&dir.join("disk-after.json"))) {
-        (Ok(b), Ok(a)) => disk_delta(&b, &a),
+    let disk_before = read_json(&dir.join("disk-before.json")).ok();
+    let disk = match (&disk_before, read_json(&dir.join("disk-after.json"))) {
+        (Some(b), Ok(a)) => disk_delta(b, &a),
         _ => None,
     };
     let res = |k: &str| resources.as_ref().and_then(|r| r.get(k)).and_then(Value::as_f64);
@@ -184,6 +221,7 @@ fn load_run(dir: &Path) -> anyhow::Result<Vec<Run>> {
         daemon_cpu_s: res("daemon_cpu_s"),
         load_wall_s: res("load_wall_s"),
         trace: Some(dir.join("disk-trace.csv")).filter(|p| p.is_file()),
+        trace_offset_s: trace_offset_s(dir, disk_before.as_ref()),
         shim_stats,
         setup: read_json(&dir.join("setup.json")).unwrap_or(Value::Null),
         window_s: None,

@@ -306,34 +306,58 @@ fn wc_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The traced run each configuration's trace figures come from: for a
+/// steady-state experiment, the first window at the maximum failure-free rate
+/// (else the highest rate traced); for the classic protocol, the highest rate
+/// traced, over its whole load.
+fn traced_run<'a>(ctx: &Ctx<'a>, config: &str) -> Option<&'a Run> {
+    let traced = || ctx.results.runs.iter().filter(move |r| r.config == config && r.trace.is_some());
+    let points = analysis::points(ctx.results, config);
+    let best = analysis::best_point(&points, ctx.results.threshold(config), ctx.results.search_answer(config)).0;
+    best.and_then(|b| traced().filter(|r| r.rate == Some(b.rate)).min_by_key(|r| r.repetition))
+        .or_else(|| traced().max_by(|a, b| a.rate.unwrap_or(0.0).total_cmp(&b.rate.unwrap_or(0.0))))
+}
+
 fn trace_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
     writeln!(ctx.md, "## Sequentiality of disk access (paper 000 Figures 2-6)\n")?;
-    // One traced run per configuration: the highest rate traced.
-    let mut chosen: BTreeMap<String, &Run> = BTreeMap::new();
-    for r in ctx.results.runs.iter().filter(|r| r.trace.is_some()) {
-        let e = chosen.entry(r.config.clone()).or_insert(r);
-        if r.rate > e.rate {
-            *e = r;
-        }
-    }
+    let order = ctx.results.configs();
+    let chosen: Vec<(&String, &Run)> = order.iter().filter_map(|c| Some((c, traced_run(ctx, c)?))).collect();
     if chosen.is_empty() {
         writeln!(ctx.md, "_No disk traces in these results (set `trace = true` on the disk or a configuration): figures omitted._\n")?;
         return Ok(());
     }
-    let order = ctx.results.configs();
+    writeln!(
+        ctx.md,
+        "Per configuration, the requests the drive served in one window: in a steady-state experiment the first window at the \
+         maximum failure-free rate (the same window as the tables), else the whole load of the highest rate traced.\n"
+    )?;
     let mut cdf = Vec::new();
+    let mut sizes = Vec::new();
     let mut pattern = Vec::new();
     let mut rows = Vec::new();
-    for name in order.iter().filter(|n| chosen.contains_key(*n)) {
-        let r = chosen[name];
-        let trace = analysis::read_trace(r.trace.as_ref().expect("filtered"))?;
-        let seqs = analysis::sequences(&trace);
+    for (name, r) in chosen {
+        let whole = analysis::read_trace(r.trace.as_ref().expect("filtered"))?;
+        let (trace, span) = match r.trace_window_ns() {
+            Some(w) => (analysis::in_window(&whole, w), r.window_s.map(|(a, b)| format!("{a:.0}-{b:.0} s")).unwrap_or_default()),
+            None => (&whole[..], "whole load".to_owned()),
+        };
+        let seqs = analysis::sequences(trace);
         let label = format!("{}{}", ctx.results.label(name), r.rate.map(|x| format!(" @ {x:.2}/s")).unwrap_or_default());
         let c = analysis::bytes_cdf(&seqs);
         let at = |kib: f64| c.iter().take_while(|p| p.0 <= kib).last().map_or(0.0, |p| p.1);
-        rows.push(format!("| {label} | {} | {} | {:.1} | {:.1} | {:.1} |", trace.len(), seqs.len(), at(128.0), at(576.0), 100.0 - at(1920.0)));
+        let bytes: u64 = trace.iter().map(|t| t.bytes).sum();
+        let mean_kib = bytes as f64 / trace.len().max(1) as f64 / 1024.0;
+        rows.push(format!(
+            "| {label} | {span} | {} | {mean_kib:.1} | {} | {:.1} | {:.1} | {:.1} |",
+            trace.len(),
+            seqs.len(),
+            at(128.0),
+            at(576.0),
+            100.0 - at(1920.0)
+        ));
         let style = order.iter().position(|x| x == name).unwrap_or(0);
         cdf.push(Series::line(label.clone(), style, c));
+        sizes.push(Series::line(label.clone(), style, analysis::request_size_cdf(trace)));
         pattern.push(Series {
             name: label,
             points: trace.iter().take(250).enumerate().map(|(i, t)| (i as f64, t.lba as f64)).collect(),
@@ -343,13 +367,14 @@ fn trace_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
         });
     }
     ctx.figure("sequence-cdf", Chart { title: "Bytes read in sequences of adjacent requests", x_label: "sequence length (KiB, log)", y_label: "% of bytes read", log_x: true, y_range: Some((0.0, 100.0)), references: Vec::new() }, cdf)?;
-    writeln!(ctx.md, "| run | disk requests | sequences | % bytes in sequences ≤ 128 KiB | ≤ 576 KiB | % bytes in sequences > 1920 KiB |")?;
-    writeln!(ctx.md, "|---|---:|---:|---:|---:|---:|")?;
+    writeln!(ctx.md, "| run | window | disk requests | mean request KiB | sequences | % bytes in sequences ≤ 128 KiB | ≤ 576 KiB | % bytes in sequences > 1920 KiB |")?;
+    writeln!(ctx.md, "|---|---|---:|---:|---:|---:|---:|---:|")?;
     for r in rows {
         writeln!(ctx.md, "{r}")?;
     }
     writeln!(ctx.md)?;
-    ctx.figure("access-pattern", Chart { title: "Access pattern: first 250 disk requests", x_label: "transaction number", y_label: "logical block address", log_x: false, y_range: None, references: Vec::new() }, pattern)?;
+    ctx.figure("request-size-cdf", Chart { title: "Disk request sizes", x_label: "request size (KiB, log)", y_label: "% of requests", log_x: true, y_range: Some((0.0, 100.0)), references: Vec::new() }, sizes)?;
+    ctx.figure("access-pattern", Chart { title: "Access pattern: first 250 disk requests of the window", x_label: "transaction number", y_label: "logical block address", log_x: false, y_range: None, references: Vec::new() }, pattern)?;
     Ok(())
 }
 

@@ -112,3 +112,49 @@ fn prefetch_windows_and_the_size_over_time() {
     let svg = std::fs::read_to_string(root.join("report/figures/prefetch-size-over-time.svg")).unwrap();
     assert!(svg.contains("<svg") && svg.contains("nginx + Libception (adaptive)"), "the size figure names its run");
 }
+
+/// A stepped run with a disk trace: the trace figures and table take the
+/// requests of the first window at the maximum failure-free rate, put on the
+/// trace's clock by the samples' `disk_uptime_s`, not the whole run's.
+#[test]
+fn trace_figures_cover_the_window_at_the_result_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let run = root.join("runs/ng/steps-rep0");
+    std::fs::create_dir_all(&run).unwrap();
+    let write = |p: &Path, v: serde_json::Value| std::fs::write(p, v.to_string()).unwrap();
+    write(&root.join("experiment.json"), serde_json::json!({"name": "t", "configs": [{"name": "ng"}]}));
+    write(&run.join("run.json"), serde_json::json!({"config": {"name": "ng", "label": "nginx", "server": "nginx"}, "steps": true}));
+    write(&run.join("result.json"), serde_json::json!({"outcome": {"failure_pct": 0.0, "throughput_mbs": 20.0}}));
+    let step = |rate: f64, from: f64, failed: f64| {
+        serde_json::json!({"index": 0, "spec": {"rate": rate}, "window_s": [from, from + 90.0], "failure_percent": failed, "throughput_mb_s": 20.0})
+    };
+    // 2.5/s fails, 2.0/s passes (the result); its window is 450-540 s.
+    write(&run.join("steps.json"), serde_json::json!([step(2.5, 300.0, 10.0), step(2.0, 450.0, 0.0)]));
+    // The drive was mounted 100 s before the load's time 0.
+    let mut samples = String::from("t_s,disk_uptime_s\n");
+    for k in 0..120 {
+        samples.push_str(&format!("{},{}\n", k * 5, k * 5 + 100));
+    }
+    std::fs::write(run.join("samples.csv"), samples).unwrap();
+    // Requests every 10 s of the load's clock from 0 to 600 s: 128 KiB
+    // requests inside 450-540 s (9 of them), 4 KiB ones elsewhere.
+    let mut trace = String::from("arrival_ns,start_ns,end_ns,file_id,offset,bytes,lba,outcome,seek_cylinders,queue_depth\n");
+    for k in 0..60u64 {
+        let t = k * 10;
+        let start = (t + 100) * 1_000_000_000;
+        let bytes = if (450..540).contains(&t) { 131072 } else { 4096 };
+        trace.push_str(&format!("{start},{start},{},0,0,{bytes},{},miss,0,1\n", start + 1000, k * 100_000));
+    }
+    std::fs::write(run.join("disk-trace.csv"), trace).unwrap();
+    std::fs::write(run.join("DONE"), "").unwrap();
+
+    let results = Results::load(root).unwrap();
+    let out = root.join("report/report.md");
+    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+    vidbench_report::write_report(&results, &out).unwrap();
+    let md = std::fs::read_to_string(&out).unwrap();
+    assert!(md.contains("| nginx @ 2.00/s | 450-540 s | 9 | 128.0 | 9 |"), "{md}");
+    let svg = std::fs::read_to_string(root.join("report/figures/request-size-cdf.svg")).unwrap();
+    assert!(svg.contains("<svg") && svg.contains("nginx @ 2.00/s"), "the request-size figure names its run");
+}

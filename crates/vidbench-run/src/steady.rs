@@ -136,6 +136,12 @@ pub fn outcome(r: &StepResult) -> anyhow::Result<Outcome> {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Sample {
     pub t_s: f64,
+    /// The drive's clock at `t_s` (`uptime_s` of `vidbench disk stat`): the
+    /// disk trace's times minus this, plus `t_s`, put a request on the load's
+    /// clock, so a step's window selects its requests. Absent in files from
+    /// before this column.
+    #[serde(default)]
+    pub disk_uptime_s: Option<f64>,
     /// The emulated drive's own counters (`vidbench disk stat`).
     pub disk_reads: Option<f64>,
     pub disk_bytes: Option<f64>,
@@ -183,6 +189,7 @@ impl Sample {
         let memory = children.cgroup.memory_stats().unwrap_or(Value::Null);
         let mut row = Sample {
             t_s,
+            disk_uptime_s: at(&["uptime_s"]),
             disk_reads: at(&["total", "counters", "reads"]),
             disk_bytes: at(&["total", "counters", "bytes"]),
             disk_busy_s: at(&["total", "counters", "busy_ns"]).map(|ns| ns / 1e9),
