@@ -8,7 +8,11 @@
 #    max_sectors_kb, nr_requests, rotational);
 #  - reads reach the drive model (its counters grow by at least what was
 #    read) and the block layer (loopN/stat); `disk stat` shows both;
-#  - `disk unmount` leaves no mount, loop device, process or directory.
+#  - `disk unmount` leaves no mount, loop device, process or directory;
+#  - the placement is a function of the image key: a second build (another
+#    cache) puts every file at the same physical blocks (ext4 draws the
+#    library directory's block group from its hash seed, which the builder
+#    fixes).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 . tests/integration/block/common.sh
@@ -113,6 +117,10 @@ grep -q '\[bfq\]' $q/scheduler || fail "scheduler $(cat $q/scheduler)"
 [ "$(cat $q/max_sectors_kb)" = 256 ] || fail "max_sectors_kb $(cat $q/max_sectors_kb)"
 [ "$(cat $q/nr_requests)" = 64 ] || fail "nr_requests $(cat $q/nr_requests)"
 verify_pattern "$tmp/mnt" "$tmp/lib.json"
+# Each file's first physical block (FIEMAP), for case 3.
+placement() { find "$tmp/mnt/v" -type f | sort | while read -r f; do echo "${f#"$tmp/mnt/"} $(filefrag -v "$f" | awk '$1 == "0:" { print $4 }')"; done; }
+placement > "$tmp/placement-1"
+grep -q '[0-9]' "$tmp/placement-1" || fail "no placement read: $(cat "$tmp/placement-1")"
 # max_sectors_kb bounds what the drive sees.
 drive_rb() { "$VB" disk stat --json "$tmp/mnt" | python3 -c "import json,sys; c=json.load(sys.stdin)['total']['counters']; print(c['reads'], c['bytes'])"; }
 sync; echo 3 > /proc/sys/vm/drop_caches
@@ -124,4 +132,15 @@ echo "4 MiB direct reads with max_sectors_kb 256: the drive saw $((r1 - r0)) req
 [ "$avg" -le 256 ] && [ "$avg" -ge 128 ] || fail "average drive request $avg KiB with max_sectors_kb 256"
 "$VB" disk unmount "$tmp/mnt" > /dev/null
 assert_nothing_left "second unmount"
+
+# 3. A second build of the same key, into another cache, places every file
+# where the first did.
+: > "$tmp/block.log"
+VIDBENCH_IMAGE_CACHE=$tmp/cache2 mount_block
+grep -q "building the $FS image" "$tmp/block.log" || fail "the second cache did not build: $(cat "$tmp/block.log")"
+placement > "$tmp/placement-2"
+diff "$tmp/placement-1" "$tmp/placement-2" > "$tmp/placement.diff" || fail "two builds of one key placed files differently: $(cat "$tmp/placement.diff")"
+echo "two builds: the same physical place for each of $(wc -l < "$tmp/placement-1") files ($(head -1 "$tmp/placement-1"))"
+"$VB" disk unmount "$tmp/mnt" > /dev/null
+assert_nothing_left "third unmount"
 echo "disk-block ($FS): ok"

@@ -45,7 +45,8 @@ const ZERO_CHUNK: usize = 8 << 20;
 fn mkfs(fs: FsKind, dev: &Path, fs_bytes: u64, key: &ImageKey) -> anyhow::Result<String> {
     let program = fs.mkfs();
     let path = loopdev::which(program).with_context(|| format!("{program} is not installed: install the Debian package {} (`apt-get install {}`, or scripts/bootstrap), or use --fs {}", fs.package(), fs.package(), fs.other()))?;
-    // A UUID derived from the key: the same inputs give the same filesystem identity.
+    // A UUID derived from the key: the same inputs give the same filesystem
+    // identity and (ext4) directory hash seed, hence the same placement.
     let h = super::image::fnv1a(key.hash().as_bytes());
     let uuid = format!("{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}", h >> 32, (h >> 16) & 0xffff, h & 0xfff, (h >> 20) & 0xfff, h & 0xffff_ffff_ffff);
     let mut cmd = std::process::Command::new(&path);
@@ -54,7 +55,13 @@ fn mkfs(fs: FsKind, dev: &Path, fs_bytes: u64, key: &ImageKey) -> anyhow::Result
             // largefile: one inode per MiB (a video library has few, large
             // files); no discard; inode tables and journal written now rather
             // than by a background thread after the mount.
-            cmd.args(["-F", "-q", "-T", "largefile", "-L", "vidbench", "-U", &uuid, "-E", "nodiscard,lazy_itable_init=0,lazy_journal_init=0"]);
+            // hash_seed: ext4 places a new top-level directory (the
+            // library's) in the flex group its name hashes to with this seed
+            // (find_group_orlov); mke2fs draws it at random otherwise, so two
+            // builds of one key put the library in different places on the
+            // drive, and seek distances and media rates with it.
+            cmd.args(["-F", "-q", "-T", "largefile", "-L", "vidbench", "-U", &uuid, "-E"]);
+            cmd.arg(format!("nodiscard,lazy_itable_init=0,lazy_journal_init=0,hash_seed={uuid}"));
             cmd.arg(dev).arg(format!("{}k", fs_bytes / 1024));
         }
         FsKind::Xfs => {

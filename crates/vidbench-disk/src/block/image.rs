@@ -32,7 +32,9 @@ pub const BLOCK: u64 = 4096;
 
 /// Bumped whenever the builder makes a different image from the same inputs
 /// (mkfs options, file creation, format): old caches are then rebuilt.
-pub const BUILDER_VERSION: u32 = 1;
+/// 2: ext4's directory hash seed fixed by the key (the library's place on the
+/// drive was random before).
+pub const BUILDER_VERSION: u32 = 2;
 
 const MAGIC: &[u8; 8] = b"VBDIMG01";
 const END: &[u8; 8] = b"VBDIMEND";
