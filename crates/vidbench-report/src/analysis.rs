@@ -90,31 +90,82 @@ pub fn max_failure_free(points: &[Point], threshold: f64) -> (Option<&Point>, bo
     (best, bounded)
 }
 
-/// One disk request from a trace.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// One disk request from a trace (docs/disk.md "Trace").
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct TraceRequest {
+    pub arrival_ns: u64,
     pub start_ns: u64,
+    pub end_ns: u64,
+    pub file_id: u64,
+    /// Byte offset in the file.
+    pub offset: u64,
     pub lba: u64,
     pub bytes: u64,
+    /// The drive had to seek and wait for the platter (`outcome` = `miss`),
+    /// rather than reading on from where the head was or from its cache.
+    pub positioned: bool,
 }
 
-/// Reads `disk-trace.csv` (header with `start_ns`, `lba`, `bytes`; 512-byte sectors).
+/// Reads `disk-trace.csv` (its header names the columns), sorted by start.
 pub fn read_trace(path: &Path) -> anyhow::Result<Vec<TraceRequest>> {
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().context("empty trace")?.split(',').collect();
     let col = |name: &str| header.iter().position(|h| *h == name).with_context(|| format!("{}: no column {name}", path.display()));
-    let (s, l, b) = (col("start_ns")?, col("lba")?, col("bytes")?);
+    let cols = [col("arrival_ns")?, col("start_ns")?, col("end_ns")?, col("file_id")?, col("offset")?, col("lba")?, col("bytes")?];
+    let outcome = col("outcome")?;
     let mut out = Vec::new();
     for (i, line) in lines.enumerate() {
         let f: Vec<&str> = line.split(',').collect();
-        let get = |k: usize| -> anyhow::Result<u64> {
-            f.get(k).and_then(|v| v.parse().ok()).with_context(|| format!("{}:{}: bad field {k}", path.display(), i + 2))
+        let bad = |k: usize| format!("{}:{}: bad field {} ({:?})", path.display(), i + 2, header[k], f.get(k));
+        let mut v = [0u64; 7];
+        for (slot, &k) in v.iter_mut().zip(&cols) {
+            *slot = f.get(k).and_then(|x| x.parse().ok()).with_context(|| bad(k))?;
+        }
+        let positioned = match f.get(outcome).copied() {
+            Some("miss") => true,
+            Some("hit" | "stream") => false,
+            _ => anyhow::bail!(bad(outcome)),
         };
-        out.push(TraceRequest { start_ns: get(s)?, lba: get(l)?, bytes: get(b)? });
+        let [arrival_ns, start_ns, end_ns, file_id, offset, lba, bytes] = v;
+        out.push(TraceRequest { arrival_ns, start_ns, end_ns, file_id, offset, lba, bytes, positioned });
     }
     out.sort_by_key(|r| r.start_ns);
     Ok(out)
+}
+
+/// How many of a window's positionings (requests the drive had to seek and
+/// wait for) were follow-ups: reads that continue a file where a read of it
+/// had ended less than `FOLLOW_UP_NS` before they arrived. The reader issued
+/// them at once, but the drive had started another queued request meanwhile,
+/// so the head left and had to come back ("deceptive idleness"; an idling
+/// scheduler such as bfq waits for them instead).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Positionings {
+    pub positionings: usize,
+    pub follow_ups: usize,
+    /// Drive time of all positioned requests, and of the follow-ups (ns).
+    pub busy_ns: u64,
+    pub follow_up_busy_ns: u64,
+}
+
+/// The largest gap between a read's end and the arrival of the file's next
+/// read for the two to count as one reader's consecutive requests.
+pub const FOLLOW_UP_NS: u64 = 5_000_000;
+
+pub fn positionings(trace: &[TraceRequest]) -> Positionings {
+    let ends: std::collections::HashMap<(u64, u64), u64> = trace.iter().map(|r| ((r.file_id, r.offset + r.bytes), r.end_ns)).collect();
+    let mut p = Positionings::default();
+    for r in trace.iter().filter(|r| r.positioned) {
+        let busy = r.end_ns.saturating_sub(r.start_ns);
+        p.positionings += 1;
+        p.busy_ns += busy;
+        if ends.get(&(r.file_id, r.offset)).is_some_and(|&end| r.arrival_ns >= end && r.arrival_ns - end < FOLLOW_UP_NS) {
+            p.follow_ups += 1;
+            p.follow_up_busy_ns += busy;
+        }
+    }
+    p
 }
 
 /// The requests of `trace` (sorted by start) that started inside `window`
@@ -229,7 +280,7 @@ mod tests {
 
     #[test]
     fn sequences_join_adjacent_requests_only() {
-        let r = |start_ns, lba, bytes| TraceRequest { start_ns, lba, bytes };
+        let r = |start_ns, lba, bytes| TraceRequest { start_ns, lba, bytes, ..Default::default() };
         let t = vec![r(0, 0, 131072), r(1, 256, 131072), r(2, 10_000, 4096), r(3, 10_008, 4096), r(4, 0, 512)];
         assert_eq!(sequences(&t), vec![262144, 8192, 512]);
         let cdf = bytes_cdf(&sequences(&t));
@@ -239,7 +290,7 @@ mod tests {
 
     #[test]
     fn a_window_selects_the_requests_started_in_it_and_sizes_count_requests() {
-        let r = |start_ns, bytes| TraceRequest { start_ns, lba: 0, bytes };
+        let r = |start_ns, bytes| TraceRequest { start_ns, bytes, ..Default::default() };
         let t = vec![r(5, 4096), r(10, 131072), r(15, 131072), r(20, 65536), r(25, 4096)];
         let w = in_window(&t, (10, 25));
         assert_eq!(w.iter().map(|x| x.start_ns).collect::<Vec<_>>(), vec![10, 15, 20]);
@@ -247,6 +298,32 @@ mod tests {
         assert!(in_window(&t, (12, 11)).is_empty(), "an inverted window selects nothing");
         let cdf = request_size_cdf(w);
         assert_eq!(cdf, vec![(64.0, 100.0 / 3.0), (128.0, 100.0)]);
+    }
+
+    #[test]
+    fn a_follow_up_is_a_positioned_read_continuing_a_file_just_after_its_previous_read() {
+        let r = |arrival_ns: u64, file_id, offset, positioned| TraceRequest {
+            arrival_ns,
+            start_ns: arrival_ns + 10,
+            end_ns: arrival_ns + 1_000_010,
+            file_id,
+            offset,
+            bytes: 100,
+            positioned,
+            ..Default::default()
+        };
+        let t = vec![
+            r(0, 1, 0, true),                    // file 1 starts: a positioning, nothing before it
+            r(1_500_000, 1, 100, true),          // 0.5 ms after file 1's first read ended: a follow-up
+            r(2_000_000, 2, 0, true),            // another file
+            r(3_000_000, 2, 100, false),         // continues file 2, but streamed: no positioning
+            r(20_000_000, 1, 200, true),         // file 1 again, 17.5 ms after its read ended: not a follow-up
+            r(20_500_000, 3, 500, true),         // no read of file 3 ended at 500
+        ];
+        let p = positionings(&t);
+        assert_eq!((p.positionings, p.follow_ups), (5, 1));
+        assert_eq!(p.follow_up_busy_ns, 1_000_000);
+        assert_eq!(p.busy_ns, 5_000_000);
     }
 
     #[test]

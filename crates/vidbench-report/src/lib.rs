@@ -3,7 +3,7 @@
 //!
 //! The `vidbench` binary calls [`cli::run`] with [`cli::Args`]; a program can
 //! load [`Results`] and call [`write_report`] or [`rate_table`] itself, and
-//! [`read_trace`], [`sequences`] and [`bytes_cdf`] analyse a disk trace.
+//! [`read_trace`], [`sequences`], [`bytes_cdf`] and [`positionings`] analyse a disk trace.
 //!
 //! The report reads every results file as JSON values, not as vidbench-run's
 //! types, so that results of an older build still report (it depends on
@@ -21,7 +21,7 @@ mod data;
 mod figures;
 mod render;
 
-pub use analysis::{bytes_cdf, read_trace, sequences, TraceRequest};
+pub use analysis::{bytes_cdf, positionings, read_trace, sequences, Positionings, TraceRequest};
 pub use data::{DiskDelta, Results, Run};
 pub use render::{rate_table, write_report};
 

@@ -107,9 +107,22 @@ fn header(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
         e.get("disk").and_then(|d| d.get("preset")).and_then(Value::as_str).unwrap_or("?"),
         e.get("memory_limit_bytes").and_then(Value::as_u64).unwrap_or(0) >> 20,
         run.get("workers").unwrap_or(&Value::Null),
-        match (run.get("duration_s").and_then(Value::as_f64), run.get("sessions").and_then(Value::as_u64)) {
-            (Some(d), _) => format!("{d} s of arrivals per run"),
-            (_, Some(n)) => format!("{n} sessions per run"),
+        match (run.get("duration_s").and_then(Value::as_f64), run.get("sessions").and_then(Value::as_u64), run.get("steady").filter(|s| !s.is_null())) {
+            (Some(d), _, _) => format!("{d} s of arrivals per run"),
+            (_, Some(n), _) => format!("{n} sessions per run"),
+            (_, _, Some(st)) => {
+                let f = |k: &str| st.get(k).and_then(Value::as_f64).map_or("?".to_owned(), |v| format!("{v}"));
+                format!(
+                    "steady state (ramp {} s, settling {} s after a change of rate, windows of {} s, hold {} s, gate {} %, joins over {} s{})",
+                    f("ramp_s"),
+                    f("settle_s"),
+                    f("measure_s"),
+                    f("hold_s"),
+                    f("gate_pct"),
+                    f("join_s"),
+                    run.get("warm_fill_pct").and_then(Value::as_f64).map_or(String::new(), |p| format!(", cache filled to {p} % first"))
+                )
+            }
             _ => "?".into(),
         },
         run.get("warm").and_then(Value::as_bool).map_or("?", |w| if w { "on" } else { "off" }),
@@ -347,13 +360,19 @@ fn trace_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
         let at = |kib: f64| c.iter().take_while(|p| p.0 <= kib).last().map_or(0.0, |p| p.1);
         let bytes: u64 = trace.iter().map(|t| t.bytes).sum();
         let mean_kib = bytes as f64 / trace.len().max(1) as f64 / 1024.0;
+        let p = analysis::positionings(trace);
+        let pct = |a: f64, b: f64| if b > 0.0 { format!("{:.0}", 100.0 * a / b) } else { "-".into() };
         rows.push(format!(
-            "| {label} | {span} | {} | {mean_kib:.1} | {} | {:.1} | {:.1} | {:.1} |",
+            "| {label} | {span} | {} | {mean_kib:.1} | {} | {:.1} | {:.1} | {:.1} | {} | {:.0} | {} | {} |",
             trace.len(),
             seqs.len(),
             at(128.0),
             at(576.0),
-            100.0 - at(1920.0)
+            100.0 - at(1920.0),
+            p.positionings,
+            bytes as f64 / p.positionings.max(1) as f64 / 1024.0,
+            pct(p.follow_ups as f64, p.positionings as f64),
+            pct(p.follow_up_busy_ns as f64, trace.iter().map(|t| t.end_ns.saturating_sub(t.start_ns)).sum::<u64>() as f64),
         ));
         let style = order.iter().position(|x| x == name).unwrap_or(0);
         cdf.push(Series::line(label.clone(), style, c));
@@ -367,12 +386,24 @@ fn trace_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
         });
     }
     ctx.figure("sequence-cdf", Chart { title: "Bytes read in sequences of adjacent requests", x_label: "sequence length (KiB, log)", y_label: "% of bytes read", log_x: true, y_range: Some((0.0, 100.0)), references: Vec::new() }, cdf)?;
-    writeln!(ctx.md, "| run | window | disk requests | mean request KiB | sequences | % bytes in sequences ≤ 128 KiB | ≤ 576 KiB | % bytes in sequences > 1920 KiB |")?;
-    writeln!(ctx.md, "|---|---|---:|---:|---:|---:|---:|---:|")?;
+    writeln!(
+        ctx.md,
+        "| run | window | disk requests | mean request KiB | sequences | % bytes in sequences ≤ 128 KiB | ≤ 576 KiB | % bytes in sequences > 1920 KiB \
+         | positionings | KiB read per positioning | % follow-ups | % of drive time in follow-ups |"
+    )?;
+    writeln!(ctx.md, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")?;
     for r in rows {
         writeln!(ctx.md, "{r}")?;
     }
     writeln!(ctx.md)?;
+    writeln!(
+        ctx.md,
+        "A positioning is a request the drive had to seek and wait for (trace outcome `miss`). A follow-up is a positioning \
+         that continues a file where one of its reads had ended less than {} ms before it arrived: the reader asked at once, \
+         but the drive had started another queued request, so the head left and came back (an idling scheduler such as bfq \
+         waits for such requests instead).\n",
+        analysis::FOLLOW_UP_NS / 1_000_000
+    )?;
     ctx.figure("request-size-cdf", Chart { title: "Disk request sizes", x_label: "request size (KiB, log)", y_label: "% of requests", log_x: true, y_range: Some((0.0, 100.0)), references: Vec::new() }, sizes)?;
     ctx.figure("access-pattern", Chart { title: "Access pattern: first 250 disk requests of the window", x_label: "transaction number", y_label: "logical block address", log_x: false, y_range: None, references: Vec::new() }, pattern)?;
     Ok(())

@@ -154,7 +154,7 @@ fn trace_figures_cover_the_window_at_the_result_rate() {
     std::fs::create_dir_all(out.parent().unwrap()).unwrap();
     vidbench_report::write_report(&results, &out).unwrap();
     let md = std::fs::read_to_string(&out).unwrap();
-    assert!(md.contains("| nginx @ 2.00/s | 450-540 s | 9 | 128.0 | 9 |"), "{md}");
+    assert!(md.contains("| nginx @ 2.00/s | 450-540 s | 9 | 128.0 | 9 | 100.0 | 100.0 | 0.0 | 9 | 128 | 0 | 0 |"), "{md}");
     let svg = std::fs::read_to_string(root.join("report/figures/request-size-cdf.svg")).unwrap();
     assert!(svg.contains("<svg") && svg.contains("nginx @ 2.00/s"), "the request-size figure names its run");
 }
