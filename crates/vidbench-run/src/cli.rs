@@ -107,12 +107,13 @@ fn unless_reader_left(written: std::io::Result<()>) -> std::io::Result<()> {
 fn print_plan(exp: &Experiment, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(
         out,
-        "experiment {:?}: {} configurations, about {} runs, disk {} in {} mode",
+        "experiment {:?}: {} configurations, about {} runs, disk {} in {} mode{}",
         exp.name,
         exp.configs.len(),
         exp.configs.iter().map(|c| driver::estimate_config_runs(exp, c)).sum::<usize>(),
         exp.disk.preset,
-        exp.disk.mode.name()
+        exp.disk.mode.name(),
+        if exp.disk.count > 1 { format!(", {} drives (each file on one)", exp.disk.count) } else { String::new() }
     )?;
     for c in &exp.configs {
         let what = match (c.server, c.libception) {
@@ -128,6 +129,7 @@ fn print_plan(exp: &Experiment, out: &mut dyn Write) -> std::io::Result<()> {
             Some(k) => format!("{what}, daemon SIGKILLed every {} s and restarted {} s later", k.kill_every_s, k.restart_after_s),
             None => what,
         };
+        let what = if c.per_disk { format!("{what}, one daemon worker per drive") } else { what };
         let plan = match &c.rates {
             RatePlan::Fixed { rates, repetitions, .. } => format!("rates {rates:?} x {repetitions}"),
             RatePlan::Search { search, threshold_pct } => format!(

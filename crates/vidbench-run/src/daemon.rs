@@ -1,7 +1,7 @@
 //! Libception's daemon for one run, as a guard.
 //!
 //! `libception daemon --socket RUN/daemon.sock --prefetch ...` (the command line
-//! of `libception::launch::daemon_args`) runs inside the
+//! of [`daemon_args`]) runs inside the
 //! run's memory cgroup (role `daemon` for CPU accounting): the pages it
 //! prefetches are charged where the server's are, as on the papers' machines
 //! where both shared the server's RAM. The socket is opened to every user
@@ -29,13 +29,25 @@ pub struct Daemon {
     /// What it was started with, to start it again (chaos runs).
     prefetch: Prefetch,
     server_user: String,
+    per_disk: bool,
+}
+
+/// The daemon's arguments: [`launch::daemon_args`] trusting `server_user`,
+/// and `--per-disk` for one worker per drive.
+pub fn daemon_args(socket: &Path, prefetch: &Prefetch, server_user: &str, per_disk: bool) -> Vec<String> {
+    let mut args = launch::daemon_args(socket, prefetch, &[server_user]);
+    if per_disk {
+        args.push("--per-disk".into());
+    }
+    args
 }
 
 impl Daemon {
     /// Starts the daemon in `cgroup`, trusting `server_user` (the web
-    /// server's workers) to learn residency.
-    pub fn start(binary: &Path, socket: &Path, prefetch: &Prefetch, server_user: &str, log: &Path, cgroup: &RunCgroup) -> anyhow::Result<Daemon> {
-        let args = launch::daemon_args(socket, prefetch, &[server_user]);
+    /// server's workers) to learn residency, with one worker per drive if
+    /// `per_disk`.
+    pub fn start(binary: &Path, socket: &Path, prefetch: &Prefetch, server_user: &str, per_disk: bool, log: &Path, cgroup: &RunCgroup) -> anyhow::Result<Daemon> {
+        let args = daemon_args(socket, prefetch, server_user, per_disk);
         // Appended to: a restarted daemon's log follows its predecessor's.
         let out = std::fs::OpenOptions::new().create(true).append(true).open(log).with_context(|| format!("cannot create {}", log.display()))?;
         let mut command = Command::new(binary);
@@ -54,6 +66,7 @@ impl Daemon {
             log: log.to_owned(),
             prefetch: prefetch.clone(),
             server_user: server_user.to_owned(),
+            per_disk,
         };
         let child = &mut d.child;
         // Ready when it accepts a connection: the socket file exists from
@@ -94,7 +107,7 @@ impl Daemon {
     /// on the same socket path (the daemon removes the dead one's file
     /// itself, and readiness is a connect, which a stale file refuses).
     pub fn restart(&mut self, cgroup: &RunCgroup) -> anyhow::Result<()> {
-        let new = Daemon::start(&self.binary, &self.socket, &self.prefetch, &self.server_user, &self.log, cgroup)?;
+        let new = Daemon::start(&self.binary, &self.socket, &self.prefetch, &self.server_user, self.per_disk, &self.log, cgroup)?;
         *self = new;
         Ok(())
     }

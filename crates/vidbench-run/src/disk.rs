@@ -264,6 +264,113 @@ impl Disk {
     }
 }
 
+/// The drives of a run (`[disk] count`): one mount each, unmounted on drop.
+pub struct Disks {
+    pub drives: Vec<Disk>,
+}
+
+impl Disks {
+    /// Mounts a drive at each of `mounts` with `opts`; drive K > 0 logs to
+    /// `log` with `-dK` before its extension. A failed mount unmounts the
+    /// drives mounted before it.
+    pub fn mount(vidbench: &Path, mounts: &[PathBuf], opts: &DiskOptions, log: &Path) -> anyhow::Result<Disks> {
+        let mut drives = Vec::with_capacity(mounts.len());
+        for (k, mount) in mounts.iter().enumerate() {
+            let log = match k {
+                0 => log.to_owned(),
+                _ => log.with_file_name(format!(
+                    "{}-d{k}.{}",
+                    log.file_stem().map(|s| s.to_string_lossy()).unwrap_or_default(),
+                    log.extension().map(|s| s.to_string_lossy()).unwrap_or_default()
+                )),
+            };
+            drives.push(Disk::mount(vidbench, mount, opts, &log)?);
+        }
+        Ok(Disks { drives })
+    }
+
+    /// The first drive's command line (the others differ in the mount point only).
+    pub fn command(&self) -> &[String] {
+        &self.drives[0].command
+    }
+
+    /// Each drive's `vidbench disk stat --json`, in drive order.
+    pub fn each_stats(&self) -> anyhow::Result<Vec<serde_json::Value>> {
+        self.drives.iter().map(Disk::stats).collect()
+    }
+
+    /// All drives' counters as one document (see [`merge_stats`]).
+    pub fn stats(&self) -> anyhow::Result<serde_json::Value> {
+        Ok(merge_stats(self.each_stats()?))
+    }
+
+    /// Unmounts every drive; the first error after trying them all.
+    pub fn unmount(&mut self) -> anyhow::Result<()> {
+        let mut first = Ok(());
+        for d in &mut self.drives {
+            if let Err(e) = d.unmount() {
+                if first.is_ok() {
+                    first = Err(e);
+                }
+            }
+        }
+        first
+    }
+}
+
+/// One drive's `vidbench disk stat --json` as it is. Several drives: the
+/// first's document with every number of `total.counters` and
+/// `block_layer.counters` summed over the drives (reads, bytes, busy time:
+/// what the samples and the windows take), and each drive's own document
+/// under `drives`.
+pub fn merge_stats(mut all: Vec<serde_json::Value>) -> serde_json::Value {
+    use serde_json::Value;
+    if all.len() == 1 {
+        return all.pop().expect("one");
+    }
+    let mut merged = all.first().cloned().unwrap_or(Value::Null);
+    for section in ["/total/counters", "/block_layer/counters"] {
+        let Some(counters) = merged.pointer_mut(section).and_then(Value::as_object_mut) else { continue };
+        for (key, value) in counters.iter_mut() {
+            let each: Vec<Option<&Value>> = all.iter().map(|d| d.pointer(&format!("{section}/{key}"))).collect();
+            if let Some(ints) = each.iter().map(|v| v.and_then(Value::as_u64)).collect::<Option<Vec<u64>>>() {
+                *value = Value::from(ints.iter().sum::<u64>());
+            } else if let Some(floats) = each.iter().map(|v| v.and_then(Value::as_f64)).collect::<Option<Vec<f64>>>() {
+                *value = Value::from(floats.iter().sum::<f64>());
+            }
+        }
+    }
+    merged["drives"] = Value::Array(all);
+    merged
+}
+
+/// The mount point of each of `count` drives under the run's mount
+/// directory `mnt`, which is the servers' document root: `mnt` itself for
+/// one drive (paths `/v/...`), `mnt/d0`, `mnt/d1`, ... for several (paths
+/// `/d0/v/...`).
+pub fn drive_mounts(mnt: &Path, count: u32) -> Vec<PathBuf> {
+    match count {
+        0 | 1 => vec![mnt.to_owned()],
+        n => (0..n).map(|k| mnt.join(format!("d{k}"))).collect(),
+    }
+}
+
+/// The URL path of library file `path` (`/v/00042.mp4`) with `count` drives:
+/// unchanged for one; else under the drive that serves it, a seeded draw per
+/// file (FNV-1a of the path and `seed`, then splitmix64), so that each file
+/// is read from one drive only, as paper 000 section 7 divided its videos.
+pub fn path_on_drive(path: &str, count: u32, seed: u64) -> String {
+    if count <= 1 {
+        return path.to_owned();
+    }
+    let mut z = vidbench_disk::block::image::fnv1a(path.as_bytes()) ^ seed;
+    // splitmix64's finalizer: every bit of the hash moves the draw.
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    format!("/d{}/{}", z % count as u64, path.trim_start_matches('/'))
+}
+
 /// `vidbench disk stat --json MOUNT`, run with the `vidbench` binary at `vidbench`.
 fn read_stats(vidbench: &Path, mount: &Path) -> anyhow::Result<serde_json::Value> {
     let out = Command::new(vidbench)
@@ -314,6 +421,45 @@ fn wait_while_progressing<E>(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn several_drives_sum_their_counters_and_keep_each_document() {
+        use super::merge_stats;
+        use serde_json::json;
+        let drive = |reads: u64, busy: f64, dev: &str| {
+            json!({"uptime_s": 5.0, "total": {"counters": {"reads": reads, "bytes": reads * 4096, "busy_ns": busy}},
+                   "block_layer": {"counters": {"device": dev, "reads": reads, "read_sectors": reads * 8}}})
+        };
+        let one = drive(3, 1.5, "loop0");
+        assert_eq!(merge_stats(vec![one.clone()]), one, "one drive: its document unchanged");
+        let m = merge_stats(vec![drive(3, 1.5, "loop0"), drive(5, 2.0, "loop1")]);
+        assert_eq!(m["total"]["counters"]["reads"], json!(8));
+        assert_eq!(m["total"]["counters"]["bytes"], json!(8 * 4096));
+        assert_eq!(m["total"]["counters"]["busy_ns"], json!(3.5));
+        assert_eq!(m["block_layer"]["counters"]["read_sectors"], json!(64));
+        assert_eq!(m["block_layer"]["counters"]["device"], json!("loop0"), "text is the first drive's");
+        assert_eq!(m["uptime_s"], json!(5.0));
+        assert_eq!(m["drives"].as_array().map(Vec::len), Some(2));
+    }
+
+    #[test]
+    fn each_file_is_served_from_one_drive_drawn_by_seed() {
+        use super::{drive_mounts, path_on_drive};
+        use std::path::Path;
+        assert_eq!(path_on_drive("/v/00042.mp4", 1, 7), "/v/00042.mp4");
+        assert_eq!(drive_mounts(Path::new("/r/mnt"), 1), [Path::new("/r/mnt")]);
+        assert_eq!(drive_mounts(Path::new("/r/mnt"), 2), [Path::new("/r/mnt/d0"), Path::new("/r/mnt/d1")]);
+        let paths: Vec<String> = (0..2000).map(|i| format!("/v/{i:05}.mp4")).collect();
+        let on = |seed| paths.iter().map(|p| path_on_drive(p, 2, seed)).collect::<Vec<_>>();
+        let a = on(1);
+        assert_eq!(a, on(1), "the same seed, the same division");
+        assert_ne!(a, on(2), "another seed, another division");
+        for (p, q) in paths.iter().zip(&a) {
+            assert!(q == &format!("/d0{p}") || q == &format!("/d1{p}"), "{q}");
+        }
+        let d0 = a.iter().filter(|q| q.starts_with("/d0/")).count();
+        assert!((900..1100).contains(&d0), "about half the files on each drive: {d0} of 2000 on d0");
+    }
+
     #[test]
     fn a_mount_is_waited_for_while_its_log_grows_and_given_up_when_it_stops() {
         use super::{wait_while_progressing, Readiness};

@@ -24,7 +24,7 @@
 use crate::cgroup::{self, Role, RunCgroup};
 use crate::chaos;
 use crate::daemon::Daemon;
-use crate::disk::{self, BlockOptions, Disk, DiskOptions};
+use crate::disk::{self, BlockOptions, Disk, DiskOptions, Disks};
 use crate::experiment::{Config, DiskMode, Experiment, Mode, Prefetch, RatePlan, RunKind, WorkloadSource};
 use crate::interrupt::{self, Interrupted};
 use crate::process::{tail, Child, Spawn};
@@ -39,7 +39,6 @@ use crate::server::{self, ServerSetup};
 use crate::setup;
 use vidbench_stats as stats;
 use anyhow::{bail, Context};
-use libception::launch;
 use libception_proto::ShimEnv;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -73,7 +72,7 @@ pub struct WorkloadFiles {
 
 /// The children of one server run that `play` and the sampler read.
 pub struct RunChildren<'a> {
-    pub disk: &'a Disk,
+    pub disk: &'a Disks,
     pub cgroup: &'a RunCgroup,
     /// The Reception daemon, when the configuration runs one (replaced by a
     /// new one after each kill of a chaos run).
@@ -287,10 +286,13 @@ impl Driver {
         }
         std::fs::copy(&exp.source, out.join("experiment.toml")).with_context(|| format!("cannot copy {}", exp.source.display()))?;
         write_json(&stored, &exp)?;
-        let workload = prepare_workload(&exp, &out, &programs)?;
+        let mut workload = prepare_workload(&exp, &out, &programs)?;
         let mut sessions = vidbench_library::session_io::read_sessions(&workload.sessions)?;
         if let Some(max) = exp.run.max_session_s {
             truncate_sessions(&mut sessions, max);
+        }
+        if exp.disk.count > 1 {
+            divide_between_drives(&mut sessions, &mut workload, exp.disk.count, exp.run.seed, &out)?;
         }
         vidbench_library::Library::load(&workload.library)?;
         let mut machine = setup::machine(exp.source.parent().unwrap_or(Path::new(".")));
@@ -311,8 +313,15 @@ impl Driver {
         })
     }
 
+    /// The servers' document root: the drive's mount point, or the
+    /// directory of the drives' mount points (`[disk] count`).
     fn mount_point(&self) -> PathBuf {
         self.out.join("mnt")
+    }
+
+    /// Where each drive is mounted.
+    fn drive_mounts(&self) -> Vec<PathBuf> {
+        disk::drive_mounts(&self.mount_point(), self.exp.disk.count)
     }
 
     /// Runs every configuration; returns the per-configuration summary.
@@ -493,7 +502,7 @@ impl Driver {
         let opts = self.base_disk_options();
         self.progress.printer().line("vidbench run: block mode: building or loading the disk image (the first mount of a library builds it: seconds for small ones, minutes at paper scale)");
         let started = Instant::now();
-        let mut disk = Disk::mount(&self.programs.vidbench, &self.mount_point(), &opts, &self.out.join("image.log"))?;
+        let mut disk = Disk::mount(&self.programs.vidbench, &self.drive_mounts()[0], &opts, &self.out.join("image.log"))?;
         let stats = disk.stats()?;
         disk.unmount()?;
         let block = &stats["config"]["block"];
@@ -535,21 +544,29 @@ impl Driver {
 
     /// The disk half of a run's setup.json: options, command line, and in block
     /// mode the settings the device took (read back by `vidbench disk stat`)
-    /// and the image, which must be the experiment's.
-    fn disk_setup(&self, opts: &DiskOptions, disk: &Disk, stats: &Value) -> anyhow::Result<Value> {
-        let mut v = json!({"mode": self.exp.disk.mode.name(), "options": opts, "command": disk.command});
+    /// and the image, which must be the experiment's, checked on every drive.
+    /// Several drives: the first's figures, plus `count`, each drive's device
+    /// and mount point, and how files were divided between them.
+    fn disk_setup(&self, opts: &DiskOptions, disks: &Disks, stats: &Value) -> anyhow::Result<Value> {
+        let mut v = json!({"mode": self.exp.disk.mode.name(), "options": opts, "command": disks.command()});
+        let drives: Vec<&Value> = match stats.get("drives").and_then(Value::as_array) {
+            Some(each) => each.iter().collect(),
+            None => vec![stats],
+        };
         if let Some(image) = &self.image {
-            let block = &stats["config"]["block"];
-            let recorded = json!({"image_key_hash": block["image_key_hash"], "image_figures": block["image_figures"]});
-            if let Some(why) = image_differs(image, &recorded) {
-                bail!("this run's disk image is not the experiment's ({why}): every configuration must read the same placement; was the image cache changed during the experiment?");
+            for (k, drive) in drives.iter().enumerate() {
+                let block = &drive["config"]["block"];
+                let recorded = json!({"image_key_hash": block["image_key_hash"], "image_figures": block["image_figures"]});
+                if let Some(why) = image_differs(image, &recorded) {
+                    bail!("this run's disk image (drive {k}) is not the experiment's ({why}): every configuration must read the same placement; was the image cache changed during the experiment?");
+                }
+                check_queue(opts, &effective_queue(&block["device"]["queue"]))?;
             }
-            let queue = effective_queue(&block["device"]["queue"]);
-            check_queue(opts, &queue)?;
+            let block = &stats["config"]["block"];
             v["block"] = json!({
                 "device": block["device"]["device"],
                 "dev": block["device"]["dev"],
-                "queue": queue,
+                "queue": effective_queue(&block["device"]["queue"]),
                 "queue_raw": block["device"]["queue"],
                 "image": block["image"],
                 "image_key_hash": block["image_key_hash"],
@@ -560,6 +577,19 @@ impl Driver {
             });
         } else {
             v["effective"] = json!({"read_ahead_kb": stats["config"]["read_ahead_kb"], "max_request_kb": stats["config"]["max_request_kb"]});
+        }
+        if drives.len() > 1 {
+            v["count"] = json!(drives.len());
+            v["drives"] = drives
+                .iter()
+                .zip(&disks.drives)
+                .map(|(d, disk)| json!({"mount": disk.mount, "device": d["config"]["block"]["device"]["device"], "dev": d["config"]["block"]["device"]["dev"]}))
+                .collect();
+            v["division"] = json!(format!(
+                "each library file on one drive: /dK/PATH with K = splitmix64(fnv1a(PATH) ^ {}) mod {}",
+                self.exp.run.seed,
+                drives.len()
+            ));
         }
         Ok(v)
     }
@@ -657,10 +687,10 @@ impl Driver {
         let kind = cfg.server.expect("checked: server configurations name a server");
         self.drop_caches()?;
         let disk_opts = self.disk_options(cfg, dir);
-        let mut disk = Disk::mount(&self.programs.vidbench, &self.mount_point(), &disk_opts, &dir.join("disk.log"))?;
+        let mut disk = Disks::mount(&self.programs.vidbench, &self.drive_mounts(), &disk_opts, &dir.join("disk.log"))?;
         let cgroup = self.new_cgroup()?;
         let daemon = match cfg.daemon_prefetch() {
-            Some(prefetch) => Some(Daemon::start(&self.programs.libception, &dir.join("daemon.sock"), &prefetch, &self.exp.run.user, &dir.join("daemon.log"), &cgroup)?),
+            Some(prefetch) => Some(Daemon::start(&self.programs.libception, &dir.join("daemon.sock"), &prefetch, &self.exp.run.user, cfg.per_disk, &dir.join("daemon.log"), &cgroup)?),
             None => None,
         };
         let env = match cfg.libception {
@@ -961,7 +991,7 @@ impl Driver {
         let list_path = dir.join("wc-list.txt");
         vidbench_library::session_io::write_warm_list(&list_path, "wc upper bound: requested chunks, sequential per video, videos in random order", &list)?;
         let disk_opts = self.disk_options(cfg, dir);
-        let mut disk = Disk::mount(&self.programs.vidbench, &self.mount_point(), &disk_opts, &dir.join("disk.log"))?;
+        let mut disk = Disks::mount(&self.programs.vidbench, &self.drive_mounts(), &disk_opts, &dir.join("disk.log"))?;
         let cgroup = self.new_cgroup()?;
         let disk_before = disk.stats()?;
         write_json(&dir.join("disk-before.json"), &disk_before)?;
@@ -1060,8 +1090,28 @@ fn shim_env(cfg: &Config, mode: Mode, programs: &Programs, daemon_socket: Option
 fn daemon_command(cfg: &Config, p: &Programs, dir: &Path, server_user: &str) -> Option<Vec<String>> {
     let prefetch = cfg.daemon_prefetch()?;
     let mut command = vec![p.libception.display().to_string()];
-    command.extend(launch::daemon_args(&dir.join("daemon.sock"), &prefetch, &[server_user]));
+    command.extend(crate::daemon::daemon_args(&dir.join("daemon.sock"), &prefetch, server_user, cfg.per_disk));
     Some(command)
+}
+
+/// Several drives (`[disk] count`): every request and the warming list name
+/// the drive that serves the file ([`disk::path_on_drive`]); the warming
+/// list so divided is `OUT/workload/warm-drives.txt`.
+fn divide_between_drives(sessions: &mut [Session], workload: &mut WorkloadFiles, count: u32, seed: u64, out: &Path) -> anyhow::Result<()> {
+    for r in sessions.iter_mut().flat_map(|s| s.requests.iter_mut()) {
+        r.path = disk::path_on_drive(&r.path, count, seed);
+    }
+    if let Some(warm) = &workload.warm {
+        let mut ranges = vidbench_library::session_io::read_warm_list(warm)?;
+        for r in &mut ranges {
+            r.path = disk::path_on_drive(&r.path, count, seed);
+        }
+        let divided = out.join("workload/warm-drives.txt");
+        let header = format!("{}, each file under the drive that serves it ({count} drives)", warm.display());
+        vidbench_library::session_io::write_warm_list(&divided, &header, &ranges)?;
+        workload.warm = Some(divided);
+    }
+    Ok(())
 }
 
 /// Keeps the requests of each session that start before `max_s` seconds of
@@ -1218,10 +1268,11 @@ pub fn cleanup_leftovers(out: &Path) {
         tracing::warn!("removed the stale cgroup {name} of a driver that is gone");
     }
     let mnt = out.join("mnt");
-    if disk::is_mounted(&mnt) {
-        tracing::warn!("releasing the stale disk mounted at {}", mnt.display());
+    let drives = (0..crate::experiment::MAX_DISKS).map(|k| mnt.join(format!("d{k}")));
+    for m in std::iter::once(mnt.clone()).chain(drives).filter(|m| disk::is_mounted(m)) {
+        tracing::warn!("releasing the stale disk mounted at {}", m.display());
         let vidbench = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("vidbench"));
-        disk::release_stale(&vidbench, &mnt);
+        disk::release_stale(&vidbench, &m);
     }
 }
 

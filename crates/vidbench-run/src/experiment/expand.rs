@@ -37,6 +37,8 @@ const DRIVER_FLAGS: &[&str] = &[
 pub const DEFAULT_MAX_REQUEST_KB: u32 = 128;
 
 /// Why a block-only key is refused in FUSE mode.
+/// Most drives `[disk] count` may mount.
+pub const MAX_DISKS: u32 = 8;
 const BLOCK_ONLY: &str = "only applies to block mode ([disk] mode = \"block\" or \"auto\"); FUSE mode has no block layer";
 /// Why `max_request_kb` is refused in block mode.
 const FUSE_ONLY: &str = "only applies to FUSE mode (FUSE max_pages); in block mode the device's max_sectors_kb bounds requests (at most 1280 KiB on a loop device)";
@@ -227,6 +229,12 @@ impl Checker<'_> {
         }
         if d.fill_seed.is_some() && d.fill_order != Some(FillOrder::Shuffled) {
             return Err(self.invalid("disk.fill_seed", "only applies to fill_order = \"shuffled\""));
+        }
+        if !(1..=MAX_DISKS).contains(&d.count) {
+            return Err(self.invalid("disk.count", format!("{} drives: from 1 to {MAX_DISKS}", d.count)));
+        }
+        if d.count > 1 && d.trace {
+            return Err(self.invalid("disk.trace", "a trace is recorded for one drive only (disk.count = 1)"));
         }
         if let Some(bad) = d.args.iter().find(|a| DRIVER_FLAGS.contains(&a.split('=').next().unwrap_or(""))) {
             return Err(self.invalid("disk.args", format!("{bad} is set by the driver from the experiment's keys; use the key instead")));
@@ -456,7 +464,11 @@ impl Checker<'_> {
             rates: plan,
             trace: c.trace.unwrap_or(disk.trace),
             chaos: self.chaos(key, c)?,
+            per_disk: self.per_disk(key, c)?,
         }];
+        if configs[0].trace && disk.count > 1 {
+            return Err(self.invalid(format!("{key}.trace"), "a trace is recorded for one drive only (disk.count = 1)"));
+        }
         let adaptive = self.adaptive(key, c, &prefetches)?;
         sweep(&mut configs, &prefetches, |c, p| {
             c.prefetch = p.map(|p| p.to_prefetch(&adaptive));
@@ -482,6 +494,16 @@ impl Checker<'_> {
             config.label = c.label.clone().unwrap_or_else(|| config.name.clone());
         }
         Ok(configs)
+    }
+
+    /// `per_disk`, checked: a daemon whose workers it sets.
+    fn per_disk(&self, key: &str, c: &ConfigSection) -> Result<bool, ExperimentError> {
+        match c.per_disk {
+            Some(true) if !matches!(c.libception, Some(Mode::Full | Mode::Serialize)) => {
+                Err(self.invalid(format!("{key}.per_disk"), "needs the daemon: libception mode full or serialize"))
+            }
+            v => Ok(v.unwrap_or(false)),
+        }
     }
 
     /// `chaos`, checked: a daemon to kill, and a kill period longer than

@@ -27,6 +27,7 @@ pub use libception_proto::{Mode, Prefetch};
 use libception_proto::AdaptiveParams;
 pub use schema::{DiskMode, DiskSection, ExperimentFile, FillOrder, FsKind, FsSize, PathsSection, RunKind, RunSection, Scheduler, SearchSection, ServerKind, SteadySection, SAMPLE_INTERVAL_S};
 pub use schema::{BracketSection, ChaosSection, ReclaimPolicy};
+pub use expand::MAX_DISKS;
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -114,6 +115,9 @@ pub struct Config {
     /// Daemon kills during the load (`chaos = {...}`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chaos: Option<ChaosSection>,
+    /// One daemon worker per drive (`--per-disk`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub per_disk: bool,
 }
 
 impl Config {
@@ -656,7 +660,17 @@ kind = "wc"
             let path = entry.unwrap().path();
             if path.extension().is_some_and(|e| e == "toml") {
                 let e = Experiment::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
-                assert_eq!(e.disk.mode, DiskMode::Auto, "{}: block mode where supported", path.display());
+                // Block mode where supported; block mode only where the
+                // experiment sweeps what only a block layer has.
+                match e.disk.mode {
+                    DiskMode::Auto => {}
+                    DiskMode::Block => assert!(
+                        e.configs.iter().any(|c| c.scheduler.is_some() || c.max_sectors_kb.is_some()),
+                        "{}: block mode without a block-only key: use mode = \"auto\"",
+                        path.display()
+                    ),
+                    DiskMode::Fuse => panic!("{}: FUSE mode only: use mode = \"auto\"", path.display()),
+                }
                 for c in e.configs.iter().filter(|c| c.max_request_kb == Some(1024)) {
                     assert_eq!(c.max_sectors_kb, Some(1280), "{}: {} is kernel-tuned in both modes", path.display(), c.name);
                 }

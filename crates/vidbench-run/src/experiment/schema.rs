@@ -104,6 +104,11 @@ pub struct DiskSection {
     /// Record the disk trace in every run (configurations may override).
     #[serde(default)]
     pub trace: bool,
+    /// Drives (paper 000 section 7): each a mount of the same library at
+    /// `RESULTS/mnt/dK`, every video served from one of them only (a seeded
+    /// draw per file); 1 (default) mounts at `RESULTS/mnt` as always.
+    #[serde(default = "one_disk", skip_serializing_if = "is_one")]
+    pub count: u32,
     /// Extra arguments for `vidbench disk mount`, passed as they are.
     #[serde(default)]
     pub args: Vec<String>,
@@ -139,6 +144,14 @@ impl DiskMode {
 /// disk's own types, so an experiment file names them as `vidbench disk mount`
 /// does.
 pub use vidbench_disk::block::{FillOrder, FsKind, FsSize, Scheduler};
+
+fn one_disk() -> u32 {
+    1
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
 
 fn default_kb() -> u32 {
     128
@@ -593,6 +606,9 @@ pub struct ConfigSection {
     /// Kill the daemon during the load and start it again (issue 13's chaos
     /// benchmark); needs a mode with a daemon.
     pub chaos: Option<ChaosSection>,
+    /// The daemon serializes each drive on its own worker (`libception daemon
+    /// --per-disk`) instead of one worker for all; needs a mode with a daemon.
+    pub per_disk: Option<bool>,
 }
 
 /// `chaos = { kill_every_s = 5, restart_after_s = 1 }`: every `kill_every_s`
