@@ -89,7 +89,7 @@ grep -q "2 drives" "$tmp/check" || fail "--check does not say two drives"
 grep -q "per-disk .*one daemon worker per drive" "$tmp/check" || fail "--check does not show per_disk"
 "$VB" run "$tmp/exp.toml" --out "$tmp/out" > "$tmp/log" 2>&1 || fail "the run failed"
 
-grep -q '^/d[01]/v/' "$tmp/out/workload/warm-drives.txt" || fail "the warming list names no drive: $(head -3 "$tmp/out/workload/warm-drives.txt")"
+grep -q '^/d[01]/v/' "$tmp/out/warm-drives.txt" || fail "the warming list names no drive: $(head -3 "$tmp/out/warm-drives.txt")"
 for cfg in vanilla one-worker per-disk; do
   run=$(ls -d "$tmp/out/runs/$cfg"/*/)
   [ -f "$run/DONE" ] || fail "$cfg: no complete run"

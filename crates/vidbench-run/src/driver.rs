@@ -1096,7 +1096,7 @@ fn daemon_command(cfg: &Config, p: &Programs, dir: &Path, server_user: &str) -> 
 
 /// Several drives (`[disk] count`): every request and the warming list name
 /// the drive that serves the file ([`disk::path_on_drive`]); the warming
-/// list so divided is `OUT/workload/warm-drives.txt`.
+/// list so divided is `OUT/warm-drives.txt`.
 fn divide_between_drives(sessions: &mut [Session], workload: &mut WorkloadFiles, count: u32, seed: u64, out: &Path) -> anyhow::Result<()> {
     for r in sessions.iter_mut().flat_map(|s| s.requests.iter_mut()) {
         r.path = disk::path_on_drive(&r.path, count, seed);
@@ -1106,7 +1106,7 @@ fn divide_between_drives(sessions: &mut [Session], workload: &mut WorkloadFiles,
         for r in &mut ranges {
             r.path = disk::path_on_drive(&r.path, count, seed);
         }
-        let divided = out.join("workload/warm-drives.txt");
+        let divided = out.join("warm-drives.txt");
         let header = format!("{}, each file under the drive that serves it ({count} drives)", warm.display());
         vidbench_library::session_io::write_warm_list(&divided, &header, &ranges)?;
         workload.warm = Some(divided);
