@@ -1070,13 +1070,14 @@ fn check_queue(opts: &DiskOptions, queue: &Value) -> anyhow::Result<()> {
 }
 
 /// The server's environment under the shim in `mode`: only what the mode
-/// reads (`ShimEnv`); track mode writes its statistics into `dir/shim/`. The
-/// driver's own `LD_PRELOAD`, if any, is not passed on.
+/// reads (`ShimEnv`); track mode, and any mode with `shim_stats`, writes its
+/// statistics into `dir/shim/`. The driver's own `LD_PRELOAD`, if any, is not
+/// passed on.
 fn shim_env(cfg: &Config, mode: Mode, programs: &Programs, daemon_socket: Option<&Path>, dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
     let mut shim = ShimEnv::new(&programs.shim, mode);
     shim.socket = daemon_socket.map(Path::to_owned);
     shim.prefetch = cfg.prefetch.as_ref().map(Prefetch::max_bytes);
-    if mode == Mode::Track {
+    if mode == Mode::Track || cfg.shim_stats {
         // Workers run unprivileged: the stats directory must be theirs to write.
         let shim_dir = dir.join("shim");
         std::fs::create_dir_all(&shim_dir)?;
@@ -1405,5 +1406,10 @@ libception = "track"
         assert_eq!(env("inproc"), "LD_PRELOAD=/b/libdeception.so LIBCEPTION_MODE=prefetch LIBCEPTION_PREFETCH=524288");
         assert_eq!(env("track"), "LD_PRELOAD=/b/libdeception.so LIBCEPTION_MODE=track LIBCEPTION_STATS=RUN/shim/stats-%p.json");
         assert!(dir.path().join("shim").is_dir());
+        // shim_stats: full mode writes them too.
+        let mut cfg = configs().into_iter().find(|c| c.name == "lib-p2048").unwrap();
+        cfg.shim_stats = true;
+        let vars = shim_env(&cfg, Mode::Full, &programs, Some(&dir.path().join("daemon.sock")), dir.path()).unwrap();
+        assert!(vars.iter().any(|(k, v)| k == "LIBCEPTION_STATS" && v.ends_with("shim/stats-%p.json")), "{vars:?}");
     }
 }

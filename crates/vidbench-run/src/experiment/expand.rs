@@ -465,6 +465,7 @@ impl Checker<'_> {
             trace: c.trace.unwrap_or(disk.trace),
             chaos: self.chaos(key, c)?,
             per_disk: self.per_disk(key, c)?,
+            shim_stats: self.shim_stats(key, c)?,
         }];
         if configs[0].trace && disk.count > 1 {
             return Err(self.invalid(format!("{key}.trace"), "a trace is recorded for one drive only (disk.count = 1)"));
@@ -501,6 +502,16 @@ impl Checker<'_> {
         match c.per_disk {
             Some(true) if !matches!(c.libception, Some(Mode::Full | Mode::Serialize)) => {
                 Err(self.invalid(format!("{key}.per_disk"), "needs the daemon: libception mode full or serialize"))
+            }
+            v => Ok(v.unwrap_or(false)),
+        }
+    }
+
+    /// `shim_stats`, checked: a shim to write them.
+    fn shim_stats(&self, key: &str, c: &ConfigSection) -> Result<bool, ExperimentError> {
+        match c.shim_stats {
+            Some(true) if matches!(c.libception, None | Some(Mode::Off)) => {
+                Err(self.invalid(format!("{key}.shim_stats"), "needs the shim: a libception mode (track records the calls without changing them)"))
             }
             v => Ok(v.unwrap_or(false)),
         }

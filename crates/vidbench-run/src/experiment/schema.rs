@@ -609,6 +609,9 @@ pub struct ConfigSection {
     /// The daemon serializes each drive on its own worker (`libception daemon
     /// --per-disk`) instead of one worker for all; needs a mode with a daemon.
     pub per_disk: Option<bool>,
+    /// The shim writes its statistics (call latency histograms: paper 000
+    /// Fig 17) in any mode, not only in track mode; needs the shim.
+    pub shim_stats: Option<bool>,
 }
 
 /// `chaos = { kill_every_s = 5, restart_after_s = 1 }`: every `kill_every_s`
