@@ -425,7 +425,7 @@ fn latency_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
         series.push(Series::line(ctx.results.label(c), style, analysis::histogram_cdf(&hist)));
     }
     if series.is_empty() {
-        writeln!(ctx.md, "_No shim statistics with sendfile calls (configurations with `libception = \"track\"` record them): figure omitted._\n")?;
+        writeln!(ctx.md, "_No shim statistics with sendfile calls (configurations in track mode or with `shim_stats = true` record them): figure omitted._\n")?;
         return Ok(());
     }
     writeln!(ctx.md, "From the shim's per-process latency histograms (power-of-two buckets; a point is the fraction of calls at most that long).\n")?;
