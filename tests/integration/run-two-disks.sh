@@ -84,7 +84,8 @@ server = "nginx"
 libception = "full"
 prefetch_kb = 1024
 per_disk = true' > "$tmp/exp.toml"
-"$VB" run "$tmp/exp.toml" --check | tee "$tmp/check" | head -1
+"$VB" run "$tmp/exp.toml" --check > "$tmp/check"
+head -1 "$tmp/check"
 grep -q "2 drives" "$tmp/check" || fail "--check does not say two drives"
 grep -q "per-disk .*one daemon worker per drive" "$tmp/check" || fail "--check does not show per_disk"
 "$VB" run "$tmp/exp.toml" --out "$tmp/out" > "$tmp/log" 2>&1 || fail "the run failed"
@@ -112,7 +113,7 @@ for cfg in one-worker per-disk; do
   [ "$disks" = 2 ] || fail "$cfg: the daemon saw $disks disks: $(jq -c '.disks' "$run/daemon.json")"
   want=1; [ "$cfg" = per-disk ] && want=2
   [ "$workers" = "$want" ] || fail "$cfg: $workers workers, expected $want"
-  jq -e --argjson p "$([ "$cfg" = per-disk ] && echo true || echo false)" '.daemon_command | index("--per-disk") != null == $p' "$run/setup.json" > /dev/null \
+  jq -e --argjson p "$([ "$cfg" = per-disk ] && echo true || echo false)" '(.daemon_command | index("--per-disk") != null) == $p' "$run/setup.json" > /dev/null \
     || fail "$cfg: setup.json's daemon command: $(jq -c .daemon_command "$run/setup.json")"
 done
 grep -q " $tmp" /proc/mounts && fail "a mount is left: $(grep " $tmp" /proc/mounts)"

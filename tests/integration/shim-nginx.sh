@@ -37,13 +37,15 @@ chmod 644 "$tmp/www"/*
 port=
 
 # Starts nginx under the shim on a random loopback port. A port some other
-# process holds makes nginx exit with "Address already in use": up to five
-# ports are tried (and a port answers only once nginx itself is alive on it).
+# process holds makes nginx log "bind() ... failed" (and retry, then exit):
+# up to five ports are tried. nginx is ready when it wrote its pid file
+# (after binding its port) and answers there.
 start_nginx() {
   local sendfile=$1 attempt
   for attempt in 1 2 3 4 5; do
     port=$((20000 + RANDOM % 30000))
     : >"$tmp/error.log"
+    rm -f "$tmp/nginx.pid"
     cat >"$tmp/nginx.conf" <<CONF
 daemon off;
 worker_processes 2;
@@ -65,14 +67,15 @@ CONF
     env LD_PRELOAD="$SHIM" LIBCEPTION_MODE=full LIBCEPTION_SOCKET="$sock" \
       LIBCEPTION_STATS="$tmp/stats/nginx-%p.json" /usr/sbin/nginx -c "$tmp/nginx.conf" -e "$tmp/error.log" &
     nginx_pid=$!
+    local taken=
     for _ in $(seq 100); do
       kill -0 "$nginx_pid" 2>/dev/null || break
-      curl -s -m 2 -o /dev/null "http://127.0.0.1:$port/" && kill -0 "$nginx_pid" 2>/dev/null && return 0
+      if grep -q "bind() to .* failed" "$tmp/error.log"; then taken=1; break; fi
+      [ -s "$tmp/nginx.pid" ] && curl -s -m 2 -o /dev/null "http://127.0.0.1:$port/" && kill -0 "$nginx_pid" 2>/dev/null && return 0
       sleep 0.05
     done
-    if ! kill -0 "$nginx_pid" 2>/dev/null && grep -q "Address already in use" "$tmp/error.log"; then
-      wait "$nginx_pid" 2>/dev/null || true
-      nginx_pid=
+    if [ -n "$taken" ] || grep -q "bind() to .* failed" "$tmp/error.log"; then
+      stop_nginx
       echo "port $port is taken (attempt $attempt); trying another"
       continue
     fi

@@ -154,13 +154,26 @@ pub struct Positionings {
 pub const FOLLOW_UP_NS: u64 = 5_000_000;
 
 pub fn positionings(trace: &[TraceRequest]) -> Positionings {
-    let ends: std::collections::HashMap<(u64, u64), u64> = trace.iter().map(|r| ((r.file_id, r.offset + r.bytes), r.end_ns)).collect();
+    // Every end of a read at each (file, offset): a range read again later
+    // (after an eviction) ends there more than once.
+    let mut ends: std::collections::HashMap<(u64, u64), Vec<u64>> = std::collections::HashMap::new();
+    for r in trace {
+        ends.entry((r.file_id, r.offset + r.bytes)).or_default().push(r.end_ns);
+    }
+    for v in ends.values_mut() {
+        v.sort_unstable();
+    }
+    // The latest read of the file that ended at `offset` by `t`.
+    let ended_by = |file: u64, offset: u64, t: u64| {
+        let v = ends.get(&(file, offset))?;
+        v[..v.partition_point(|&e| e <= t)].last().copied()
+    };
     let mut p = Positionings::default();
     for r in trace.iter().filter(|r| r.positioned) {
         let busy = r.end_ns.saturating_sub(r.start_ns);
         p.positionings += 1;
         p.busy_ns += busy;
-        if ends.get(&(r.file_id, r.offset)).is_some_and(|&end| r.arrival_ns >= end && r.arrival_ns - end < FOLLOW_UP_NS) {
+        if ended_by(r.file_id, r.offset, r.arrival_ns).is_some_and(|end| r.arrival_ns - end < FOLLOW_UP_NS) {
             p.follow_ups += 1;
             p.follow_up_busy_ns += busy;
         }
@@ -319,11 +332,13 @@ mod tests {
             r(3_000_000, 2, 100, false),         // continues file 2, but streamed: no positioning
             r(20_000_000, 1, 200, true),         // file 1 again, 17.5 ms after its read ended: not a follow-up
             r(20_500_000, 3, 500, true),         // no read of file 3 ended at 500
+            r(40_000_000, 1, 0, true),           // file 1 read again from 0 (evicted): ends at 100 once more,
         ];
+        // ... which must not hide that the read at 1.5 ms followed the first one.
         let p = positionings(&t);
-        assert_eq!((p.positionings, p.follow_ups), (5, 1));
+        assert_eq!((p.positionings, p.follow_ups), (6, 1));
         assert_eq!(p.follow_up_busy_ns, 1_000_000);
-        assert_eq!(p.busy_ns, 5_000_000);
+        assert_eq!(p.busy_ns, 6_000_000);
     }
 
     #[test]

@@ -327,7 +327,7 @@ fn traced_run<'a>(ctx: &Ctx<'a>, config: &str) -> Option<&'a Run> {
     let traced = || ctx.results.runs.iter().filter(move |r| r.config == config && r.trace.is_some());
     let points = analysis::points(ctx.results, config);
     let best = analysis::best_point(&points, ctx.results.threshold(config), ctx.results.search_answer(config)).0;
-    best.and_then(|b| traced().filter(|r| r.rate == Some(b.rate)).min_by_key(|r| r.repetition))
+    best.and_then(|b| traced().filter(|r| r.rate == Some(b.rate) && r.window_s.is_some()).min_by_key(|r| r.repetition))
         .or_else(|| traced().max_by(|a, b| a.rate.unwrap_or(0.0).total_cmp(&b.rate.unwrap_or(0.0))))
 }
 

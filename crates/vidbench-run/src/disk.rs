@@ -363,7 +363,9 @@ pub fn path_on_drive(path: &str, count: u32, seed: u64) -> String {
     if count <= 1 {
         return path.to_owned();
     }
-    let mut z = vidbench_disk::block::image::fnv1a(path.as_bytes()) ^ seed;
+    // The file, not the request: a query string does not move it.
+    let file = path.split('?').next().unwrap_or(path);
+    let mut z = vidbench_disk::block::image::fnv1a(file.as_bytes()) ^ seed;
     // splitmix64's finalizer: every bit of the hash moves the draw.
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -453,6 +455,8 @@ mod tests {
         let a = on(1);
         assert_eq!(a, on(1), "the same seed, the same division");
         assert_ne!(a, on(2), "another seed, another division");
+        let q = path_on_drive("/v/00042.mp4?start=10", 2, 1);
+        assert_eq!(q.split('?').next().unwrap(), path_on_drive("/v/00042.mp4", 2, 1), "a query string keeps the file's drive");
         for (p, q) in paths.iter().zip(&a) {
             assert!(q == &format!("/d0{p}") || q == &format!("/d1{p}"), "{q}");
         }

@@ -36,9 +36,9 @@ const DRIVER_FLAGS: &[&str] = &[
 /// FUSE mode's default largest request, KiB.
 pub const DEFAULT_MAX_REQUEST_KB: u32 = 128;
 
-/// Why a block-only key is refused in FUSE mode.
 /// Most drives `[disk] count` may mount.
 pub const MAX_DISKS: u32 = 8;
+/// Why a block-only key is refused in FUSE mode.
 const BLOCK_ONLY: &str = "only applies to block mode ([disk] mode = \"block\" or \"auto\"); FUSE mode has no block layer";
 /// Why `max_request_kb` is refused in block mode.
 const FUSE_ONLY: &str = "only applies to FUSE mode (FUSE max_pages); in block mode the device's max_sectors_kb bounds requests (at most 1280 KiB on a loop device)";
