@@ -42,7 +42,8 @@ $1
 [memory]
 limit_mb = 256
 [run]
-duration_s = 20
+duration_s = 60
+max_session_s = 20
 warm = true
 port = 18098
 [rates]
