@@ -10,23 +10,13 @@
 # Needs root, /dev/fuse, a cgroup memory controller and nginx (skips otherwise).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-VB=${VIDBENCH:-${LIBCEPTION_BUILD:-$PWD/build}/bin/vidbench}
-if [ "$(id -u)" -ne 0 ]; then echo "skip: needs root (cgroups, drop_caches, FUSE)"; exit 77; fi
-[ -c /dev/fuse ] || { echo "skip: /dev/fuse is missing"; exit 77; }
+. tests/integration/lib/scratch.sh
+driver_test_prereqs
 [ -x /usr/sbin/nginx ] || { echo "skip: nginx is not installed"; exit 77; }
 command -v jq > /dev/null || { echo "skip: jq is not installed"; exit 77; }
-[ -x "$VB" ] || { echo "FAIL: $VB not built (run make)"; exit 1; }
 . tests/integration/lib/cgroup.sh
 cgroup=$(cgroup_root) || { echo "$cgroup"; exit 77; }
-
-tmp=$(mktemp -d /tmp/run-two-disks.XXXXXX)
-chmod 755 "$tmp"
-cleanup() {
-  for m in $(grep -o " $tmp[^ ]*" /proc/mounts | sort -r || true); do umount -l "$m" 2>/dev/null || true; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; [ -f "$tmp/log" ] && tail -20 "$tmp/log"; exit 1; }
+scratch run-two-disks
 
 "$VB" workload gen bench/specs/small.toml --out "$tmp/w" > /dev/null
 experiment() { # [disk] extra lines, [[config]] sections

@@ -72,6 +72,20 @@ fn sequences_from_a_real_trace() {
     assert!(cdf.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1), "the CDF is increasing");
 }
 
+/// A results directory holding one stepped run of configuration `name`
+/// (label `label`) with `steps` as its steps.json; returns the run's
+/// directory, to which a test adds samples or a trace before `DONE`.
+fn stepped_run(root: &Path, name: &str, label: &str, steps: serde_json::Value) -> PathBuf {
+    let run = root.join(format!("runs/{name}/steps-rep0"));
+    std::fs::create_dir_all(&run).unwrap();
+    let write = |p: &Path, v: serde_json::Value| std::fs::write(p, v.to_string()).unwrap();
+    write(&root.join("experiment.json"), serde_json::json!({"name": "t", "configs": [{"name": name}]}));
+    write(&run.join("run.json"), serde_json::json!({"config": {"name": name, "label": label, "server": "nginx"}, "steps": true}));
+    write(&run.join("result.json"), serde_json::json!({"outcome": {"failure_pct": 0.0, "throughput_mbs": 20.0}}));
+    write(&run.join("steps.json"), steps);
+    run
+}
+
 /// A stepped run under Libception whose steps carry the daemon's prefetch
 /// window and whose samples.csv the size in force: the report's prefetch
 /// table shows each step's figures, and the size-over-time figure is drawn.
@@ -79,12 +93,6 @@ fn sequences_from_a_real_trace() {
 fn prefetch_windows_and_the_size_over_time() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    let run = root.join("runs/lib/steps-rep0");
-    std::fs::create_dir_all(&run).unwrap();
-    let write = |p: &Path, v: serde_json::Value| std::fs::write(p, v.to_string()).unwrap();
-    write(&root.join("experiment.json"), serde_json::json!({"name": "t", "configs": [{"name": "lib"}]}));
-    write(&run.join("run.json"), serde_json::json!({"config": {"name": "lib", "label": "nginx + Libception (adaptive)", "server": "nginx"}, "steps": true}));
-    write(&run.join("result.json"), serde_json::json!({"outcome": {"failure_pct": 0.0, "throughput_mbs": 40.0}}));
     let step = |rate: f64, from: f64, size: f64, evicted: f64| {
         serde_json::json!({
             "index": 0, "spec": {"rate": rate}, "window_s": [from, from + 90.0], "failure_percent": 0.1, "throughput_mb_s": 40.0,
@@ -92,7 +100,7 @@ fn prefetch_windows_and_the_size_over_time() {
                          "evicted_mb_s": evicted, "wasted_mb_s": 0.5, "reread_mb_s": 1.0}
         })
     };
-    write(&run.join("steps.json"), serde_json::json!([step(5.0, 450.0, 2097152.0, 5.0), step(6.0, 660.0, 3145728.0, 12.5)]));
+    let run = stepped_run(root, "lib", "nginx + Libception (adaptive)", serde_json::json!([step(5.0, 450.0, 2097152.0, 5.0), step(6.0, 660.0, 3145728.0, 12.5)]));
     let mut samples = String::from("t_s,disk_bytes,prefetch_bytes\n");
     for k in 0..20 {
         samples.push_str(&format!("{},{},{}\n", k * 5, k * 1000, 2097152 + (k / 10) * 1048576));
@@ -120,17 +128,11 @@ fn prefetch_windows_and_the_size_over_time() {
 fn trace_figures_cover_the_window_at_the_result_rate() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    let run = root.join("runs/ng/steps-rep0");
-    std::fs::create_dir_all(&run).unwrap();
-    let write = |p: &Path, v: serde_json::Value| std::fs::write(p, v.to_string()).unwrap();
-    write(&root.join("experiment.json"), serde_json::json!({"name": "t", "configs": [{"name": "ng"}]}));
-    write(&run.join("run.json"), serde_json::json!({"config": {"name": "ng", "label": "nginx", "server": "nginx"}, "steps": true}));
-    write(&run.join("result.json"), serde_json::json!({"outcome": {"failure_pct": 0.0, "throughput_mbs": 20.0}}));
     let step = |rate: f64, from: f64, failed: f64| {
         serde_json::json!({"index": 0, "spec": {"rate": rate}, "window_s": [from, from + 90.0], "failure_percent": failed, "throughput_mb_s": 20.0})
     };
     // 2.5/s fails, 2.0/s passes (the result); its window is 450-540 s.
-    write(&run.join("steps.json"), serde_json::json!([step(2.5, 300.0, 10.0), step(2.0, 450.0, 0.0)]));
+    let run = stepped_run(root, "ng", "nginx", serde_json::json!([step(2.5, 300.0, 10.0), step(2.0, 450.0, 0.0)]));
     // The drive was mounted 100 s before the load's time 0.
     let mut samples = String::from("t_s,disk_uptime_s\n");
     for k in 0..120 {
