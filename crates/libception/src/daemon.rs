@@ -52,6 +52,8 @@ pub struct DaemonConfig {
     /// Caps per uid and in all (`limits.rs`).
     pub limits: Limits,
     pub per_disk: bool,
+    /// Read each range again from the cache to activate its pages (`worker.rs`).
+    pub promote: bool,
     pub prefetch: Prefetch,
     pub max_read: u64,
     pub prometheus: Option<SocketAddr>,
@@ -159,6 +161,7 @@ pub fn run(cfg: DaemonConfig) -> Result<()> {
             Prefetch::Fixed(bytes) => bytes.to_string(),
         },
         per_disk = cfg.per_disk,
+        promote = cfg.promote,
         euid = nix::unistd::geteuid().as_raw(),
         "libception daemon listening"
     );
@@ -173,6 +176,7 @@ pub fn run(cfg: DaemonConfig) -> Result<()> {
             allow_fs: cfg.allow_fs.clone(),
             limits: cfg.limits.clone(),
             per_disk: cfg.per_disk,
+            promote: cfg.promote,
             max_read: cfg.max_read,
             info,
         },

@@ -410,6 +410,7 @@ impl Harness {
                 max_check: MAX_READ,
             },
             per_disk: false,
+            promote: false,
             max_read: MAX_READ,
             info: DaemonInfo {
                 pid: std::process::id(),

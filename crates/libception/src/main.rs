@@ -70,6 +70,9 @@ enum Command {
         /// One disk worker thread per physical disk (default: one worker for all disks)
         #[arg(long)]
         per_disk: bool,
+        /// Read each range a second time from the page cache (never from the disk) so that its pages start on the active LRU list, where they outlive the short inactive list of kernels since 4.7 until a stream uses them (docs/daemon.md, "Promotion")
+        #[arg(long)]
+        promote: bool,
         #[command(flatten)]
         prefetch: PrefetchArgs,
         /// Largest single read, however long the requested range (at least the prefetch size)
@@ -381,7 +384,7 @@ fn init_logging(cli: &Cli, default: &str) {
 fn main() {
     let cli = Cli::parse();
     let result: Result<i32> = match &cli.command {
-        Command::Daemon { socket, socket_mode, socket_group, allow_uids, allow_gids, trust_uids, trust_gids, allow_fs, limits, per_disk, prefetch, max_read, prometheus } => {
+        Command::Daemon { socket, socket_mode, socket_group, allow_uids, allow_gids, trust_uids, trust_gids, allow_fs, limits, per_disk, promote, prefetch, max_read, prometheus } => {
             init_logging(&cli, "info");
             let prefetch = prefetch.resolve().unwrap_or_else(|e| {
                 eprintln!("libception: {e}");
@@ -397,6 +400,7 @@ fn main() {
                 allow_fs: allow_fs.clone(),
                 limits: limits.limits(),
                 per_disk: *per_disk,
+                promote: *promote,
                 prefetch,
                 max_read: *max_read,
                 prometheus: *prometheus,

@@ -54,6 +54,8 @@ pub struct ReceptionConfig {
     pub allow_fs: Vec<String>,
     pub limits: Limits,
     pub per_disk: bool,
+    /// Workers read each range again from the cache (`worker.rs`).
+    pub promote: bool,
     pub max_read: u64,
     pub info: DaemonInfo,
 }
@@ -147,7 +149,7 @@ impl Receptionist {
 
     fn spawn_worker(&mut self) -> std::io::Result<Arc<DiskWorker>> {
         let index = self.workers.len();
-        let worker = Arc::new(DiskWorker::new(index, self.controller.clone(), self.stats.clone()));
+        let worker = Arc::new(DiskWorker::new(index, self.controller.clone(), self.stats.clone(), self.cfg.promote));
         let w = worker.clone();
         let handle = std::thread::Builder::new()
             .name(format!("disk-worker-{index}"))

@@ -12,6 +12,14 @@
 //! prefix of the range that is already resident, `pread`s the rest into a
 //! reusable buffer, closes both descriptors, reports the
 //! read to the prefetch controller and stats, and replies to every waiter.
+//!
+//! Promotion (`--promote`): right after the read, the worker reads the same
+//! bytes a second time from the page cache (`RWF_NOWAIT`: never from the
+//! disk). A page read twice moves to the kernel's active LRU list. Since Linux
+//! 4.7 the inactive file list is kept at about 1/sqrt(10 x GiB) of the cache
+//! (under an eighth of 8 GiB), and a page read once waits for its next use
+//! there: prefetched data a stream needs tens of seconds later is evicted
+//! first and read again (docs/daemon.md, "Promotion").
 //! In-flight and queue counters are updated around each read, so the stats'
 //! `max_in_flight` is a direct observation of the serialization guarantee.
 //!
@@ -175,6 +183,8 @@ pub struct DiskWorker {
     wake: Condvar,
     pub stats: Arc<WorkerStats>,
     controller: Arc<dyn PrefetchController>,
+    /// Read each range a second time from the cache (see the file comment).
+    promote: bool,
     all_stats: Arc<Stats>,
 }
 
@@ -183,13 +193,14 @@ fn covers(key: FileKey, plan: &PlannedRead, other_key: FileKey, other: &PlannedR
 }
 
 impl DiskWorker {
-    pub fn new(index: usize, controller: Arc<dyn PrefetchController>, stats: Arc<Stats>) -> Self {
+    pub fn new(index: usize, controller: Arc<dyn PrefetchController>, stats: Arc<Stats>, promote: bool) -> Self {
         DiskWorker {
             index,
             queue: Mutex::new(Queue { jobs: Jobs::default(), in_flight: None, stopping: false }),
             wake: Condvar::new(),
             stats: stats.add_worker(index),
             controller,
+            promote,
             all_stats: stats,
         }
     }
@@ -298,9 +309,13 @@ impl DiskWorker {
         }
         let prefix = residency::resident_prefix(reader.as_fd(), plan.start, plan.end).unwrap_or(0);
         let (bytes, result) = pread_range(reader, plan.start + prefix, plan.end, buf);
+        let busy = started.elapsed();
+        if self.promote && bytes > 0 {
+            let read_start = plan.start + prefix;
+            disk.on_promoted(promote_range(reader, read_start, read_start + bytes, buf));
+        }
         drop(own);
 
-        let busy = started.elapsed();
         self.stats.end_read(busy, bytes);
         disk.end_read(busy, bytes, result.is_ok());
         drop(file);
@@ -400,6 +415,27 @@ fn pread_range(file: &File, start: u64, end: u64, buf: &mut [u8]) -> (u64, io::R
         }
     }
     (pos - start, Ok(()))
+}
+
+/// Reads `[start, end)` a second time, from the page cache only
+/// (`RWF_NOWAIT`), so that the kernel marks its pages active; returns the
+/// bytes read. Stops at the first byte that is not cached (evicted already, or
+/// a kernel without `RWF_NOWAIT` for reads: nothing is promoted then).
+fn promote_range(file: &File, start: u64, end: u64, buf: &mut [u8]) -> u64 {
+    use std::os::fd::AsRawFd;
+    let mut pos = start;
+    while pos < end {
+        let want = ((end - pos) as usize).min(buf.len());
+        let iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: want };
+        // SAFETY: one iovec over `buf[..want]`, which outlives the call.
+        let n = unsafe { libc::preadv2(file.as_raw_fd(), &iov, 1, pos as libc::off_t, libc::RWF_NOWAIT) };
+        match n {
+            n if n > 0 => pos += n as u64,
+            -1 if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted => continue,
+            _ => break,
+        }
+    }
+    pos - start
 }
 
 #[cfg(test)]

@@ -105,6 +105,9 @@ pub struct DiskSnapshot {
     pub cancelled: u64,
     pub bytes_requested: u64,
     pub bytes_read: u64,
+    /// Bytes read a second time from the cache to activate them (`--promote`).
+    #[serde(default)]
+    pub bytes_promoted: u64,
     pub reads: u64,
     pub read_errors: u64,
     pub busy_ns: u64,

@@ -84,6 +84,7 @@ pub struct DiskStats {
     cancelled: AtomicU64,
     bytes_requested: AtomicU64,
     bytes_read: AtomicU64,
+    bytes_promoted: AtomicU64,
     reads: AtomicU64,
     read_errors: AtomicU64,
     busy_ns: AtomicU64,
@@ -118,6 +119,7 @@ impl DiskStats {
             cancelled: AtomicU64::new(0),
             bytes_requested: AtomicU64::new(0),
             bytes_read: AtomicU64::new(0),
+            bytes_promoted: AtomicU64::new(0),
             reads: AtomicU64::new(0),
             read_errors: AtomicU64::new(0),
             busy_ns: AtomicU64::new(0),
@@ -215,6 +217,11 @@ impl DiskStats {
         }
     }
 
+    /// `bytes` of a read were read again from the cache (promotion).
+    pub fn on_promoted(&self, bytes: u64) {
+        add(&self.bytes_promoted, bytes);
+    }
+
     fn snapshot(&self) -> DiskSnapshot {
         let h = self.hists.lock().unwrap();
         let reads_by_size = h
@@ -234,8 +241,8 @@ impl DiskStats {
             sum: self.queue_wait_ns.load(Relaxed) as f64 / 1e9,
         };
         load!(DiskSnapshot from self;
-            requests, checks, resident_hits, queued, joined, cancelled, bytes_requested, bytes_read, reads, read_errors,
-            busy_ns, in_flight, max_in_flight;
+            requests, checks, resident_hits, queued, joined, cancelled, bytes_requested, bytes_read, bytes_promoted, reads,
+            read_errors, busy_ns, in_flight, max_in_flight;
             name: self.name.clone(),
             devices: self.devices.lock().unwrap().clone(),
             worker: self.worker,

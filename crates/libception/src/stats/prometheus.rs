@@ -171,13 +171,14 @@ impl Snapshot {
         let by_op = [("fetch", t.requests_fetch), ("check", t.requests_check), ("stats", t.requests_stats)];
         e.metric("requests_total", Kind::Counter, "Requests by op.", by_op, |(op, n)| (vec![("op", op.to_string())], (*n).into()));
 
-        let per_disk: [(&str, Kind, &str, DiskField); 11] = [
+        let per_disk: [(&str, Kind, &str, DiskField); 12] = [
             ("disk_requests_total", Kind::Counter, "FETCH requests for files on the disk.", |d| d.requests.into()),
             ("disk_resident_hits_total", Kind::Counter, "FETCHes answered as already resident.", |d| d.resident_hits.into()),
             ("disk_queued_total", Kind::Counter, "Reads queued.", |d| d.queued.into()),
             ("disk_joined_total", Kind::Counter, "FETCHes that joined a queued or in-flight read.", |d| d.joined.into()),
             ("disk_bytes_requested_total", Kind::Counter, "Bytes clients asked for.", |d| d.bytes_requested.into()),
             ("disk_bytes_read_total", Kind::Counter, "Bytes the daemon read.", |d| d.bytes_read.into()),
+            ("disk_bytes_promoted_total", Kind::Counter, "Bytes read again from the cache to activate them (--promote).", |d| d.bytes_promoted.into()),
             ("disk_reads_total", Kind::Counter, "Reads done.", |d| d.reads.into()),
             ("disk_read_errors_total", Kind::Counter, "Reads that failed.", |d| d.read_errors.into()),
             ("disk_busy_seconds_total", Kind::Counter, "Time spent reading.", |d| (d.busy_ns as f64 / 1e9).into()),

@@ -1,0 +1,99 @@
+//! `--promote`: the pages of a range the daemon read from the disk end up on
+//! the kernel's active LRU list, and without it they stay inactive (read
+//! once). Observed from outside: the test maps the file, finds each page's
+//! frame in /proc/self/pagemap and reads its flags from /proc/kpageflags
+//! (root only). The daemon's counters must show the promoted bytes.
+
+mod common;
+use common::*;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::fd::AsRawFd;
+use std::path::Path;
+
+const FILE_SIZE: u64 = 8 * MIB;
+const PREFETCH: u64 = 2 * MIB;
+const PAGE: u64 = 4096;
+/// /proc/kpageflags bits (include/uapi/linux/kernel-page-flags.h).
+const KPF_LRU: u64 = 1 << 5;
+const KPF_ACTIVE: u64 = 1 << 6;
+
+/// (pages with a frame, of those on an LRU list, of those active) among the
+/// pages of `[0, len)` of `path`, found by mapping the file and loading one
+/// byte of each page. Neither read(2) nor MADV_POPULATE_READ would do: both
+/// mark the pages accessed (a page read once and then populated shows up
+/// active), a plain page fault does not. Call it once per file: faulting a
+/// page in again after the unmap can activate it.
+fn lru_flags(path: &Path, len: u64) -> (u64, u64, u64) {
+    let f = File::open(path).unwrap();
+    // SAFETY: a private read-only mapping of `len` bytes of an open file,
+    // unmapped below; nothing else aliases it.
+    let addr = unsafe { libc::mmap(std::ptr::null_mut(), len as usize, libc::PROT_READ, libc::MAP_SHARED, f.as_raw_fd(), 0) };
+    assert_ne!(addr, libc::MAP_FAILED, "mmap: {}", std::io::Error::last_os_error());
+    for i in 0..len / PAGE {
+        // SAFETY: inside the mapping; the file is at least `len` long.
+        unsafe { std::ptr::read_volatile((addr as *const u8).add((i * PAGE) as usize)) };
+    }
+    let mut pagemap = File::open("/proc/self/pagemap").unwrap();
+    let mut kpageflags = File::open("/proc/kpageflags").unwrap();
+    let (mut framed, mut lru, mut active) = (0, 0, 0);
+    for i in 0..len / PAGE {
+        let vaddr = addr as u64 + i * PAGE;
+        let mut entry = [0u8; 8];
+        pagemap.seek(SeekFrom::Start(vaddr / PAGE * 8)).unwrap();
+        pagemap.read_exact(&mut entry).unwrap();
+        let entry = u64::from_le_bytes(entry);
+        let present = entry >> 63 & 1 == 1;
+        let pfn = entry & ((1 << 55) - 1);
+        if !present || pfn == 0 {
+            continue;
+        }
+        framed += 1;
+        let mut flags = [0u8; 8];
+        kpageflags.seek(SeekFrom::Start(pfn * 8)).unwrap();
+        kpageflags.read_exact(&mut flags).unwrap();
+        let flags = u64::from_le_bytes(flags);
+        lru += (flags & KPF_LRU != 0) as u64;
+        active += (flags & KPF_ACTIVE != 0) as u64;
+    }
+    // SAFETY: the mapping made above.
+    unsafe { libc::munmap(addr, len as usize) };
+    (framed, lru, active)
+}
+
+/// Fetches the first page of a cold file from a daemon started with `args`
+/// (2 MiB prefetch); returns the file and the daemon's promoted bytes.
+fn fetch_cold(name: &str, args: &[&str]) -> (std::path::PathBuf, u64, tempfile::TempDir) {
+    let dir = real_tempdir();
+    let path = make_file(dir.path(), name, FILE_SIZE);
+    evict(&path);
+    assert_eq!(resident_prefix(&path, 0, FILE_SIZE), 0, "still cached after DONTNEED");
+    let mut all = vec!["--prefetch", "2M"];
+    all.extend_from_slice(args);
+    let mut d = Daemon::start(&all);
+    let f = open_random(&path);
+    let reply = d.client().fetch(f.as_raw_fd(), 0, PAGE, 0).unwrap();
+    assert_eq!(reply.status, 0, "fetch failed: {reply:?}");
+    assert_eq!(resident_prefix(&path, 0, FILE_SIZE), PREFETCH, "the daemon did not read the prefetch range");
+    let promoted = d.stats().disks.iter().map(|s| s.bytes_promoted).sum();
+    assert!(d.stop().success());
+    (path, promoted, dir)
+}
+
+#[test]
+fn promoted_ranges_are_active_and_plain_reads_are_not() {
+    if !root_or_skip("read /proc/kpageflags and page frame numbers") {
+        return;
+    }
+    let (plain, promoted, _d1) = fetch_cold("plain", &[]);
+    assert_eq!(promoted, 0);
+    let (framed, lru, active) = lru_flags(&plain, PREFETCH);
+    assert_eq!(framed, PREFETCH / PAGE, "every prefetched page is cached");
+    assert!(active * 10 <= framed, "read once, {active} of {framed} pages are active already ({lru} on an LRU list)");
+
+    let (promoted_file, promoted, _d2) = fetch_cold("promoted", &["--promote"]);
+    assert_eq!(promoted, PREFETCH, "the daemon's counter of promoted bytes");
+    let (framed, lru, active) = lru_flags(&promoted_file, PREFETCH);
+    assert_eq!(framed, PREFETCH / PAGE);
+    assert!(active * 10 >= framed * 9, "promoted, only {active} of {framed} pages are active ({lru} on an LRU list)");
+}
