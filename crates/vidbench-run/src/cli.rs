@@ -130,6 +130,7 @@ fn print_plan(exp: &Experiment, out: &mut dyn Write) -> std::io::Result<()> {
             None => what,
         };
         let what = if c.per_disk { format!("{what}, one daemon worker per drive") } else { what };
+        let what = if c.promote { format!("{what}, prefetched pages promoted") } else { what };
         let plan = match &c.rates {
             RatePlan::Fixed { rates, repetitions, .. } => format!("rates {rates:?} x {repetitions}"),
             RatePlan::Search { search, threshold_pct } => format!(

@@ -11,6 +11,7 @@
 //! which answers pending requests first).
 
 use crate::cgroup::{Role, RunCgroup};
+use crate::experiment::Config;
 use crate::interrupt::{self, Interrupted};
 use crate::process::{tail, Child, Spawn};
 use anyhow::{bail, Context};
@@ -29,25 +30,42 @@ pub struct Daemon {
     /// What it was started with, to start it again (chaos runs).
     prefetch: Prefetch,
     server_user: String,
-    per_disk: bool,
+    options: DaemonOptions,
+}
+
+/// What a configuration sets on the daemon beside the prefetch size.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DaemonOptions {
+    /// One worker per drive (`--per-disk`).
+    pub per_disk: bool,
+    /// Read ranges again from the cache to activate them (`--promote`).
+    pub promote: bool,
+}
+
+impl DaemonOptions {
+    pub fn of(cfg: &Config) -> DaemonOptions {
+        DaemonOptions { per_disk: cfg.per_disk, promote: cfg.promote }
+    }
 }
 
 /// The daemon's arguments: [`launch::daemon_args`] trusting `server_user`,
-/// and `--per-disk` for one worker per drive.
-pub fn daemon_args(socket: &Path, prefetch: &Prefetch, server_user: &str, per_disk: bool) -> Vec<String> {
+/// and the configuration's [`DaemonOptions`].
+pub fn daemon_args(socket: &Path, prefetch: &Prefetch, server_user: &str, options: DaemonOptions) -> Vec<String> {
     let mut args = launch::daemon_args(socket, prefetch, &[server_user]);
-    if per_disk {
+    if options.per_disk {
         args.push("--per-disk".into());
+    }
+    if options.promote {
+        args.push("--promote".into());
     }
     args
 }
 
 impl Daemon {
     /// Starts the daemon in `cgroup`, trusting `server_user` (the web
-    /// server's workers) to learn residency, with one worker per drive if
-    /// `per_disk`.
-    pub fn start(binary: &Path, socket: &Path, prefetch: &Prefetch, server_user: &str, per_disk: bool, log: &Path, cgroup: &RunCgroup) -> anyhow::Result<Daemon> {
-        let args = daemon_args(socket, prefetch, server_user, per_disk);
+    /// server's workers) to learn residency, with `options`.
+    pub fn start(binary: &Path, socket: &Path, prefetch: &Prefetch, server_user: &str, options: DaemonOptions, log: &Path, cgroup: &RunCgroup) -> anyhow::Result<Daemon> {
+        let args = daemon_args(socket, prefetch, server_user, options);
         // Appended to: a restarted daemon's log follows its predecessor's.
         let out = std::fs::OpenOptions::new().create(true).append(true).open(log).with_context(|| format!("cannot create {}", log.display()))?;
         let mut command = Command::new(binary);
@@ -66,7 +84,7 @@ impl Daemon {
             log: log.to_owned(),
             prefetch: prefetch.clone(),
             server_user: server_user.to_owned(),
-            per_disk,
+            options,
         };
         let child = &mut d.child;
         // Ready when it accepts a connection: the socket file exists from
@@ -107,7 +125,7 @@ impl Daemon {
     /// on the same socket path (the daemon removes the dead one's file
     /// itself, and readiness is a connect, which a stale file refuses).
     pub fn restart(&mut self, cgroup: &RunCgroup) -> anyhow::Result<()> {
-        let new = Daemon::start(&self.binary, &self.socket, &self.prefetch, &self.server_user, self.per_disk, &self.log, cgroup)?;
+        let new = Daemon::start(&self.binary, &self.socket, &self.prefetch, &self.server_user, self.options, &self.log, cgroup)?;
         *self = new;
         Ok(())
     }

@@ -23,7 +23,7 @@
 
 use crate::cgroup::{self, Role, RunCgroup};
 use crate::chaos;
-use crate::daemon::Daemon;
+use crate::daemon::{Daemon, DaemonOptions};
 use crate::disk::{self, BlockOptions, Disk, DiskOptions, Disks};
 use crate::experiment::{Config, DiskMode, Experiment, Mode, Prefetch, RatePlan, RunKind, WorkloadSource};
 use crate::interrupt::{self, Interrupted};
@@ -690,7 +690,7 @@ impl Driver {
         let mut disk = Disks::mount(&self.programs.vidbench, &self.drive_mounts(), &disk_opts, &dir.join("disk.log"))?;
         let cgroup = self.new_cgroup()?;
         let daemon = match cfg.daemon_prefetch() {
-            Some(prefetch) => Some(Daemon::start(&self.programs.libception, &dir.join("daemon.sock"), &prefetch, &self.exp.run.user, cfg.per_disk, &dir.join("daemon.log"), &cgroup)?),
+            Some(prefetch) => Some(Daemon::start(&self.programs.libception, &dir.join("daemon.sock"), &prefetch, &self.exp.run.user, DaemonOptions::of(cfg), &dir.join("daemon.log"), &cgroup)?),
             None => None,
         };
         let env = match cfg.libception {
@@ -1091,7 +1091,7 @@ fn shim_env(cfg: &Config, mode: Mode, programs: &Programs, daemon_socket: Option
 fn daemon_command(cfg: &Config, p: &Programs, dir: &Path, server_user: &str) -> Option<Vec<String>> {
     let prefetch = cfg.daemon_prefetch()?;
     let mut command = vec![p.libception.display().to_string()];
-    command.extend(crate::daemon::daemon_args(&dir.join("daemon.sock"), &prefetch, server_user, cfg.per_disk));
+    command.extend(crate::daemon::daemon_args(&dir.join("daemon.sock"), &prefetch, server_user, DaemonOptions::of(cfg)));
     Some(command)
 }
 

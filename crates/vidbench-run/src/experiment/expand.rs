@@ -464,7 +464,8 @@ impl Checker<'_> {
             rates: plan,
             trace: c.trace.unwrap_or(disk.trace),
             chaos: self.chaos(key, c)?,
-            per_disk: self.per_disk(key, c)?,
+            per_disk: self.daemon_flag(key, "per_disk", c.per_disk, c)?,
+            promote: self.daemon_flag(key, "promote", c.promote, c)?,
             shim_stats: self.shim_stats(key, c)?,
         }];
         if configs[0].trace && disk.count > 1 {
@@ -497,11 +498,11 @@ impl Checker<'_> {
         Ok(configs)
     }
 
-    /// `per_disk`, checked: a daemon whose workers it sets.
-    fn per_disk(&self, key: &str, c: &ConfigSection) -> Result<bool, ExperimentError> {
-        match c.per_disk {
+    /// A daemon option (`per_disk`, `promote`), checked: a daemon it applies to.
+    fn daemon_flag(&self, key: &str, name: &str, value: Option<bool>, c: &ConfigSection) -> Result<bool, ExperimentError> {
+        match value {
             Some(true) if !matches!(c.libception, Some(Mode::Full | Mode::Serialize)) => {
-                Err(self.invalid(format!("{key}.per_disk"), "needs the daemon: libception mode full or serialize"))
+                Err(self.invalid(format!("{key}.{name}"), "needs the daemon: libception mode full or serialize"))
             }
             v => Ok(v.unwrap_or(false)),
         }

@@ -118,6 +118,9 @@ pub struct Config {
     /// One daemon worker per drive (`--per-disk`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub per_disk: bool,
+    /// Prefetched pages promoted to the active LRU list (`--promote`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub promote: bool,
     /// The shim's statistics in any mode (`shim_stats`; track mode always).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub shim_stats: bool,
@@ -357,17 +360,21 @@ kind = "wc"
     }
 
     #[test]
-    fn per_disk_needs_a_daemon_and_shim_stats_a_shim() {
+    fn per_disk_and_promote_need_a_daemon_and_shim_stats_a_shim() {
         let lib = "libception = \"full\"\nprefetch_kb = [1024, 2048]";
-        let e = parse(&GOOD.replace(lib, &format!("{lib}\nper_disk = true\nshim_stats = true"))).unwrap();
+        let e = parse(&GOOD.replace(lib, &format!("{lib}\nper_disk = true\npromote = true\nshim_stats = true"))).unwrap();
         let c = e.config("lib-p2048").unwrap();
-        assert!(c.per_disk && c.shim_stats);
+        assert!(c.per_disk && c.promote && c.shim_stats);
         let v = e.config("vanilla").unwrap();
-        assert!(!v.per_disk && !v.shim_stats);
+        assert!(!v.per_disk && !v.promote && !v.shim_stats);
         let json = serde_json::to_value(v).unwrap();
-        assert!(json.get("per_disk").is_none() && json.get("shim_stats").is_none(), "unset, not recorded (resumed results compare configs): {json}");
-        let err = parse(&GOOD.replace(lib, "libception = \"prefetch\"\nprefetch_kb = 2048\nper_disk = true")).unwrap_err().to_string();
-        assert!(err.contains("per_disk") && err.contains("needs the daemon"), "{err}");
+        for key in ["per_disk", "promote", "shim_stats"] {
+            assert!(json.get(key).is_none(), "{key} unset, not recorded (resumed results compare configs): {json}");
+        }
+        for key in ["per_disk", "promote"] {
+            let err = parse(&GOOD.replace(lib, &format!("libception = \"prefetch\"\nprefetch_kb = 2048\n{key} = true"))).unwrap_err().to_string();
+            assert!(err.contains(key) && err.contains("needs the daemon"), "{err}");
+        }
         let err = parse(&GOOD.replace(lib, "libception = \"off\"\nshim_stats = true")).unwrap_err().to_string();
         assert!(err.contains("shim_stats") && err.contains("needs the shim"), "{err}");
     }

@@ -609,6 +609,10 @@ pub struct ConfigSection {
     /// The daemon serializes each drive on its own worker (`libception daemon
     /// --per-disk`) instead of one worker for all; needs a mode with a daemon.
     pub per_disk: Option<bool>,
+    /// The daemon reads each range a second time from the cache so that its
+    /// pages start on the active LRU list (`libception daemon --promote`);
+    /// needs a mode with a daemon.
+    pub promote: Option<bool>,
     /// The shim writes its statistics (call latency histograms: paper 000
     /// Fig 17) in any mode, not only in track mode; needs the shim.
     pub shim_stats: Option<bool>,
