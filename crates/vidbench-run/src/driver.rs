@@ -274,15 +274,7 @@ impl Driver {
         let stored = out.join("experiment.json");
         if resume && stored.exists() {
             let old: Value = serde_json::from_str(&std::fs::read_to_string(&stored)?).context("experiment.json of the results is not JSON")?;
-            let new = serde_json::to_value(&exp)?;
-            for key in ["configs", "disk", "run", "memory_limit_bytes", "workload"] {
-                if old.get(key) != new.get(key) {
-                    bail!(
-                        "cannot resume {}: the experiment's `{key}` changed since these results were started (use a new --out)",
-                        out.display()
-                    );
-                }
-            }
+            check_resumable(&old, &serde_json::to_value(&exp)?, &out)?;
         }
         std::fs::copy(&exp.source, out.join("experiment.toml")).with_context(|| format!("cannot copy {}", exp.source.display()))?;
         write_json(&stored, &exp)?;
@@ -1277,6 +1269,43 @@ pub fn cleanup_leftovers(out: &Path) {
     }
 }
 
+/// Whether results started as `old` (their experiment.json) may be continued
+/// as `new`: the testbed (`disk`, `run`, memory, workload) must be the same,
+/// and so must every configuration with a finished run under `out`; a
+/// configuration without one may change, go, or be added (an experiment in
+/// progress gains a configuration without its finished ones running again).
+fn check_resumable(old: &Value, new: &Value, out: &Path) -> anyhow::Result<()> {
+    for key in ["disk", "run", "memory_limit_bytes", "workload"] {
+        if old.get(key) != new.get(key) {
+            bail!("cannot resume {}: the experiment's `{key}` changed since these results were started (use a new --out)", out.display());
+        }
+    }
+    let configs = |v: &Value| v.get("configs").and_then(Value::as_array).cloned().unwrap_or_default();
+    let new_configs = configs(new);
+    for config in configs(old) {
+        let Some(name) = config.get("name").and_then(Value::as_str) else { continue };
+        let runs = out.join("runs").join(name);
+        let finished = std::fs::read_dir(&runs).map(|d| d.flatten().any(|e| e.path().join(DONE).exists())).unwrap_or(false);
+        if !finished {
+            continue;
+        }
+        match new_configs.iter().find(|c| c.get("name").and_then(Value::as_str) == Some(name)) {
+            Some(c) if *c == config => {}
+            Some(_) => bail!(
+                "cannot resume {}: configuration `{name}` changed since its finished runs in {} (undo the change, or use a new --out)",
+                out.display(),
+                runs.display()
+            ),
+            None => bail!(
+                "cannot resume {}: configuration `{name}` has finished runs in {} but is no longer in the experiment file",
+                out.display(),
+                runs.display()
+            ),
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1411,5 +1440,35 @@ libception = "track"
         cfg.shim_stats = true;
         let vars = shim_env(&cfg, Mode::Full, &programs, Some(&dir.path().join("daemon.sock")), dir.path()).unwrap();
         assert!(vars.iter().any(|(k, v)| k == "LIBCEPTION_STATS" && v.ends_with("shim/stats-%p.json")), "{vars:?}");
+    }
+
+    #[test]
+    fn a_resume_keeps_finished_configurations_and_may_change_or_add_the_others() {
+        let out = tempfile::tempdir().unwrap();
+        let done = out.path().join("runs/a/steps-rep0");
+        std::fs::create_dir_all(&done).unwrap();
+        std::fs::write(done.join(DONE), "1\n").unwrap();
+        std::fs::create_dir_all(out.path().join("runs/b/steps-rep0")).unwrap(); // interrupted: no DONE
+        let exp = |configs: serde_json::Value| serde_json::json!({ "disk": {"preset": "x"}, "run": {}, "memory_limit_bytes": 1, "workload": {}, "configs": configs });
+        let a = serde_json::json!({"name": "a", "prefetch": 2048});
+        let b = serde_json::json!({"name": "b", "prefetch": 2048});
+        let old = exp(serde_json::json!([a, b]));
+        // Unchanged, b changed (it finished nothing), c added, b removed: all fine.
+        for new in [
+            old.clone(),
+            exp(serde_json::json!([a, {"name": "b", "prefetch": 1024}])),
+            exp(serde_json::json!([a, b, {"name": "c"}])),
+            exp(serde_json::json!([a])),
+        ] {
+            check_resumable(&old, &new, out.path()).unwrap();
+        }
+        let err = check_resumable(&old, &exp(serde_json::json!([{"name": "a", "prefetch": 1024}, b])), out.path()).unwrap_err().to_string();
+        assert!(err.contains("configuration `a` changed"), "{err}");
+        let err = check_resumable(&old, &exp(serde_json::json!([b])), out.path()).unwrap_err().to_string();
+        assert!(err.contains("`a` has finished runs") && err.contains("no longer"), "{err}");
+        let mut other_disk = old.clone();
+        other_disk["disk"] = serde_json::json!({"preset": "y"});
+        let err = check_resumable(&old, &other_disk, out.path()).unwrap_err().to_string();
+        assert!(err.contains("`disk` changed"), "{err}");
     }
 }
