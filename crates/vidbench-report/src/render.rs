@@ -542,9 +542,13 @@ fn setup_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
     writeln!(ctx.md, "Each run directory holds `setup.json` (machine, packages, every parameter, seeds, the commands and the rendered server configuration) next to its raw data.\n")?;
     writeln!(ctx.md, "| run | server | Libception | prefetch KiB | read_ahead KiB | max request KiB | knobs | load seed | wall s |")?;
     writeln!(ctx.md, "|---|---|---|---:|---:|---:|---|---:|---:|")?;
-    for r in &ctx.results.runs {
+    // A stepped run is one directory holding every step: listed once.
+    let mut listed = std::collections::BTreeSet::new();
+    for r in ctx.results.runs.iter().filter(|r| listed.insert(r.dir.clone())) {
         let c = &r.config_json;
         let s = |k: &str| c.get(k).filter(|v| !v.is_null()).map(|v| v.to_string().trim_matches('"').to_string()).unwrap_or_else(|| "-".into());
+        let flag = |k: &str, words: &'static str| if c.get(k).and_then(Value::as_bool) == Some(true) { words } else { "" };
+        let libception = format!("{}{}{}", s("libception"), flag("promote", ", promoted"), flag("per_disk", ", per disk"));
         let knobs = r
             .setup
             .get("server")
@@ -557,7 +561,7 @@ fn setup_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
             ctx.md,
             "| `{rel}` | {} | {} | {} | {} | {} | {knobs} | {} | {} |",
             s("server"),
-            s("libception"),
+            libception,
             s("prefetch_kb"),
             s("read_ahead_kb"),
             s("max_request_kb"),

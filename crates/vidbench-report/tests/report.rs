@@ -106,6 +106,8 @@ fn prefetch_windows_and_the_size_over_time() {
         samples.push_str(&format!("{},{},{}\n", k * 5, k * 1000, 2097152 + (k / 10) * 1048576));
     }
     std::fs::write(run.join("samples.csv"), samples).unwrap();
+    let config = serde_json::json!({"name": "lib", "label": "nginx + Libception (adaptive)", "server": "nginx", "libception": "full", "promote": true});
+    std::fs::write(run.join("run.json"), serde_json::json!({"config": config, "steps": true}).to_string()).unwrap();
     std::fs::write(run.join("DONE"), "").unwrap();
 
     let results = Results::load(root).unwrap();
@@ -119,6 +121,9 @@ fn prefetch_windows_and_the_size_over_time() {
     assert!(md.contains("| nginx + Libception (adaptive) | 6.00 | 3.00 / 3.00 | 50.00 | 45.00 | 12.50 | 0.50 | 1.00 | 25.00 |"), "{md}");
     let svg = std::fs::read_to_string(root.join("report/figures/prefetch-size-over-time.svg")).unwrap();
     assert!(svg.contains("<svg") && svg.contains("nginx + Libception (adaptive)"), "the size figure names its run");
+    let setup_rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| `runs/lib/steps-rep0` |")).collect();
+    assert_eq!(setup_rows.len(), 1, "the stepped run is one run in the setup table: {setup_rows:?}");
+    assert!(setup_rows[0].contains("| nginx | full, promoted |"), "{}", setup_rows[0]);
 }
 
 /// A stepped run with a disk trace: the trace figures and table take the
