@@ -12,6 +12,8 @@
 //! prefix of the range that is already resident, `pread`s the rest into a
 //! reusable buffer, closes both descriptors, reports the
 //! read to the prefetch controller and stats, and replies to every waiter.
+//! In-flight and queue counters are updated around each read, so the stats'
+//! `max_in_flight` is a direct observation of the serialization guarantee.
 //!
 //! Promotion (`--promote`): right after the read, the worker reads the same
 //! bytes a second time from the page cache (`RWF_NOWAIT`: never from the
@@ -20,8 +22,6 @@
 //! (under an eighth of 8 GiB), and a page read once waits for its next use
 //! there: prefetched data a stream needs tens of seconds later is evicted
 //! first and read again (docs/daemon.md, "Promotion").
-//! In-flight and queue counters are updated around each read, so the stats'
-//! `max_in_flight` is a direct observation of the serialization guarantee.
 //!
 //! Fairness: the queue is one FIFO per client (uid), served round-robin, so
 //! a client with many queued reads delays another client's next read by at
