@@ -15,6 +15,14 @@
  * the kernel copies what it needs at submission (IORING_FEAT_SUBMIT_STABLE).
  * The ring has the completion queue's eventfd registered, so a poller
  * sleeping in laio__wait() wakes whenever the kernel posts a completion.
+ *
+ * io-wq runs a path lookup (openat, statx), fsync or close on a "bounded"
+ * worker, and by default starts at most min(SQ entries, 4 x CPUs) of them
+ * per thread: 8 on two CPUs. The ninth such background call would wait for
+ * a worker, not for its disk, so a program with a hundred cold opens in
+ * flight would have eight at the drive. The limit is raised as far as the
+ * kernel lets (it caps it at RLIMIT_NPROC), so io-wq, like the eager back
+ * end's pool, grows to the calls in flight.
  */
 #include <errno.h>
 #include <liburing.h>
@@ -44,6 +52,17 @@ static struct {
 	unsigned char supported[LAIO__KINDS];
 } u = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
+/*
+ * Bounded io-wq workers: as many as the kernel allows (see the top). A
+ * kernel before 5.15 has no such limit to set, and then keeps its default.
+ */
+static void raise_worker_limit(void)
+{
+	unsigned int limits[2] = { 1u << 30, 0 };	/* bounded; 0: unbounded unchanged */
+
+	(void)io_uring_register_iowq_max_workers(&u.ring, limits);
+}
+
 int laio__uring_init(void)
 {
 	struct io_uring_params p = { .flags = IORING_SETUP_CQSIZE, .cq_entries = 8192 };
@@ -66,6 +85,7 @@ int laio__uring_init(void)
 		io_uring_queue_exit(&u.ring);
 		return r;
 	}
+	raise_worker_limit();
 	u.up = 1;
 	return 0;
 }
