@@ -46,6 +46,9 @@ pub struct Run {
     /// The daemon's prefetching over the step's window (steady-state steps
     /// of runs under Libception, from steps.json).
     pub prefetch: Option<PrefetchWindow>,
+    /// The page cache's LRU lists over the step's window (steady-state
+    /// steps recorded since these were sampled).
+    pub lru: Option<LruWindow>,
 }
 
 impl Run {
@@ -58,6 +61,16 @@ impl Run {
         let ns = |s: f64| ((s + off) * 1e9).max(0.0) as u64;
         Some((ns(w0), ns(w1)))
     }
+}
+
+/// The memory cgroup's file LRU lists over a window (a step's `lru` in
+/// steps.json): mean bytes on each list, MB/s of file pages read again
+/// after eviction.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Deserialize)]
+pub struct LruWindow {
+    pub active_file_mean_bytes: f64,
+    pub inactive_file_mean_bytes: f64,
+    pub refault_mb_s: Option<f64>,
 }
 
 /// Paper 001 Table 1 over a window: the prefetch size in force and what
@@ -226,6 +239,7 @@ fn load_run(dir: &Path) -> anyhow::Result<Vec<Run>> {
         setup: read_json(&dir.join("setup.json")).unwrap_or(Value::Null),
         window_s: None,
         prefetch: None,
+        lru: None,
     };
     match read_json(&dir.join("steps.json")) {
         Ok(steps) => expand_steps(base, &steps).with_context(|| format!("{} is not a list of steps", dir.join("steps.json").display())),
@@ -264,6 +278,7 @@ fn expand_steps(base: Run, steps: &Value) -> anyhow::Result<Vec<Run>> {
             daemon_cpu_s: None,
             window_s: Some(window),
             prefetch: step.get("prefetch").and_then(|p| serde_json::from_value(p.clone()).ok()),
+            lru: step.get("lru").and_then(|p| serde_json::from_value(p.clone()).ok()),
             ..base.clone()
         });
     }

@@ -4,7 +4,7 @@
 //! relatively, so the report directory can be moved or committed as a whole.
 
 use crate::analysis::{self, Point};
-use crate::data::{Results, Run};
+use crate::data::{DiskDelta, Results, Run};
 use crate::figures::{line_chart, Chart, Reference, Series};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -73,6 +73,7 @@ pub fn write_report(results: &Results, out: &Path) -> anyhow::Result<usize> {
     latency_section(&mut ctx)?;
     sweep_section(&mut ctx, &server_configs, &points)?;
     prefetch_section(&mut ctx, &server_configs)?;
+    lru_section(&mut ctx, &server_configs)?;
     setup_section(&mut ctx)?;
     std::fs::write(out, &ctx.md).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?;
     Ok(ctx.figures)
@@ -468,6 +469,50 @@ fn sweep_section(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<String
         });
     }
     ctx.figure("sweeps", Chart { title: "Maximum failure-free throughput by size", x_label: "prefetch or read_ahead size (KiB, log)", y_label: "MB/s", log_x: true, y_range: None, references: Vec::new() }, series)?;
+    Ok(())
+}
+
+/// The page cache per measured window: how much sat on the active and the
+/// inactive file list, and how much of what the drive read had been in the
+/// cache before (refaults). Prefetched data waits on the inactive list
+/// until it is sent; a small list evicts it first.
+fn lru_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()> {
+    let with: Vec<&String> = configs.iter().filter(|c| ctx.results.runs_of(c).any(|r| r.lru.is_some())).collect();
+    if with.is_empty() {
+        return Ok(());
+    }
+    writeln!(ctx.md, "## Page cache: the LRU lists\n")?;
+    writeln!(
+        ctx.md,
+        "Per measured window, from the memory cgroup's `memory.stat` sampled with the disk: the mean size of the active and the \
+         inactive file list, and the file pages read again after their eviction (`workingset_refault_file`), in MB/s and as a share \
+         of what the drive read in the window.\n"
+    )?;
+    writeln!(ctx.md, "| configuration | rate | window s | active GiB | inactive GiB | refaults MB/s | refaults % of disk read |")?;
+    writeln!(ctx.md, "|---|---:|---|---:|---:|---:|---:|")?;
+    let gib = |b: f64| b / (1u64 << 30) as f64;
+    for c in &with {
+        let mut runs: Vec<&Run> = ctx.results.runs_of(c).filter(|r| r.lru.is_some()).collect();
+        runs.sort_by(|a, b| a.window_s.map(|w| w.0).unwrap_or(0.0).total_cmp(&b.window_s.map(|w| w.0).unwrap_or(0.0)));
+        for r in runs {
+            let l = r.lru.expect("filtered");
+            let disk_mb_s = r.disk.as_ref().filter(|d| d.seconds > 0.0).map(DiskDelta::mb_per_s);
+            let share = l.refault_mb_s.zip(disk_mb_s).filter(|(_, d)| *d > 0.0).map(|(f, d)| 100.0 * f / d);
+            let window = r.window_s.map(|(a, b)| format!("{a:.0}-{b:.0}")).unwrap_or_default();
+            writeln!(
+                ctx.md,
+                "| {} | {:.2} | {} | {:.2} | {:.2} | {} | {} |",
+                ctx.results.label(c),
+                r.rate.unwrap_or(0.0),
+                window,
+                gib(l.active_file_mean_bytes),
+                gib(l.inactive_file_mean_bytes),
+                f2(l.refault_mb_s),
+                f2(share)
+            )?;
+        }
+    }
+    writeln!(ctx.md)?;
     Ok(())
 }
 

@@ -317,7 +317,10 @@ fn read_value(file: &Path) -> Result<Option<u64>, CgroupError> {
 }
 
 /// v1 memory.stat names the driver records, and their v2 equivalents.
-const STAT_NAMES: [(&str, Option<&str>); 8] = [
+/// `workingset_refault_file` counts pages (both versions): file pages read
+/// again after eviction, while their shadow entry still said how recently
+/// they had been in memory.
+const STAT_NAMES: [(&str, Option<&str>); 9] = [
     ("cache", Some("file")),
     ("rss", Some("anon")),
     ("mapped_file", Some("file_mapped")),
@@ -326,6 +329,7 @@ const STAT_NAMES: [(&str, Option<&str>); 8] = [
     ("pgmajfault", Some("pgmajfault")),
     ("inactive_file", Some("inactive_file")),
     ("active_file", Some("active_file")),
+    ("workingset_refault_file", Some("workingset_refault_file")),
 ];
 
 /// A run's cgroups; removed on drop.
@@ -814,7 +818,7 @@ mod tests {
         // What the kernel would write.
         put(&dir.join("memory.current"), "1048576\n");
         put(&dir.join("memory.peak"), "2097152\n");
-        put(&dir.join("memory.stat"), "anon 4096\nfile 8192\nkernel 12\nfile_mapped 512\nactive_file 100\ninactive_file 200\npgfault 5\npgmajfault 3\n");
+        put(&dir.join("memory.stat"), "anon 4096\nfile 8192\nkernel 12\nfile_mapped 512\nactive_file 100\ninactive_file 200\npgfault 5\npgmajfault 3\nworkingset_refault_file 9\n");
         put(&dir.join("memory.events"), "low 0\nhigh 0\nmax 118\noom 1\noom_kill 1\noom_group_kill 0\n");
         put(&dir.join("io.stat"), "7:0 rbytes=4096 wbytes=0 rios=1 wios=0 dbytes=0 dios=0\n");
         put(&dir.join("server/cpu.stat"), "usage_usec 2500000\nuser_usec 2000000\nsystem_usec 500000\n");
@@ -825,7 +829,7 @@ mod tests {
         assert_eq!(m["max_usage_in_bytes"], 2097152);
         assert_eq!(m["failcnt"], 118, "memory.events max stands for v1's failcnt");
         assert_eq!(m["oom_kill"], 1);
-        assert_eq!(m["stat"], json!({"cache": 8192, "rss": 4096, "mapped_file": 512, "pgmajfault": 3, "active_file": 100, "inactive_file": 200}));
+        assert_eq!(m["stat"], json!({"cache": 8192, "rss": 4096, "mapped_file": 512, "pgmajfault": 3, "active_file": 100, "inactive_file": 200, "workingset_refault_file": 9}));
         assert_eq!(m["events"]["oom"], 1);
         assert_eq!(m["io"]["7:0"]["rbytes"], 4096);
         assert!(m["raw"]["memory.stat"].as_str().unwrap().contains("kernel 12"), "the raw file is kept");
@@ -886,13 +890,13 @@ mod tests {
         put(&dir.join("memory.max_usage_in_bytes"), "200\n");
         put(&dir.join("memory.failcnt"), "157000\n");
         put(&dir.join("memory.oom_control"), "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n");
-        put(&dir.join("memory.stat"), "cache 10\nrss 20\nmapped_file 1\npgpgin 5\npgpgout 6\npgmajfault 7\ninactive_file 3\nactive_file 4\ntotal_cache 10\n");
+        put(&dir.join("memory.stat"), "cache 10\nrss 20\nmapped_file 1\npgpgin 5\npgpgout 6\npgmajfault 7\ninactive_file 3\nactive_file 4\nworkingset_refault_file 8\ntotal_cache 10\n");
         put(&t.path().join("cpuacct/vidbench-8-1/server/cpuacct.usage"), "1500000000\n");
         let m = cg.memory_stats().unwrap();
         assert_eq!(m["version"], 1);
         assert_eq!(m["failcnt"], 157000);
         assert_eq!(m["limit_in_bytes"], 1u64 << 30);
-        assert_eq!(m["stat"], json!({"cache": 10, "rss": 20, "mapped_file": 1, "pgpgin": 5, "pgpgout": 6, "pgmajfault": 7, "inactive_file": 3, "active_file": 4}));
+        assert_eq!(m["stat"], json!({"cache": 10, "rss": 20, "mapped_file": 1, "pgpgin": 5, "pgpgout": 6, "pgmajfault": 7, "inactive_file": 3, "active_file": 4, "workingset_refault_file": 8}));
         assert_eq!(cg.cpu_usage(Role::Server).unwrap(), Some(1.5));
         let d = cg.describe();
         assert_eq!((d["version"].clone(), d["files"]["limit"].clone(), d["files"]["limit_hits"].clone()), (json!(1), json!("memory.limit_in_bytes"), json!("memory.failcnt")));

@@ -153,6 +153,16 @@ pub struct Sample {
     /// The run's memory cgroup: usage and limit hits so far.
     pub memory_bytes: Option<f64>,
     pub memory_limit_hits: Option<f64>,
+    /// The cgroup's file LRU lists (bytes on the active and the inactive
+    /// list) and, cumulative, bytes of file pages read again after being
+    /// evicted (`workingset_refault_file` times the page size). Absent in
+    /// files from before these columns.
+    #[serde(default)]
+    pub active_file_bytes: Option<f64>,
+    #[serde(default)]
+    pub inactive_file_bytes: Option<f64>,
+    #[serde(default)]
+    pub refault_file_bytes: Option<f64>,
     /// The daemon's prefetch size in force (the adaptive controller's first
     /// queue, or the fixed size) and, cumulative, what became of the bytes it
     /// prefetched (paper 001 Table 1: read, used, evicted before use, wasted,
@@ -198,6 +208,9 @@ impl Sample {
             block_io_ticks_ms: at(&["block_layer", "counters", "io_ticks_ms"]),
             memory_bytes: memory.get("usage_in_bytes").and_then(Value::as_f64),
             memory_limit_hits: memory.get("failcnt").and_then(Value::as_f64),
+            active_file_bytes: memory.pointer("/stat/active_file").and_then(Value::as_f64),
+            inactive_file_bytes: memory.pointer("/stat/inactive_file").and_then(Value::as_f64),
+            refault_file_bytes: memory.pointer("/stat/workingset_refault_file").and_then(Value::as_f64).map(|pages| pages * page_size()),
             ..Sample::default()
         };
         if let Some(daemon) = children.daemon {
@@ -210,6 +223,12 @@ impl Sample {
         }
         row
     }
+}
+
+fn page_size() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if size > 0 { size as f64 } else { 4096.0 }
 }
 
 /// When the server's send buffers are looked at (`sockets.json`): after the
@@ -270,6 +289,22 @@ pub struct StepRecord {
     /// The daemon's prefetching over the window (runs under Libception).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefetch: Option<PrefetchWindow>,
+    /// The page cache's LRU lists over the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lru: Option<LruWindow>,
+}
+
+/// The memory cgroup's file LRU lists over a step's window: mean bytes on
+/// the active and the inactive list, and MB/s of file pages read again
+/// after eviction (of what the drive read, the share that had been in the
+/// cache before). A window opened before the lists have reached their
+/// steady split (a page cache filled by the warm-up starts all inactive)
+/// shows it here.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LruWindow {
+    pub active_file_mean_bytes: f64,
+    pub inactive_file_mean_bytes: f64,
+    pub refault_mb_s: Option<f64>,
 }
 
 /// Paper 001 Table 1 over a step's window: the prefetch size in force
@@ -302,7 +337,11 @@ impl StepRecord {
             block_reads: delta(|s| s.block_reads),
             block_mb_s: delta(|s| s.block_read_sectors).map(|sectors| sectors * 512.0 / 1e6 / seconds),
         });
-        let inside: Vec<f64> = samples.iter().filter(|s| s.t_s >= a - 1e-6 && s.t_s <= b + 1e-6).filter_map(|s| s.memory_bytes).collect();
+        // The mean of a column over the samples inside the window.
+        let mean = |f: fn(&Sample) -> Option<f64>| {
+            let v: Vec<f64> = samples.iter().filter(|s| s.t_s >= a - 1e-6 && s.t_s <= b + 1e-6).filter_map(f).collect();
+            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+        };
         let delivered = load.throughput_mb_s;
         let sizes: Vec<f64> = samples.iter().filter(|s| s.t_s >= a - 1e-6 && s.t_s <= b + 1e-6).filter_map(|s| s.prefetch_bytes).collect();
         let mb_s = |f: fn(&Sample) -> Option<f64>| delta(f).map(|bytes| bytes / 1e6 / seconds);
@@ -315,11 +354,20 @@ impl StepRecord {
             wasted_mb_s: mb_s(|s| s.prefetch_wasted_bytes),
             reread_mb_s: mb_s(|s| s.prefetch_reread_bytes),
         });
+        let lru = match (mean(|s| s.active_file_bytes), mean(|s| s.inactive_file_bytes)) {
+            (Some(active), Some(inactive)) => Some(LruWindow {
+                active_file_mean_bytes: active,
+                inactive_file_mean_bytes: inactive,
+                refault_mb_s: mb_s(|s| s.refault_file_bytes),
+            }),
+            _ => None,
+        };
         StepRecord {
+            lru,
             prefetch,
             disk_bytes_per_delivered_byte: disk.filter(|_| delivered > 0.0).map(|d| d.mb_s / delivered),
             disk,
-            memory_mean_bytes: (!inside.is_empty()).then(|| inside.iter().sum::<f64>() / inside.len() as f64),
+            memory_mean_bytes: mean(|s| s.memory_bytes),
             memory_limit_hits: delta(|s| s.memory_limit_hits),
             load,
         }
@@ -379,6 +427,11 @@ mod tests {
                     block_read_sectors: Some(bytes / 512.0),
                     memory_bytes: Some(if t < 10.0 { 0.0 } else { 1000.0 }),
                     memory_limit_hits: Some(k as f64),
+                    // The active list grows by 100 bytes a sample and the
+                    // inactive one shrinks as much; 2 MB/s are refaults.
+                    active_file_bytes: Some(100.0 * k as f64),
+                    inactive_file_bytes: Some(1000.0 - 100.0 * k as f64),
+                    refault_file_bytes: Some(t * 2e6),
                     ..Sample::default()
                 }
             })
@@ -391,6 +444,10 @@ mod tests {
         assert!((r.disk_bytes_per_delivered_byte.unwrap() - 1.5).abs() < 1e-9);
         assert_eq!(r.memory_mean_bytes, Some(1000.0));
         assert_eq!(r.memory_limit_hits, Some(4.0));
+        // Samples 2 to 6 (10 to 30 s) inside the window.
+        let lru = r.lru.expect("the cgroup's lists were sampled");
+        assert_eq!((lru.active_file_mean_bytes, lru.inactive_file_mean_bytes), (400.0, 600.0));
+        assert!((lru.refault_mb_s.unwrap() - 2.0).abs() < 1e-9);
         // No sample at an edge: no disk figure rather than a wrong one.
         assert_eq!(StepRecord::new(load_step((10.0, 60.0), 20.0), &samples).disk, None);
     }
