@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <linux/fuse.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
@@ -44,6 +45,7 @@ static int fuse_fd = -1;
 static struct counts {
 	int held;	/* lookups held now */
 	int answered;	/* lookups answered */
+	int all_at_once;	/* answered because all N were held */
 } *counts;
 
 static char mnt[] = "/tmp/laio-inflight-XXXXXX";
@@ -109,8 +111,10 @@ static void serve(void)
 			CHECK(n < N);
 			held[n++] = in->unique;
 			__atomic_store_n(&counts->held, n, __ATOMIC_RELEASE);
-			if (n == N)
+			if (n == N) {
+				counts->all_at_once = 1;
 				answer_held(held, &n);
+			}
 			break;
 		case FUSE_FORGET:
 		case FUSE_BATCH_FORGET:
@@ -154,7 +158,8 @@ static pid_t start_server(void)
 	return pid;
 }
 
-/* A test that fails leaves no mount behind (the server is gone by then). */
+/* A test that fails leaves no directory behind (the mount is gone with its
+ * namespace; the server is gone by then). */
 static void unmount_at_exit(void)
 {
 	umount2(mnt, MNT_DETACH);
@@ -184,9 +189,15 @@ static void body(void)
 
 	counts = mmap(NULL, sizeof(*counts), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	CHECK(counts != MAP_FAILED);
+	/*
+	 * A mount namespace of this test's own: its FUSE mount goes away with
+	 * the test and the server whatever ends them (a harness's SIGTERM too).
+	 */
+	CHECK(unshare(CLONE_NEWNS) == 0);
+	CHECK(mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0);
 	CHECK(mkdtemp(mnt));
-	atexit(unmount_at_exit);
 	server = start_server();
+	atexit(unmount_at_exit);
 
 	for (int i = 0; i < N; i++) {
 		snprintf(paths[i], sizeof(paths[i]), "%s/f%d", mnt, i);
@@ -217,7 +228,7 @@ static void body(void)
 	CHECK(umount2(mnt, MNT_DETACH) == 0);
 	CHECK(waitpid(server, &st, 0) == server && WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	CHECK(rmdir(mnt) == 0);
-	CHECK(counts->answered == N);
+	CHECK(counts->answered == N && counts->all_at_once);
 }
 
 int main(void)
