@@ -472,12 +472,26 @@ fn sweep_section(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<String
     Ok(())
 }
 
+/// The configurations with runs that `has` a per-window figure, each with
+/// those runs in the order of their windows.
+fn windows_with<'a, 'c>(ctx: &Ctx<'a>, configs: &'c [String], has: fn(&Run) -> bool) -> Vec<(&'c String, Vec<&'a Run>)> {
+    configs
+        .iter()
+        .map(|c| {
+            let mut runs: Vec<&Run> = ctx.results.runs.iter().filter(|r| r.config == *c && has(r)).collect();
+            runs.sort_by(|a, b| a.window_s.map(|w| w.0).unwrap_or(0.0).total_cmp(&b.window_s.map(|w| w.0).unwrap_or(0.0)));
+            (c, runs)
+        })
+        .filter(|(_, runs)| !runs.is_empty())
+        .collect()
+}
+
 /// The page cache per measured window: how much sat on the active and the
 /// inactive file list, and how much of what the drive read had been in the
 /// cache before (refaults). Prefetched data waits on the inactive list
 /// until it is sent; a small list evicts it first.
 fn lru_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()> {
-    let with: Vec<&String> = configs.iter().filter(|c| ctx.results.runs_of(c).any(|r| r.lru.is_some())).collect();
+    let with = windows_with(ctx, configs, |r| r.lru.is_some());
     if with.is_empty() {
         return Ok(());
     }
@@ -491,12 +505,10 @@ fn lru_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()> {
     writeln!(ctx.md, "| configuration | rate | window s | active GiB | inactive GiB | refaults MB/s | refaults % of disk read |")?;
     writeln!(ctx.md, "|---|---:|---|---:|---:|---:|---:|")?;
     let gib = |b: f64| b / (1u64 << 30) as f64;
-    for c in &with {
-        let mut runs: Vec<&Run> = ctx.results.runs_of(c).filter(|r| r.lru.is_some()).collect();
-        runs.sort_by(|a, b| a.window_s.map(|w| w.0).unwrap_or(0.0).total_cmp(&b.window_s.map(|w| w.0).unwrap_or(0.0)));
+    for (c, runs) in &with {
         for r in runs {
             let l = r.lru.expect("filtered");
-            let disk_mb_s = r.disk.as_ref().filter(|d| d.seconds > 0.0).map(DiskDelta::mb_per_s);
+            let disk_mb_s = r.disk.as_ref().map(DiskDelta::mb_per_s);
             let share = l.refault_mb_s.zip(disk_mb_s).filter(|(_, d)| *d > 0.0).map(|(f, d)| 100.0 * f / d);
             let window = r.window_s.map(|(a, b)| format!("{a:.0}-{b:.0}")).unwrap_or_default();
             writeln!(
@@ -520,7 +532,7 @@ fn lru_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()> {
 /// size in force and what became of the prefetched bytes (Table 1's
 /// metrics, Figs 5-6's eviction MB/s), and the size over time (Figs 3-4).
 fn prefetch_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()> {
-    let with: Vec<&String> = configs.iter().filter(|c| ctx.results.runs_of(c).any(|r| r.prefetch.is_some())).collect();
+    let with = windows_with(ctx, configs, |r| r.prefetch.is_some());
     if with.is_empty() {
         return Ok(());
     }
@@ -535,9 +547,7 @@ fn prefetch_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()>
     writeln!(ctx.md, "| configuration | rate | size MiB (mean / end) | read MB/s | used MB/s | evicted MB/s | wasted MB/s | re-read MB/s | evicted % of read |")?;
     writeln!(ctx.md, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")?;
     let mib = |b: f64| b / (1u64 << 20) as f64;
-    for c in &with {
-        let mut runs: Vec<&Run> = ctx.results.runs_of(c).filter(|r| r.prefetch.is_some()).collect();
-        runs.sort_by(|a, b| a.window_s.map(|w| w.0).unwrap_or(0.0).total_cmp(&b.window_s.map(|w| w.0).unwrap_or(0.0)));
+    for (c, runs) in &with {
         for r in runs {
             let p = r.prefetch.expect("filtered");
             let evicted_pct = p.evicted_mb_s.zip(p.read_mb_s).filter(|(_, read)| *read > 0.0).map(|(e, read)| 100.0 * e / read);
@@ -560,7 +570,7 @@ fn prefetch_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()>
     writeln!(ctx.md)?;
     // The size over time, one line per run directory (a stepped run is one).
     let mut series = Vec::new();
-    for c in &with {
+    for (c, _) in &with {
         let style = configs.iter().position(|x| x == *c).unwrap_or(0);
         let mut dirs: Vec<&std::path::PathBuf> = ctx.results.runs_of(c).filter(|r| r.prefetch.is_some()).map(|r| &r.dir).collect();
         dirs.dedup();

@@ -343,10 +343,9 @@ impl StepRecord {
             (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
         };
         let delivered = load.throughput_mb_s;
-        let sizes: Vec<f64> = samples.iter().filter(|s| s.t_s >= a - 1e-6 && s.t_s <= b + 1e-6).filter_map(|s| s.prefetch_bytes).collect();
         let mb_s = |f: fn(&Sample) -> Option<f64>| delta(f).map(|bytes| bytes / 1e6 / seconds);
-        let prefetch = last.and_then(|l| l.prefetch_bytes).filter(|_| !sizes.is_empty()).map(|end| PrefetchWindow {
-            size_mean_bytes: sizes.iter().sum::<f64>() / sizes.len() as f64,
+        let prefetch = last.and_then(|l| l.prefetch_bytes).zip(mean(|s| s.prefetch_bytes)).map(|(end, size_mean)| PrefetchWindow {
+            size_mean_bytes: size_mean,
             size_end_bytes: end,
             read_mb_s: mb_s(|s| s.prefetch_read_bytes),
             used_mb_s: mb_s(|s| s.prefetch_used_bytes),
