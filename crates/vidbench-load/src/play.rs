@@ -242,7 +242,8 @@ async fn run(
                 let step_start = c.step.as_ref().map_or(t, |s| s.start_s);
                 let failed = c.failed_playing(t, step_start);
                 let gap = crate::population::gap(&catalogue.durations, &c.rate_history(), t, failed);
-                c.step.as_mut().expect("a gate belongs to a step").gate(gap);
+                let cache = plan.as_mut().and_then(|p| p.cache_settled(t));
+                c.step.as_mut().expect("a gate belongs to a step").gate(gap, cache);
             }
             // A stepped run's arrivals beyond the step's end are redrawn at the next rate.
             _ = sleep_until(start_at), if starting && step_end_s.is_none_or(|end| next_at < end) => {

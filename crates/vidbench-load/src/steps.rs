@@ -94,6 +94,15 @@ pub trait StepPlan {
     /// `None` ends the run. Called on the load client's event loop: it must
     /// answer promptly.
     fn next(&mut self, finished: Option<&StepResult>) -> Option<StepSpec>;
+
+    /// Under the settling gate, whether the server's page cache has settled
+    /// at `t_s` seconds into the run (the driver judges it from its own
+    /// samples: the memory cgroup's LRU lists); `None` when the plan cannot
+    /// tell, and the gate then goes by the sessions alone. Called on the
+    /// load client's event loop: it must answer promptly.
+    fn cache_settled(&mut self, _t_s: f64) -> Option<bool> {
+        None
+    }
 }
 
 /// A plan that plays a fixed list of steps.
@@ -152,9 +161,14 @@ pub struct StepResult {
     #[serde(default)]
     pub gap_pct: Option<f64>,
     /// Under the gate: false when the window opened at `max_settle_s` with
-    /// the gap still above `gate_pct`.
+    /// the gap still above `gate_pct` or the page cache not settled.
     #[serde(default = "settled_default")]
     pub settled: bool,
+    /// Under the gate, whether the plan found the page cache settled when
+    /// the window opened ([`StepPlan::cache_settled`]); `None` when it could
+    /// not tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_settled: Option<bool>,
     /// Under population matching: what the match at the step's start did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub matched: Option<Matched>,
@@ -195,6 +209,8 @@ pub(crate) struct StepCounters {
     /// Under the gate, the gap (percent) when the window opened: `None`
     /// while the gate has not opened it yet.
     pub gap_pct: Option<f64>,
+    /// Under the gate, the plan's word on the page cache when the window opened.
+    pub cache_settled: Option<bool>,
     pub matched: Option<Matched>,
 }
 
@@ -209,6 +225,7 @@ impl StepCounters {
             failures: SessionCounts::default(),
             extra_settle_s: 0.0,
             gap_pct: None,
+            cache_settled: None,
             matched: None,
         }
     }
@@ -227,18 +244,23 @@ impl StepCounters {
         (self.spec.gate_pct > 0.0 && self.gap_pct.is_none()).then(|| self.window().0)
     }
 
-    /// False when the gate opened the window at its cap, the gap still too large.
+    /// False when the gate opened the window at its cap, the gap still too
+    /// large or the page cache still moving.
     fn settled(&self) -> bool {
-        self.gap_pct.is_none_or(|g| g.abs() <= self.spec.gate_pct)
+        self.gap_pct.is_none_or(|g| g.abs() <= self.spec.gate_pct) && self.cache_settled != Some(false)
     }
 
     /// The gate's decision at the window's start, given the gap there (a
-    /// fraction, see `population::gap`): open the window, or settle
-    /// [`GATE_STEP_S`] longer (never past `max_settle_s`).
-    pub fn gate(&mut self, gap: f64) {
+    /// fraction, see `population::gap`) and the plan's word on the page
+    /// cache: open the window when both have settled (a cache the plan
+    /// cannot judge does not hold it), or settle [`GATE_STEP_S`] longer
+    /// (never past `max_settle_s`).
+    pub fn gate(&mut self, gap: f64, cache_settled: Option<bool>) {
         let settle = self.spec.settle_s + self.extra_settle_s;
-        if (100.0 * gap).abs() <= self.spec.gate_pct || settle + GATE_STEP_S > self.spec.max_settle_s + 1e-9 {
+        let ready = (100.0 * gap).abs() <= self.spec.gate_pct && cache_settled != Some(false);
+        if ready || settle + GATE_STEP_S > self.spec.max_settle_s + 1e-9 {
             self.gap_pct = Some(100.0 * gap);
+            self.cache_settled = cache_settled;
         } else {
             self.extra_settle_s += GATE_STEP_S;
         }
@@ -302,6 +324,7 @@ impl StepCounters {
             settled_s: self.spec.settle_s + self.extra_settle_s,
             gap_pct: self.gap_pct,
             settled: self.settled(),
+            cache_settled: self.cache_settled,
             matched: self.matched,
         }
     }
@@ -374,9 +397,9 @@ mod tests {
         let gated = StepSpec { gate_pct: 3.0, max_settle_s: 25.0, ..spec() }; // settle 10, measure 30, hold 10
         let mut s = StepCounters::new(1, gated, 100.0);
         assert_eq!(s.gate_check_s(), Some(110.0));
-        s.gate(0.08); // 8 % missing: 5 s more
+        s.gate(0.08, None); // 8 % missing: 5 s more
         assert_eq!((s.gate_check_s(), s.window(), s.end_s()), (Some(115.0), (115.0, 145.0), 155.0));
-        s.gate(-0.02); // within 3 % (an excess counts by its size): open
+        s.gate(-0.02, None); // within 3 % (an excess counts by its size): open
         assert_eq!(s.gate_check_s(), None);
         assert_eq!(s.window(), (115.0, 145.0));
         // A session scheduled in the extended settling is not measured.
@@ -390,12 +413,28 @@ mod tests {
         let mut s = StepCounters::new(1, gated, 100.0);
         for _ in 0..10 {
             if s.gate_check_s().is_some() {
-                s.gate(0.2);
+                s.gate(0.2, None);
             }
         }
         let r = s.finish(&[], &[]);
         assert_eq!((r.settled_s, r.settled), (25.0, false));
         assert_eq!(r.window_s, (125.0, 155.0));
+
+        // Sessions settled but the page cache still moving: the window
+        // waits for the cache, then opens once it has settled.
+        let mut s = StepCounters::new(1, gated, 100.0);
+        s.gate(0.0, Some(false));
+        assert_eq!(s.gate_check_s(), Some(115.0));
+        s.gate(0.01, Some(true));
+        let r = s.finish(&[], &[]);
+        assert_eq!((r.settled_s, r.settled, r.cache_settled), (15.0, true, Some(true)));
+        // A cache that never settles opens the window at the cap, unsettled.
+        let mut s = StepCounters::new(1, gated, 100.0);
+        while s.gate_check_s().is_some() {
+            s.gate(0.0, Some(false));
+        }
+        let r = s.finish(&[], &[]);
+        assert_eq!((r.settled_s, r.gap_pct, r.settled, r.cache_settled), (25.0, Some(0.0), false, Some(false)));
 
         // Without the gate the window is where the spec puts it.
         let s = StepCounters::new(1, spec(), 100.0);

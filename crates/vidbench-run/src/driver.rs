@@ -856,10 +856,15 @@ impl Driver {
         let report = Box::new(move |r: &vidbench_load::StepResult| {
             let settling = match r.gap_pct {
                 Some(gap) => format!(
-                    "; window after {:.0} s of settling, {:.1} % of the steady-state sessions {}{}",
+                    "; window after {:.0} s of settling, {:.1} % of the steady-state sessions {}{}{}",
                     r.settled_s,
                     gap.abs(),
                     if gap >= 0.0 { "missing" } else { "in excess" },
+                    match r.cache_settled {
+                        Some(true) => ", page cache settled",
+                        Some(false) => ", page cache still moving",
+                        None => "",
+                    },
                     if r.settled { "" } else { " (NOT settled: the cap ended the settling)" }
                 ),
                 None => String::new(),
@@ -880,10 +885,11 @@ impl Driver {
                 r.sessions_measured
             ))
         });
-        let (mut channel, mut plan) = steady::channel(timing, Box::new(move || !running.load(Ordering::Relaxed)), report);
-        let (driven, summary, samples) = std::thread::scope(|scope| {
+        let log = steady::SampleLog::default();
+        let (mut channel, mut plan) = steady::channel(timing, log.clone(), Box::new(move || !running.load(Ordering::Relaxed)), report);
+        let (driven, summary, sampled) = std::thread::scope(|scope| {
             let _stop_sampler = StopFlag(&stop);
-            let sampler = scope.spawn(|| steady::sample(epoch, children, self.exp.run.port, &dir.join("samples.csv"), &stop));
+            let sampler = scope.spawn(|| steady::sample(epoch, children, self.exp.run.port, &dir.join("samples.csv"), &log, &stop));
             let load = scope.spawn(move || {
                 let r = vidbench_load::play_steps(config, sessions, &mut plan, &mut |p| printer.line(&format!("    load {p}")));
                 load_done.store(true, Ordering::Relaxed);
@@ -905,7 +911,8 @@ impl Driver {
         }
         let summary = summary.context("the load client failed")?;
         let driven = driven?;
-        let samples = samples.map_err(|_| anyhow::anyhow!("the sampler panicked"))??;
+        sampled.map_err(|_| anyhow::anyhow!("the sampler panicked"))??;
+        let samples = std::mem::take(&mut *log.lock().unwrap_or_else(|e| e.into_inner()));
         let records: Vec<StepRecord> = summary.steps.into_iter().map(|s| StepRecord::new(s, &samples)).collect();
         write_json(&dir.join("steps.json"), &records)?;
         Ok((driven, records))

@@ -7,7 +7,9 @@
 //!   play a step and waits for its result; it is a [`Prober`], so the same
 //!   search code decides steps of one run or separate runs.
 //! - [`ChannelPlan`] is the load thread's end (a [`StepPlan`]).
-//! - [`Sampler`] writes `samples.csv` every sample interval.
+//! - [`sample`] writes `samples.csv` every sample interval and keeps the
+//!   rows in a [`SampleLog`], from which the gate judges whether the page
+//!   cache's LRU lists have settled ([`lru_settled`]).
 //! - [`StepRecord`] joins a step's load figures with the disk's, the
 //!   memory's and (under Libception) the daemon's prefetching over the same
 //!   window (a row of the run's `steps.json`).
@@ -22,6 +24,7 @@ use serde_json::Value;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use vidbench_load::{StepPlan, StepResult, StepSpec};
 
@@ -29,6 +32,9 @@ use vidbench_load::{StepPlan, StepResult, StepSpec};
 pub struct ChannelPlan {
     results: Sender<StepResult>,
     next: Receiver<Option<StepSpec>>,
+    /// The sampler's rows and `run.steady.lru_pct`, when the gate waits
+    /// for the LRU lists.
+    lru_gate: Option<(SampleLog, f64)>,
 }
 
 impl StepPlan for ChannelPlan {
@@ -41,6 +47,47 @@ impl StepPlan for ChannelPlan {
         // A closed channel (the driver stopped or failed) ends the run.
         self.next.recv().ok().flatten()
     }
+
+    fn cache_settled(&mut self, t_s: f64) -> Option<bool> {
+        let (log, pct) = self.lru_gate.as_ref()?;
+        lru_settled(&log.lock().unwrap_or_else(|e| e.into_inner()), t_s, *pct)
+    }
+}
+
+/// The sampler's rows so far, shared with the gate.
+pub type SampleLog = Arc<Mutex<Vec<Sample>>>;
+
+/// How far back the LRU gate looks: the lists must have held still this long.
+pub const LRU_SPAN_S: f64 = 120.0;
+
+/// Whether the memory cgroup's file LRU lists have settled at `t_s`: over
+/// the last [`LRU_SPAN_S`] seconds of `samples`, neither the active nor the
+/// inactive list moved (maximum minus minimum) by more than `pct` % of the
+/// file pages on both. The cache the warm-up fills starts all inactive, and
+/// under kernel readahead the lists reach their steady split only after
+/// 600-1,100 s (docs/run.md); a window opened before measures a cache whose
+/// inactive list, the one that decides what is evicted, is several times its
+/// steady size. `None` when the samples carry no LRU figures (a kernel
+/// without them): the gate cannot judge, and goes by the sessions alone;
+/// `Some(false)` while fewer than [`LRU_SPAN_S`] seconds are sampled.
+pub fn lru_settled(samples: &[Sample], t_s: f64, pct: f64) -> Option<bool> {
+    let lists = |s: &Sample| s.active_file_bytes.zip(s.inactive_file_bytes);
+    if !samples.iter().any(|s| lists(s).is_some()) {
+        return None;
+    }
+    let span: Vec<(f64, f64)> = samples.iter().filter(|s| s.t_s <= t_s + 1e-6 && s.t_s >= t_s - LRU_SPAN_S - 1e-6).filter_map(lists).collect();
+    let covered = |edge: f64| samples.iter().any(|s| lists(s).is_some() && (s.t_s - edge).abs() <= SAMPLE_INTERVAL_S + 1e-6);
+    // Both ends of the span sampled (the newest sample may lag the gate's check by one interval).
+    if !(covered(t_s - LRU_SPAN_S) && covered(t_s - SAMPLE_INTERVAL_S)) {
+        return Some(false);
+    }
+    let range = |v: &mut dyn Iterator<Item = f64>| {
+        let v: Vec<f64> = v.collect();
+        v.iter().cloned().fold(f64::MIN, f64::max) - v.iter().cloned().fold(f64::MAX, f64::min)
+    };
+    let file = span.iter().map(|(a, i)| a + i).sum::<f64>() / span.len() as f64;
+    let moved = range(&mut span.iter().map(|p| p.0)).max(range(&mut span.iter().map(|p| p.1)));
+    Some(moved <= pct / 100.0 * file)
 }
 
 /// The driver's end of the channel.
@@ -55,17 +102,20 @@ pub struct StepChannel {
     report: Box<dyn Fn(&StepResult)>,
 }
 
-/// A connected pair of ends.
+/// A connected pair of ends; the plan's gate reads `log` when the timing
+/// has an LRU gate (`lru_pct`).
 pub fn channel(
     timing: SteadySection,
+    log: SampleLog,
     load_running: Box<dyn Fn() -> bool + Send>,
     report: Box<dyn Fn(&StepResult)>,
 ) -> (StepChannel, ChannelPlan) {
     let (next_tx, next_rx) = std::sync::mpsc::channel();
     let (res_tx, res_rx) = std::sync::mpsc::channel();
+    let lru_gate = timing.lru_pct.map(|pct| (log, pct));
     (
         StepChannel { next: next_tx, results: res_rx, timing, played: Vec::new(), load_running, report },
-        ChannelPlan { results: res_tx, next: next_rx },
+        ChannelPlan { results: res_tx, next: next_rx, lru_gate },
     )
 }
 
@@ -236,11 +286,11 @@ fn page_size() -> f64 {
 const SOCKETS_AT_S: f64 = 60.0;
 
 /// Samples every sample interval from `epoch` until `stop`, writing each row
-/// to `path` as it is taken; once, `SOCKETS_AT_S` in, records the send buffers
-/// of the server's connections on `port` in `sockets.json` beside `path`.
-pub fn sample(epoch: Instant, children: &RunChildren<'_>, port: u16, path: &Path, stop: &AtomicBool) -> anyhow::Result<Vec<Sample>> {
+/// to `path` and appending it to `log` as it is taken; once, `SOCKETS_AT_S`
+/// in, records the send buffers of the server's connections on `port` in
+/// `sockets.json` beside `path`.
+pub fn sample(epoch: Instant, children: &RunChildren<'_>, port: u16, path: &Path, log: &SampleLog, stop: &AtomicBool) -> anyhow::Result<()> {
     let mut out = csv::Writer::from_path(path).with_context(|| format!("cannot create {}", path.display()))?;
-    let mut rows = Vec::new();
     let mut k = 0u32;
     while !stop.load(Ordering::Relaxed) {
         let at = epoch + Duration::from_secs_f64(SAMPLE_INTERVAL_S) * k;
@@ -251,7 +301,7 @@ pub fn sample(epoch: Instant, children: &RunChildren<'_>, port: u16, path: &Path
         }
         let row = Sample::read(k as f64 * SAMPLE_INTERVAL_S, children);
         out.serialize(row).and_then(|_| out.flush().map_err(Into::into)).with_context(|| format!("cannot write {}", path.display()))?;
-        rows.push(row);
+        log.lock().unwrap_or_else(|e| e.into_inner()).push(row);
         if row.t_s == SOCKETS_AT_S {
             let sockets = serde_json::json!({"t_s": row.t_s, "send_buffer_bytes": crate::setup::send_buffers(port)});
             let file = path.with_file_name("sockets.json");
@@ -259,7 +309,7 @@ pub fn sample(epoch: Instant, children: &RunChildren<'_>, port: u16, path: &Path
         }
         k += 1;
     }
-    Ok(rows)
+    Ok(())
 }
 
 /// What the disk did over a window, from the samples at its edges.
@@ -407,8 +457,73 @@ mod tests {
             settled_s: window.0,
             gap_pct: None,
             settled: true,
+            cache_settled: None,
             matched: None,
         }
+    }
+
+    /// Samples every 5 s of lists that follow `lists(t)` = (active, inactive) GiB.
+    fn lru_samples(until_s: f64, lists: impl Fn(f64) -> (f64, f64)) -> Vec<Sample> {
+        (0..=(until_s / 5.0) as u32)
+            .map(|k| {
+                let t = k as f64 * 5.0;
+                let (a, i) = lists(t);
+                Sample { t_s: t, active_file_bytes: Some(a * 1073741824.0), inactive_file_bytes: Some(i * 1073741824.0), ..Sample::default() }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_lru_gate_waits_for_both_lists_to_hold_still() {
+        // As nginx with kernel tuning on the paper-scale testbed: the cache
+        // fills to 8 GiB all inactive, then pages move to the active list
+        // until the split is 7.0 / 0.9 GiB at 1,100 s, with 0.3 % noise after.
+        let shape = |t: f64| {
+            let filled = (t / 450.0).min(1.0) * 7.9;
+            let active = (t / 1100.0).min(1.0) * 7.0;
+            let noise = if (t / 5.0) as u32 % 2 == 0 { 0.02 } else { -0.02 };
+            (active, filled - active + noise)
+        };
+        let samples = lru_samples(1500.0, shape);
+        let first = (24..300).map(|k| k as f64 * 5.0).find(|&t| lru_settled(&samples, t, 2.0) == Some(true));
+        // The lists stop at 1,100 s; the gate opens once the two minutes
+        // before it hold less motion than 2 % of 7.9 GiB (the active list
+        // moves 0.16 GiB in 25 s), so between 1,195 and 1,220 s.
+        let first = first.expect("the lists settle");
+        assert!((1195.0..=1220.0).contains(&first), "first settled at {first}");
+        assert_eq!(lru_settled(&samples, 1500.0, 2.0), Some(true));
+        // The inactive list's peak, where it is the same 60 s either side: the
+        // active list is still rising, so not settled.
+        let peak = |t: f64| {
+            let active = (t / 600.0).min(1.0) * 7.0;
+            let inactive = 3.0 - (t - 450.0).abs() / 100.0;
+            (active, inactive)
+        };
+        assert_eq!(lru_settled(&lru_samples(600.0, peak), 510.0, 2.0), Some(false));
+        // Fewer than two minutes sampled: not settled yet, however still.
+        assert_eq!(lru_settled(&lru_samples(100.0, |_| (7.0, 0.9)), 100.0, 2.0), Some(false));
+        // The newest sample one interval behind the check still counts.
+        assert_eq!(lru_settled(&lru_samples(300.0, |_| (7.0, 0.9)), 305.0, 2.0), Some(true));
+        // A gap in the sampling longer than an interval at the span's start: not judged settled.
+        let mut gappy = lru_samples(300.0, |_| (7.0, 0.9));
+        gappy.retain(|s| s.t_s < 150.0 || s.t_s > 200.0);
+        assert_eq!(lru_settled(&gappy, 300.0, 2.0), Some(false));
+        // No LRU figures at all (a kernel without them): the gate cannot judge.
+        let bare: Vec<Sample> = (0..100).map(|k| Sample { t_s: k as f64 * 5.0, ..Sample::default() }).collect();
+        assert_eq!(lru_settled(&bare, 300.0, 2.0), None);
+    }
+
+    #[test]
+    fn the_plan_answers_the_gate_only_with_an_lru_gate() {
+        let timing = |lru_pct| SteadySection { ramp_s: 30.0, settle_s: 10.0, measure_s: 20.0, hold_s: 5.0, one_run: true, gate_pct: Some(3.0), max_settle_s: Some(60.0), lru_pct, join_s: None };
+        let log = SampleLog::default();
+        log.lock().unwrap().extend(lru_samples(300.0, |t| (t / 100.0, 1.0)));
+        let (_ch, mut plan) = channel(timing(None), log.clone(), Box::new(|| true), Box::new(|_| ()));
+        assert_eq!(plan.cache_settled(300.0), None);
+        let (_ch, mut plan) = channel(timing(Some(2.0)), log.clone(), Box::new(|| true), Box::new(|_| ()));
+        assert_eq!(plan.cache_settled(300.0), Some(false));
+        log.lock().unwrap().extend(lru_samples(600.0, |_| (3.0, 1.0)).into_iter().filter(|s| s.t_s > 300.0));
+        assert_eq!(plan.cache_settled(600.0), Some(true));
     }
 
     #[test]
@@ -492,10 +607,10 @@ mod tests {
 
     #[test]
     fn the_channel_hands_steps_and_results_across_threads() {
-        let timing = SteadySection { ramp_s: 30.0, settle_s: 10.0, measure_s: 20.0, hold_s: 5.0, one_run: true, gate_pct: None, max_settle_s: None, join_s: None };
+        let timing = SteadySection { ramp_s: 30.0, settle_s: 10.0, measure_s: 20.0, hold_s: 5.0, one_run: true, gate_pct: None, max_settle_s: None, lru_pct: None, join_s: None };
         let reported = std::rc::Rc::new(std::cell::Cell::new(0));
         let count = reported.clone();
-        let (mut driver_end, mut plan) = channel(timing, Box::new(|| true), Box::new(move |_| count.set(count.get() + 1)));
+        let (mut driver_end, mut plan) = channel(timing, SampleLog::default(), Box::new(|| true), Box::new(move |_| count.set(count.get() + 1)));
         let load = std::thread::spawn(move || {
             let mut seen = Vec::new();
             let mut last: Option<StepResult> = None;

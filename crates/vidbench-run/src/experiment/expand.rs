@@ -323,6 +323,14 @@ impl Checker<'_> {
             }
             _ => return Err(self.invalid("run.steady", "the settling gate needs both gate_pct and max_settle_s")),
         }
+        if let Some(l) = st.lru_pct {
+            if st.gate_pct.is_none() {
+                return Err(self.invalid("run.steady.lru_pct", "the LRU lists are checked by the settling gate: give gate_pct and max_settle_s too"));
+            }
+            if !(l.is_finite() && l > 0.0 && l < 100.0) {
+                return Err(self.invalid("run.steady.lru_pct", format!("{l} must be a percentage above 0 and below 100")));
+            }
+        }
         if let Some(j) = st.join_s {
             if !(j.is_finite() && j > 0.0 && j <= st.settle_s && j <= st.ramp_s) {
                 return Err(self.invalid("run.steady.join_s", format!("{j} must be more than 0 seconds and at most settle_s and ramp_s")));

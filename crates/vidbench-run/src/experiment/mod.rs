@@ -462,14 +462,17 @@ kind = "wc"
             (good.replace("hold_s = 60 }", "hold_s = 60, gate_pct = 0, max_settle_s = 600 }"), "run.steady.gate_pct"),
             (good.replace("hold_s = 60 }", "hold_s = 60, gate_pct = 3, max_settle_s = 200 }"), "run.steady.max_settle_s"),
             (good.replace("hold_s = 60 }", "hold_s = 60, gate_pct = 3, max_settle_s = 602 }"), "run.steady.max_settle_s"),
+            (good.replace("hold_s = 60 }", "hold_s = 60, lru_pct = 2 }"), "run.steady.lru_pct"),
+            (good.replace("hold_s = 60 }", "hold_s = 60, gate_pct = 3, max_settle_s = 900, lru_pct = 0 }"), "run.steady.lru_pct"),
+            (good.replace("hold_s = 60 }", "hold_s = 60, gate_pct = 3, max_settle_s = 900, lru_pct = 100 }"), "run.steady.lru_pct"),
             (good.replace("hold_s = 60 }", "hold_s = 60, join_s = 120 }"), "run.steady.join_s"),
             (good.replace("hold_s = 60 }", "hold_s = 60, join_s = 0 }"), "run.steady.join_s"),
         ];
         let matched = parse(&good.replace("hold_s = 60 }", "hold_s = 60, join_s = 30 }")).unwrap();
         assert_eq!(matched.run.steady.unwrap().join_s, Some(30.0));
-        let gated = parse(&good.replace("hold_s = 60 }", "hold_s = 60, gate_pct = 3, max_settle_s = 900 }")).unwrap();
+        let gated = parse(&good.replace("hold_s = 60 }", "hold_s = 60, gate_pct = 3, max_settle_s = 900, lru_pct = 2 }")).unwrap();
         let st = gated.run.steady.unwrap();
-        assert_eq!((st.gate_pct, st.max_settle_s), (Some(3.0), Some(900.0)));
+        assert_eq!((st.gate_pct, st.max_settle_s, st.lru_pct), (Some(3.0), Some(900.0), Some(2.0)));
         for (text, want) in cases {
             let err = parse(&text).unwrap_err().to_string();
             assert!(err.contains(want), "{err:?} should mention {want:?}");

@@ -272,6 +272,12 @@ pub struct SteadySection {
     /// anyway (the step then records that it did not settle).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_settle_s: Option<f64>,
+    /// With the gate: the page cache must have settled as well, neither of
+    /// the memory cgroup's file LRU lists moving by more than this
+    /// percentage of its file pages over the last two minutes
+    /// (`steady::lru_settled`); absent = the sessions alone decide.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lru_pct: Option<f64>,
     /// Population matching (docs/run.md): at the start of every step that
     /// changes rate, make the sessions in play a sample of the new rate's
     /// steady state (sessions in progress added, joining over this many
