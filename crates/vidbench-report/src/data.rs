@@ -49,6 +49,9 @@ pub struct Run {
     /// The page cache's LRU lists over the step's window (steady-state
     /// steps recorded since these were sampled).
     pub lru: Option<LruWindow>,
+    /// Under the page cache's gate: whether the lists had settled when the
+    /// step's window opened (false: the gate's cap opened it).
+    pub cache_settled: Option<bool>,
 }
 
 impl Run {
@@ -240,6 +243,7 @@ fn load_run(dir: &Path) -> anyhow::Result<Vec<Run>> {
         window_s: None,
         prefetch: None,
         lru: None,
+        cache_settled: None,
     };
     match read_json(&dir.join("steps.json")) {
         Ok(steps) => expand_steps(base, &steps).with_context(|| format!("{} is not a list of steps", dir.join("steps.json").display())),
@@ -279,6 +283,7 @@ fn expand_steps(base: Run, steps: &Value) -> anyhow::Result<Vec<Run>> {
             window_s: Some(window),
             prefetch: step.get("prefetch").and_then(|p| serde_json::from_value(p.clone()).ok()),
             lru: step.get("lru").and_then(|p| serde_json::from_value(p.clone()).ok()),
+            cache_settled: step.get("cache_settled").and_then(Value::as_bool),
             ..base.clone()
         });
     }

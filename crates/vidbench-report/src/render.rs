@@ -500,7 +500,8 @@ fn lru_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()> {
         ctx.md,
         "Per measured window, from the memory cgroup's `memory.stat` sampled with the disk: the mean size of the active and the \
          inactive file list, and the file pages read again after their eviction (`workingset_refault_file`), in MB/s and as a share \
-         of what the drive read in the window.\n"
+         of what the drive read in the window. A window marked *lists moving* opened at the settling gate's cap with the \
+         lists still moving (`run.steady.lru_pct`, docs/run.md).\n"
     )?;
     writeln!(ctx.md, "| configuration | rate | window s | active GiB | inactive GiB | refaults MB/s | refaults % of disk read |")?;
     writeln!(ctx.md, "|---|---:|---|---:|---:|---:|---:|")?;
@@ -510,7 +511,8 @@ fn lru_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()> {
             let l = r.lru.expect("filtered");
             let disk_mb_s = r.disk.as_ref().map(DiskDelta::mb_per_s);
             let share = l.refault_mb_s.zip(disk_mb_s).filter(|(_, d)| *d > 0.0).map(|(f, d)| 100.0 * f / d);
-            let window = r.window_s.map(|(a, b)| format!("{a:.0}-{b:.0}")).unwrap_or_default();
+            let moving = if r.cache_settled == Some(false) { " *lists moving*" } else { "" };
+            let window = r.window_s.map(|(a, b)| format!("{a:.0}-{b:.0}{moving}")).unwrap_or_default();
             writeln!(
                 ctx.md,
                 "| {} | {:.2} | {} | {:.2} | {:.2} | {} | {} |",

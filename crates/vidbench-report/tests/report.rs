@@ -127,32 +127,34 @@ fn prefetch_windows_and_the_size_over_time() {
 }
 
 /// Steps that carry the cgroup's LRU lists: the page-cache table shows each
-/// window's lists and its refaults as a share of what the drive read; steps
-/// without them (records from before) leave the section out.
+/// window's lists and its refaults as a share of what the drive read, and
+/// marks a window the gate's cap opened on moving lists; steps without them
+/// (records from before) leave the section out.
 #[test]
 fn lru_windows_in_the_page_cache_table() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let gib = (1u64 << 30) as f64;
-    let step = |from: f64, lru: serde_json::Value| {
+    let step = |from: f64, lru: serde_json::Value, cache_settled: Option<bool>| {
         serde_json::json!({
             "index": 0, "spec": {"rate": 4.7}, "window_s": [from, from + 90.0], "failure_percent": 0.0, "throughput_mb_s": 40.0,
-            "disk": {"seconds": 90.0, "reads": 900.0, "bytes": 4.5e9, "busy_s": 60.0}, "lru": lru
+            "disk": {"seconds": 90.0, "reads": 900.0, "bytes": 4.5e9, "busy_s": 60.0}, "lru": lru, "cache_settled": cache_settled
         })
     };
     let lru = |active: f64, inactive: f64, refault: f64| serde_json::json!({"active_file_mean_bytes": active * gib, "inactive_file_mean_bytes": inactive * gib, "refault_mb_s": refault});
-    let run = stepped_run(root, "k", "nginx, kernel tuning", serde_json::json!([step(450.0, lru(3.5, 4.5, 5.0)), step(1200.0, lru(7.0, 0.875, 25.0))]));
+    let steps = [step(450.0, lru(3.5, 4.5, 5.0), Some(false)), step(1200.0, lru(7.0, 0.875, 25.0), Some(true))];
+    let run = stepped_run(root, "k", "nginx, kernel tuning", serde_json::json!(steps));
     std::fs::write(run.join("DONE"), "").unwrap();
     let out = root.join("report/report.md");
     std::fs::create_dir_all(out.parent().unwrap()).unwrap();
     vidbench_report::write_report(&Results::load(root).unwrap(), &out).unwrap();
     let md = std::fs::read_to_string(&out).unwrap();
     assert!(md.contains("## Page cache: the LRU lists"), "{md}");
-    assert!(md.contains("| nginx, kernel tuning | 4.70 | 450-540 | 3.50 | 4.50 | 5.00 | 10.00 |"), "{md}");
+    assert!(md.contains("| nginx, kernel tuning | 4.70 | 450-540 *lists moving* | 3.50 | 4.50 | 5.00 | 10.00 |"), "{md}");
     assert!(md.contains("| nginx, kernel tuning | 4.70 | 1200-1290 | 7.00 | 0.88 | 25.00 | 50.00 |"), "{md}");
 
     let older = tempfile::tempdir().unwrap();
-    let run = stepped_run(older.path(), "k", "nginx, kernel tuning", serde_json::json!([step(450.0, serde_json::Value::Null)]));
+    let run = stepped_run(older.path(), "k", "nginx, kernel tuning", serde_json::json!([step(450.0, serde_json::Value::Null, None)]));
     std::fs::write(run.join("DONE"), "").unwrap();
     let out = older.path().join("report.md");
     vidbench_report::write_report(&Results::load(older.path()).unwrap(), &out).unwrap();
