@@ -60,9 +60,7 @@ pub fn points(results: &Results, config: &str) -> Vec<Point> {
                 ms_per_transaction: opt_mean(runs.iter().map(|r| r.disk.map(|d| d.ms_per_transaction())).collect()),
                 request_kib: opt_mean(runs.iter().map(|r| r.disk.map(|d| d.request_kib())).collect()),
                 busy_pct: opt_mean(runs.iter().map(|r| r.disk.map(|d| d.busy_pct())).collect()),
-                server_cpu_pct: opt_mean(
-                    runs.iter().map(|r| Some(100.0 * r.server_cpu_s? / r.load_wall_s.filter(|w| *w > 0.0)?)).collect(),
-                ),
+                server_cpu_pct: opt_mean(runs.iter().map(|r| Some(100.0 * r.server_cpu_s? / r.cpu_span_s()?)).collect()),
                 one_window: runs.iter().all(|r| r.window_s.is_some()),
             }
         })

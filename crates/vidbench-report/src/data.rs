@@ -55,6 +55,16 @@ pub struct Run {
 }
 
 impl Run {
+    /// The seconds the CPU figures cover: a step's window, or the load's
+    /// wall time of a classic run.
+    pub fn cpu_span_s(&self) -> Option<f64> {
+        match self.window_s {
+            Some((a, b)) => Some(b - a),
+            None => self.load_wall_s,
+        }
+        .filter(|w| *w > 0.0)
+    }
+
     /// A step's window on the trace's clock (ns since the drive's mount):
     /// the requests the drive started while the step was measured. `None`
     /// for a run of the classic protocol or one whose drive clock is unknown.
@@ -253,8 +263,9 @@ fn load_run(dir: &Path) -> anyhow::Result<Vec<Run>> {
 
 /// A steady-state run as one entry per step (`steps.json`, written by the
 /// driver): rate, failure %, delivered and disk figures of the step's window;
-/// repeated rates are numbered as repetitions. CPU figures cover the whole
-/// run, not a window, so they are left out.
+/// repeated rates are numbered as repetitions. The run's own CPU figures
+/// cover the whole run, not a window, so a step has CPU only from its own
+/// window's samples.
 fn expand_steps(base: Run, steps: &Value) -> anyhow::Result<Vec<Run>> {
     let mut runs: Vec<Run> = Vec::new();
     for step in steps.as_array().context("not an array")? {
@@ -278,8 +289,9 @@ fn expand_steps(base: Run, steps: &Value) -> anyhow::Result<Vec<Run>> {
             throughput_mbs: f(&["throughput_mb_s"]).context("a step has no throughput_mb_s")?,
             sample_ci95_mbs: step.get("samples_mb_s").and_then(|s| s.get(1)).and_then(Value::as_f64),
             disk,
-            server_cpu_s: None,
-            daemon_cpu_s: None,
+            // CPU over the step's window (steps recorded since it was sampled).
+            server_cpu_s: f(&["server_cpu_s"]),
+            daemon_cpu_s: f(&["daemon_cpu_s"]),
             window_s: Some(window),
             prefetch: step.get("prefetch").and_then(|p| serde_json::from_value(p.clone()).ok()),
             lru: step.get("lru").and_then(|p| serde_json::from_value(p.clone()).ok()),

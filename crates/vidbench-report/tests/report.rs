@@ -161,6 +161,28 @@ fn lru_windows_in_the_page_cache_table() {
     assert!(!std::fs::read_to_string(&out).unwrap().contains("## Page cache"));
 }
 
+/// Steps that carry the server's CPU seconds over their window: the per-rate
+/// table gives the server's CPU % of the window (not of the whole run).
+#[test]
+fn server_cpu_over_each_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let step = |rate: f64, from: f64, cpu: Option<f64>| {
+        serde_json::json!({
+            "index": 0, "spec": {"rate": rate}, "window_s": [from, from + 90.0], "failure_percent": 0.0, "throughput_mb_s": 20.0,
+            "server_cpu_s": cpu
+        })
+    };
+    let run = stepped_run(root, "a", "Apache", serde_json::json!([step(2.8, 450.0, Some(45.0)), step(2.9, 600.0, Some(72.0)), step(3.0, 750.0, None)]));
+    std::fs::write(run.join("DONE"), "").unwrap();
+    let out = root.join("report.md");
+    vidbench_report::write_report(&Results::load(root).unwrap(), &out).unwrap();
+    let md = std::fs::read_to_string(&out).unwrap();
+    assert!(md.contains("| Apache | 2.80 | 1 | 20.00 | 0.00 | 0.00 | 0.00 | 50.00 |"), "{md}");
+    assert!(md.contains("| Apache | 2.90 | 1 | 20.00 | 0.00 | 0.00 | 0.00 | 80.00 |"), "{md}");
+    assert!(md.contains("| Apache | 3.00 | 1 | 20.00 | 0.00 | 0.00 | 0.00 | - |"), "{md}");
+}
+
 /// A stepped run with a disk trace: the trace figures and table take the
 /// requests of the first window at the maximum failure-free rate, put on the
 /// trace's clock by the samples' `disk_uptime_s`, not the whole run's.

@@ -14,6 +14,7 @@
 //!   memory's and (under Libception) the daemon's prefetching over the same
 //!   window (a row of the run's `steps.json`).
 
+use crate::cgroup::Role;
 use crate::driver::RunChildren;
 use crate::experiment::{SteadySection, SAMPLE_INTERVAL_S};
 use crate::interrupt;
@@ -213,6 +214,12 @@ pub struct Sample {
     pub inactive_file_bytes: Option<f64>,
     #[serde(default)]
     pub refault_file_bytes: Option<f64>,
+    /// CPU seconds so far of the server's and the daemon's cgroups (the
+    /// daemon's absent without one). Absent in files from before these columns.
+    #[serde(default)]
+    pub server_cpu_s: Option<f64>,
+    #[serde(default)]
+    pub daemon_cpu_s: Option<f64>,
     /// The daemon's prefetch size in force (the adaptive controller's first
     /// queue, or the fixed size) and, cumulative, what became of the bytes it
     /// prefetched (paper 001 Table 1: read, used, evicted before use, wasted,
@@ -261,9 +268,12 @@ impl Sample {
             active_file_bytes: memory.pointer("/stat/active_file").and_then(Value::as_f64),
             inactive_file_bytes: memory.pointer("/stat/inactive_file").and_then(Value::as_f64),
             refault_file_bytes: memory.pointer("/stat/workingset_refault_file").and_then(Value::as_f64).map(|pages| pages * page_size()),
+            // As for the memory: a sample without CPU rather than no sample.
+            server_cpu_s: children.cgroup.cpu_usage(Role::Server).ok().flatten(),
             ..Sample::default()
         };
         if let Some(daemon) = children.daemon {
+            row.daemon_cpu_s = children.cgroup.cpu_usage(Role::Daemon).ok().flatten();
             // As for the disk: a sample without these figures rather than
             // none (also while a chaos run's daemon is dead).
             let stats = daemon.lock().unwrap_or_else(|e| e.into_inner()).stats();
@@ -342,6 +352,11 @@ pub struct StepRecord {
     /// The page cache's LRU lists over the window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lru: Option<LruWindow>,
+    /// CPU seconds the server's and the daemon's cgroups used in the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpu_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daemon_cpu_s: Option<f64>,
 }
 
 /// The memory cgroup's file LRU lists over a step's window: mean bytes on
@@ -414,6 +429,8 @@ impl StepRecord {
         StepRecord {
             lru,
             prefetch,
+            server_cpu_s: delta(|s| s.server_cpu_s),
+            daemon_cpu_s: delta(|s| s.daemon_cpu_s),
             disk_bytes_per_delivered_byte: disk.filter(|_| delivered > 0.0).map(|d| d.mb_s / delivered),
             disk,
             memory_mean_bytes: mean(|s| s.memory_bytes),
@@ -546,11 +563,15 @@ mod tests {
                     active_file_bytes: Some(100.0 * k as f64),
                     inactive_file_bytes: Some(1000.0 - 100.0 * k as f64),
                     refault_file_bytes: Some(t * 2e6),
+                    // The server uses 1.5 cores, the daemon a tenth of one.
+                    server_cpu_s: Some(1.5 * t),
+                    daemon_cpu_s: Some(0.1 * t),
                     ..Sample::default()
                 }
             })
             .collect();
         let r = StepRecord::new(load_step((10.0, 30.0), 20.0), &samples);
+        assert!((r.server_cpu_s.unwrap() - 30.0).abs() < 1e-9 && (r.daemon_cpu_s.unwrap() - 2.0).abs() < 1e-9);
         let d = r.disk.unwrap();
         assert_eq!((d.seconds, d.reads, d.busy_s), (20.0, 20.0, 10.0));
         assert!((d.mb_s - 30.0).abs() < 1e-9);
