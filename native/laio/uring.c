@@ -22,7 +22,11 @@
  * a worker, not for its disk, so a program with a hundred cold opens in
  * flight would have eight at the drive. The limit is raised as far as the
  * kernel lets (it caps it at RLIMIT_NPROC), so io-wq, like the eager back
- * end's pool, grows to the calls in flight.
+ * end's pool, grows to the calls in flight. The kernel keeps the limit per
+ * thread: registering it on the ring sets it for the registering thread and
+ * for threads that first meet io_uring through this ring, but a thread that
+ * used another ring before keeps that ring's limit. So every thread
+ * registers it once, before its first submission.
  */
 #include <errno.h>
 #include <liburing.h>
@@ -52,6 +56,9 @@ static struct {
 	unsigned char supported[LAIO__KINDS];
 } u = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
+/* Whether this thread has raised its own io-wq limit (raise_worker_limit). */
+static __thread unsigned char raised_here;
+
 /*
  * Bounded io-wq workers: as many as the kernel allows (see the top). A
  * kernel before 5.15 has no such limit to set, and then keeps its default.
@@ -61,6 +68,7 @@ static void raise_worker_limit(void)
 	unsigned int limits[2] = { 1u << 30, 0 };	/* bounded; 0: unbounded unchanged */
 
 	(void)io_uring_register_iowq_max_workers(&u.ring, limits);
+	raised_here = 1;
 }
 
 int laio__uring_init(void)
@@ -180,6 +188,8 @@ long laio__uring_call(enum laio__kind k, const long a[6], laio_handle_t *h)
 		return r;
 	}
 	pthread_mutex_lock(&u.lock);
+	if (!raised_here)
+		raise_worker_limit();
 	sqe = io_uring_get_sqe(&u.ring);
 	if (!sqe) {
 		/* Cannot happen: every call submits its one SQE at once. */
@@ -256,4 +266,6 @@ void laio__uring_reset_child(void)
 	if (u.up)
 		io_uring_queue_exit(&u.ring);
 	u.up = 0;
+	/* The child's thread meets io_uring afresh (a new ring, no io-wq yet). */
+	raised_here = 0;
 }

@@ -9,7 +9,10 @@
  * eager back end's pool grows to 100 helpers, and the lazy one's io-wq must
  * too: by default io_uring runs at most min(SQ entries, 4 x CPUs) such
  * lookups at once per thread, 8 on two CPUs, and the ninth would queue
- * behind them, not at the disk.
+ * behind them, not at the disk. The limit is the thread's: the lookups run
+ * twice, from the thread that started the back end and from a thread that
+ * used an io_uring ring of its own first (which gave the thread that ring's
+ * default limit).
  *
  * The server speaks the kernel's FUSE protocol on /dev/fuse directly: INIT
  * (with parallel lookups: without them FUSE runs one lookup per directory
@@ -24,6 +27,8 @@
 #include "ltest.h"
 
 #include <fcntl.h>
+#include <liburing.h>
+#include <pthread.h>
 #include <linux/fuse.h>
 #include <poll.h>
 #include <sched.h>
@@ -45,7 +50,7 @@ static int fuse_fd = -1;
 static struct counts {
 	int held;	/* lookups held now */
 	int answered;	/* lookups answered */
-	int all_at_once;	/* answered because all N were held */
+	int all_at_once;	/* rounds answered because all N were held */
 } *counts;
 
 static char mnt[] = "/tmp/laio-inflight-XXXXXX";
@@ -112,7 +117,7 @@ static void serve(void)
 			held[n++] = in->unique;
 			__atomic_store_n(&counts->held, n, __ATOMIC_RELEASE);
 			if (n == N) {
-				counts->all_at_once = 1;
+				counts->all_at_once++;
 				answer_held(held, &n);
 			}
 			break;
@@ -177,36 +182,28 @@ static int held_within(int n, int ms)
 	return 0;
 }
 
-static void body(void)
+/*
+ * One round: N background statx calls of paths no round used before, each
+ * issued once the server holds the previous ones; then every completion,
+ * once each, with ENOENT.
+ */
+static void lookups(int round)
 {
 	static char paths[N][160];
 	static struct statx sx[N];
 	static laio_handle_t handles[N];
 	static struct laio_completion c[N];
 	struct outcome o;
-	int done = 0, st;
-	pid_t server;
-
-	counts = mmap(NULL, sizeof(*counts), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	CHECK(counts != MAP_FAILED);
-	/*
-	 * A mount namespace of this test's own: its FUSE mount goes away with
-	 * the test and the server whatever ends them (a harness's SIGTERM too).
-	 */
-	CHECK(unshare(CLONE_NEWNS) == 0);
-	CHECK(mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0);
-	CHECK(mkdtemp(mnt));
-	server = start_server();
-	atexit(unmount_at_exit);
+	int done = 0;
 
 	for (int i = 0; i < N; i++) {
-		snprintf(paths[i], sizeof(paths[i]), "%s/f%d", mnt, i);
+		snprintf(paths[i], sizeof(paths[i]), "%s/r%d-f%d", mnt, round, i);
 		start_call(&o, SYS_statx, AT_FDCWD, paths[i], 0, STATX_BASIC_STATS, &sx[i]);
 		CHECK(o.background);
 		handles[i] = o.handle;
 		if (i < N - 1 && !held_within(i + 1, ARRIVE_MS)) {
-			fprintf(stderr, "[%s] lookup %d of %d did not reach the server while %d were held\n",
-				laio_backend(), i + 1, N, i);
+			fprintf(stderr, "[%s] round %d: lookup %d of %d did not reach the server while %d were held\n",
+				laio_backend(), round, i + 1, N, i);
 			CHECK(!"every background lookup in flight at once");
 		}
 	}
@@ -225,10 +222,52 @@ static void body(void)
 			found += c[j].laio_handle == handles[i];
 		CHECK(found == 1);
 	}
+}
+
+/* A thread that used an io_uring ring of its own (a NOP through it) before
+ * its first call through liblaio. */
+static void *after_own_ring(void *unused)
+{
+	struct io_uring ring;
+	struct io_uring_cqe *cqe;
+
+	(void)unused;
+	CHECK(io_uring_queue_init(8, &ring, 0) == 0);
+	io_uring_prep_nop(io_uring_get_sqe(&ring));
+	CHECK(io_uring_submit(&ring) == 1);
+	CHECK(io_uring_wait_cqe(&ring, &cqe) == 0);
+	io_uring_cqe_seen(&ring, cqe);
+	lookups(1);
+	io_uring_queue_exit(&ring);
+	return NULL;
+}
+
+static void body(void)
+{
+	pthread_t t;
+	pid_t server;
+	int st;
+
+	counts = mmap(NULL, sizeof(*counts), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	CHECK(counts != MAP_FAILED);
+	/*
+	 * A mount namespace of this test's own: its FUSE mount goes away with
+	 * the test and the server whatever ends them (a harness's SIGTERM too).
+	 */
+	CHECK(unshare(CLONE_NEWNS) == 0);
+	CHECK(mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0);
+	CHECK(mkdtemp(mnt));
+	server = start_server();
+	atexit(unmount_at_exit);
+
+	lookups(0);
+	CHECK(pthread_create(&t, NULL, after_own_ring, NULL) == 0);
+	CHECK(pthread_join(t, NULL) == 0);
+
 	CHECK(umount2(mnt, MNT_DETACH) == 0);
 	CHECK(waitpid(server, &st, 0) == server && WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	CHECK(rmdir(mnt) == 0);
-	CHECK(counts->answered == N && counts->all_at_once);
+	CHECK(counts->answered == 2 * N && counts->all_at_once == 2);
 }
 
 int main(void)
