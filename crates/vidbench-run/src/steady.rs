@@ -62,32 +62,37 @@ pub type SampleLog = Arc<Mutex<Vec<Sample>>>;
 pub const LRU_SPAN_S: f64 = 120.0;
 
 /// Whether the memory cgroup's file LRU lists have settled at `t_s`: over
-/// the last [`LRU_SPAN_S`] seconds of `samples`, neither the active nor the
-/// inactive list moved (maximum minus minimum) by more than `pct` % of the
-/// file pages on both. The cache the warm-up fills starts all inactive, and
-/// under kernel readahead the lists reach their steady split only after
-/// 600-1,100 s (docs/run.md); a window opened before measures a cache whose
-/// inactive list, the one that decides what is evicted, is several times its
-/// steady size. `None` when the samples carry no LRU figures (a kernel
-/// without them): the gate cannot judge, and goes by the sessions alone;
-/// `Some(false)` while fewer than [`LRU_SPAN_S`] seconds are sampled.
+/// the [`LRU_SPAN_S`] seconds of `samples` that end one sample interval
+/// before `t_s` (the sample at `t_s` itself may or may not be taken yet when
+/// the gate asks, so it is never used), neither the active nor the inactive
+/// list moved (maximum minus minimum) by more than `pct` % of the file pages
+/// on both. The cache the warm-up fills starts all inactive, and under
+/// kernel readahead the lists reach their steady split only 600-1,150 s in
+/// (docs/run.md); a window opened before measures a cache whose inactive
+/// list, the one eviction scans, is several times its steady size. `None`
+/// when the samples carry no LRU figures (a kernel without them): the gate
+/// cannot judge, and goes by the sessions alone. `Some(false)` unless the
+/// span is sampled from end to end without a missing sample (the start of a
+/// run, or memory.stat unreadable for a while).
 pub fn lru_settled(samples: &[Sample], t_s: f64, pct: f64) -> Option<bool> {
     let lists = |s: &Sample| s.active_file_bytes.zip(s.inactive_file_bytes);
     if !samples.iter().any(|s| lists(s).is_some()) {
         return None;
     }
-    let span: Vec<(f64, f64)> = samples.iter().filter(|s| s.t_s <= t_s + 1e-6 && s.t_s >= t_s - LRU_SPAN_S - 1e-6).filter_map(lists).collect();
-    let covered = |edge: f64| samples.iter().any(|s| lists(s).is_some() && (s.t_s - edge).abs() <= SAMPLE_INTERVAL_S + 1e-6);
-    // Both ends of the span sampled (the newest sample may lag the gate's check by one interval).
-    if !(covered(t_s - LRU_SPAN_S) && covered(t_s - SAMPLE_INTERVAL_S)) {
+    let end = t_s - SAMPLE_INTERVAL_S;
+    let start = end - LRU_SPAN_S;
+    let half = SAMPLE_INTERVAL_S / 2.0;
+    let span: Vec<(f64, f64, f64)> =
+        samples.iter().filter(|s| s.t_s >= start - half && s.t_s <= end + half).filter_map(|s| lists(s).map(|(a, i)| (s.t_s, a, i))).collect();
+    let covered = span.first().is_some_and(|f| f.0 <= start + half)
+        && span.last().is_some_and(|l| l.0 >= end - half)
+        && span.windows(2).all(|w| w[1].0 - w[0].0 <= SAMPLE_INTERVAL_S + half);
+    if !covered {
         return Some(false);
     }
-    let range = |v: &mut dyn Iterator<Item = f64>| {
-        let v: Vec<f64> = v.collect();
-        v.iter().cloned().fold(f64::MIN, f64::max) - v.iter().cloned().fold(f64::MAX, f64::min)
-    };
-    let file = span.iter().map(|(a, i)| a + i).sum::<f64>() / span.len() as f64;
-    let moved = range(&mut span.iter().map(|p| p.0)).max(range(&mut span.iter().map(|p| p.1)));
+    let range = |v: Vec<f64>| v.iter().cloned().fold(f64::MIN, f64::max) - v.iter().cloned().fold(f64::MAX, f64::min);
+    let file = span.iter().map(|(_, a, i)| a + i).sum::<f64>() / span.len() as f64;
+    let moved = range(span.iter().map(|p| p.1).collect()).max(range(span.iter().map(|p| p.2).collect()));
     Some(moved <= pct / 100.0 * file)
 }
 
@@ -504,27 +509,34 @@ mod tests {
         let samples = lru_samples(1500.0, shape);
         let first = (24..300).map(|k| k as f64 * 5.0).find(|&t| lru_settled(&samples, t, 2.0) == Some(true));
         // The lists stop at 1,100 s; the gate opens once the two minutes
-        // before it hold less motion than 2 % of 7.9 GiB (the active list
-        // moves 0.16 GiB in 25 s), so between 1,195 and 1,220 s.
+        // ending one interval before the check hold less motion than 2 % of
+        // 7.9 GiB (the active list moves 0.16 GiB in 25 s): at 1,205-1,210 s.
         let first = first.expect("the lists settle");
-        assert!((1195.0..=1220.0).contains(&first), "first settled at {first}");
+        assert!((1205.0..=1210.0).contains(&first), "first settled at {first}");
         assert_eq!(lru_settled(&samples, 1500.0, 2.0), Some(true));
-        // The inactive list's peak, where it is the same 60 s either side: the
-        // active list is still rising, so not settled.
-        let peak = |t: f64| {
-            let active = (t / 600.0).min(1.0) * 7.0;
-            let inactive = 3.0 - (t - 450.0).abs() / 100.0;
-            (active, inactive)
-        };
-        assert_eq!(lru_settled(&lru_samples(600.0, peak), 510.0, 2.0), Some(false));
+        // The inactive list's peak, the same at both ends of the span while
+        // the active list holds still: its range, not its ends, counts.
+        let peak = |t: f64| (5.0, 3.0 - (t - 450.0).abs() / 100.0);
+        assert_eq!(lru_settled(&lru_samples(600.0, peak), 515.0, 2.0), Some(false));
         // Fewer than two minutes sampled: not settled yet, however still.
-        assert_eq!(lru_settled(&lru_samples(100.0, |_| (7.0, 0.9)), 100.0, 2.0), Some(false));
-        // The newest sample one interval behind the check still counts.
-        assert_eq!(lru_settled(&lru_samples(300.0, |_| (7.0, 0.9)), 305.0, 2.0), Some(true));
-        // A gap in the sampling longer than an interval at the span's start: not judged settled.
-        let mut gappy = lru_samples(300.0, |_| (7.0, 0.9));
-        gappy.retain(|s| s.t_s < 150.0 || s.t_s > 200.0);
-        assert_eq!(lru_settled(&gappy, 300.0, 2.0), Some(false));
+        assert_eq!(lru_settled(&lru_samples(110.0, |_| (7.0, 0.9)), 115.0, 2.0), Some(false));
+        assert_eq!(lru_settled(&lru_samples(120.0, |_| (7.0, 0.9)), 125.0, 2.0), Some(true));
+        // The sample at the check's own time is not used: lists that moved
+        // only there do not count yet.
+        let mut late = lru_samples(300.0, |_| (7.0, 0.9));
+        late.last_mut().unwrap().active_file_bytes = Some(5.0 * 1073741824.0);
+        assert_eq!(lru_settled(&late, 300.0, 2.0), Some(true));
+        assert_eq!(lru_settled(&late, 305.0, 2.0), Some(false));
+        // A missing stretch at the span's start or in its middle: not judged settled.
+        for (from, to) in [(150.0, 200.0), (220.0, 260.0)] {
+            let mut gappy = lru_samples(300.0, |_| (7.0, 0.9));
+            gappy.retain(|s| s.t_s < from || s.t_s > to);
+            assert_eq!(lru_settled(&gappy, 300.0, 2.0), Some(false), "a gap from {from} to {to} s");
+            // Samples without the figures are as good as missing.
+            let mut blank = lru_samples(300.0, |_| (7.0, 0.9));
+            blank.iter_mut().filter(|s| s.t_s >= from && s.t_s <= to).for_each(|s| s.inactive_file_bytes = None);
+            assert_eq!(lru_settled(&blank, 300.0, 2.0), Some(false), "no figures from {from} to {to} s");
+        }
         // No LRU figures at all (a kernel without them): the gate cannot judge.
         let bare: Vec<Sample> = (0..100).map(|k| Sample { t_s: k as f64 * 5.0, ..Sample::default() }).collect();
         assert_eq!(lru_settled(&bare, 300.0, 2.0), None);
