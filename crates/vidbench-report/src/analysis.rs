@@ -104,9 +104,11 @@ pub struct TraceRequest {
     pub positioned: bool,
 }
 
-/// Reads `disk-trace.csv` (its header names the columns), sorted by start.
+/// Reads `disk-trace.csv` (its header names the columns), or a gzipped
+/// one (`.gz`, as the window traces of [`crate::write_trace_windows`]),
+/// sorted by start.
 pub fn read_trace(path: &Path) -> anyhow::Result<Vec<TraceRequest>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text = read_trace_text(path)?;
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().context("empty trace")?.split(',').collect();
     let col = |name: &str| header.iter().position(|h| *h == name).with_context(|| format!("{}: no column {name}", path.display()));
@@ -185,6 +187,19 @@ pub fn in_window(trace: &[TraceRequest], window: (u64, u64)) -> &[TraceRequest] 
     let a = trace.partition_point(|r| r.start_ns < window.0);
     let b = trace.partition_point(|r| r.start_ns < window.1);
     &trace[a..b.max(a)]
+}
+
+/// A trace file's text, gunzipped when its name ends in `.gz`.
+pub(crate) fn read_trace_text(path: &Path) -> anyhow::Result<String> {
+    let file = std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut text = String::new();
+    let read = if path.extension().is_some_and(|e| e == "gz") {
+        std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(file), &mut text)
+    } else {
+        std::io::Read::read_to_string(&mut std::io::BufReader::new(file), &mut text)
+    };
+    read.with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(text)
 }
 
 /// CDF of requests by size: (size KiB, % of requests at most that large).

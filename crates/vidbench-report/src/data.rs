@@ -13,6 +13,13 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// The drive's request trace of a run (docs/disk.md "Trace").
+pub const TRACE_FILE: &str = "disk-trace.csv";
+/// Only the requests of the window the report draws from, gzipped
+/// ([`crate::write_trace_windows`]): what a committed record keeps in place
+/// of the whole trace. Read when the whole trace is absent.
+pub const TRACE_WINDOW_FILE: &str = "disk-trace-window.csv.gz";
+
 /// One complete run.
 #[derive(Debug, Clone)]
 pub struct Run {
@@ -246,7 +253,7 @@ fn load_run(dir: &Path) -> anyhow::Result<Vec<Run>> {
         server_cpu_s: res("server_cpu_s"),
         daemon_cpu_s: res("daemon_cpu_s"),
         load_wall_s: res("load_wall_s"),
-        trace: Some(dir.join("disk-trace.csv")).filter(|p| p.is_file()),
+        trace: [TRACE_FILE, TRACE_WINDOW_FILE].iter().map(|f| dir.join(f)).find(|p| p.is_file()),
         trace_offset_s: trace_offset_s(dir, disk_before.as_ref()),
         shim_stats,
         setup: read_json(&dir.join("setup.json")).unwrap_or(Value::Null),

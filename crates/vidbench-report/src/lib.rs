@@ -23,7 +23,7 @@ mod render;
 
 pub use analysis::{bytes_cdf, positionings, read_trace, sequences, Positionings, TraceRequest};
 pub use data::{DiskDelta, Results, Run};
-pub use render::{rate_table, write_report};
+pub use render::{rate_table, write_report, write_trace_windows};
 
 pub mod cli {
     use std::path::PathBuf;
@@ -40,11 +40,21 @@ pub mod cli {
         /// Also print the per-rate comparison table (the quick start's table) on stdout.
         #[arg(long)]
         pub print_table: bool,
+        /// Also write, beside each whole disk trace the report draws from,
+        /// `disk-trace-window.csv.gz` with only the requests of the window it
+        /// uses: a record that keeps those instead of the traces reports the same.
+        #[arg(long)]
+        pub trace_windows: bool,
     }
 
     /// Runs `vidbench report`.
     pub fn run(args: Args) -> anyhow::Result<()> {
         let results = crate::data::Results::load(&args.results)?;
+        if args.trace_windows {
+            for f in crate::render::write_trace_windows(&results)? {
+                tracing::info!("wrote {}", f.display());
+            }
+        }
         let out = args.out.unwrap_or_else(|| args.results.join("report.md"));
         let figures = crate::render::write_report(&results, &out)?;
         tracing::info!("wrote {} ({} runs, {figures} figures)", out.display(), results.runs.len());

@@ -324,18 +324,54 @@ fn wc_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()> {
 /// steady-state experiment, the first window at the maximum failure-free rate
 /// (else the highest rate traced); for the classic protocol, the highest rate
 /// traced, over its whole load.
-fn traced_run<'a>(ctx: &Ctx<'a>, config: &str) -> Option<&'a Run> {
-    let traced = || ctx.results.runs.iter().filter(move |r| r.config == config && r.trace.is_some());
-    let points = analysis::points(ctx.results, config);
-    let best = analysis::best_point(&points, ctx.results.threshold(config), ctx.results.search_answer(config)).0;
+fn traced_run<'a>(results: &'a Results, config: &str) -> Option<&'a Run> {
+    let traced = || results.runs.iter().filter(move |r| r.config == config && r.trace.is_some());
+    let points = analysis::points(results, config);
+    let best = analysis::best_point(&points, results.threshold(config), results.search_answer(config)).0;
     best.and_then(|b| traced().filter(|r| r.rate == Some(b.rate) && r.window_s.is_some()).min_by_key(|r| r.repetition))
         .or_else(|| traced().max_by(|a, b| a.rate.unwrap_or(0.0).total_cmp(&b.rate.unwrap_or(0.0))))
+}
+
+/// Writes, beside each whole trace the report draws from with a window,
+/// `disk-trace-window.csv.gz`: the trace's header and the requests that
+/// started inside that window, the only ones the report reads from it. A
+/// record keeps that file instead of the whole trace (tens of MB per run)
+/// and reports the same. Returns the files written.
+pub fn write_trace_windows(results: &Results) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    use anyhow::Context;
+    let mut written = Vec::new();
+    for config in results.configs() {
+        let Some(r) = traced_run(results, &config) else { continue };
+        let (Some(trace), Some((from, to))) = (r.trace.as_ref(), r.trace_window_ns()) else { continue };
+        if !trace.ends_with(crate::data::TRACE_FILE) {
+            continue; // already a window trace
+        }
+        let text = analysis::read_trace_text(trace)?;
+        let mut lines = text.lines();
+        let header = lines.next().with_context(|| format!("{}: empty trace", trace.display()))?;
+        let start = header.split(',').position(|h| h == "start_ns").with_context(|| format!("{}: no column start_ns", trace.display()))?;
+        let out = trace.with_file_name(crate::data::TRACE_WINDOW_FILE);
+        let file = std::fs::File::create(&out).with_context(|| format!("cannot create {}", out.display()))?;
+        let mut gz = flate2::write::GzEncoder::new(std::io::BufWriter::new(file), flate2::Compression::best());
+        let mut write = |line: &str| std::io::Write::write_all(&mut gz, format!("{line}\n").as_bytes());
+        write(header)?;
+        for (i, line) in lines.enumerate() {
+            let t: u64 = line.split(',').nth(start).and_then(|x| x.parse().ok()).with_context(|| format!("{}:{}: bad start_ns", trace.display(), i + 2))?;
+            if (from..to).contains(&t) {
+                write(line)?;
+            }
+        }
+        let mut buffered = gz.finish()?;
+        std::io::Write::flush(&mut buffered).with_context(|| format!("cannot write {}", out.display()))?;
+        written.push(out);
+    }
+    Ok(written)
 }
 
 fn trace_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
     writeln!(ctx.md, "## Sequentiality of disk access (paper 000 Figures 2-6)\n")?;
     let order = ctx.results.configs();
-    let chosen: Vec<(&String, &Run)> = order.iter().filter_map(|c| Some((c, traced_run(ctx, c)?))).collect();
+    let chosen: Vec<(&String, &Run)> = order.iter().filter_map(|c| Some((c, traced_run(ctx.results, c)?))).collect();
     if chosen.is_empty() {
         writeln!(ctx.md, "_No disk traces in these results (set `trace = true` on the disk or a configuration): figures omitted._\n")?;
         return Ok(());

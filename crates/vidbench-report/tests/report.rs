@@ -221,4 +221,19 @@ fn trace_figures_cover_the_window_at_the_result_rate() {
     assert!(md.contains("| nginx @ 2.00/s | 450-540 s | 9 | 128.0 | 9 | 100.0 | 100.0 | 0.0 | 9 | 128 | 0 | 0 |"), "{md}");
     let svg = std::fs::read_to_string(root.join("report/figures/request-size-cdf.svg")).unwrap();
     assert!(svg.contains("<svg") && svg.contains("nginx @ 2.00/s"), "the request-size figure names its run");
+
+    // The window's requests alone, gzipped: the same report without the whole trace.
+    let written = vidbench_report::write_trace_windows(&results).unwrap();
+    assert_eq!(written, [run.join("disk-trace-window.csv.gz")]);
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(std::fs::File::open(&written[0]).unwrap()), &mut text).unwrap();
+    assert_eq!(text.lines().count(), 1 + 9, "the header and the window's 9 requests: {text}");
+    assert!(text.lines().skip(1).all(|l| l.contains(",131072,")), "{text}");
+    std::fs::remove_file(run.join("disk-trace.csv")).unwrap();
+    let again = root.join("again/report.md");
+    std::fs::create_dir_all(again.parent().unwrap()).unwrap();
+    vidbench_report::write_report(&Results::load(root).unwrap(), &again).unwrap();
+    assert_eq!(std::fs::read_to_string(&again).unwrap(), md);
+    // A window trace is not windowed again.
+    assert!(vidbench_report::write_trace_windows(&Results::load(root).unwrap()).unwrap().is_empty());
 }
