@@ -40,6 +40,8 @@ pub struct Progress {
     pub completed_mb_s: f64,
     /// In a stepped run: the current step (from 0) and its rate.
     pub step: Option<(usize, f64)>,
+    /// In a stepped run: where the step is (`StepCounters::phase`).
+    pub phase: Option<&'static str>,
 }
 
 impl std::fmt::Display for Progress {
@@ -55,7 +57,11 @@ impl std::fmt::Display for Progress {
             self.received_mb_s
         )?;
         match self.step {
-            Some((i, rate)) => write!(f, "  step {} at {rate:.2}/s", i + 1),
+            Some((i, rate)) => write!(f, "  step {} at {rate:.2}/s", i + 1)?,
+            None => {}
+        }
+        match self.phase {
+            Some(p) => write!(f, " ({p})"),
             None => Ok(()),
         }
     }
@@ -207,6 +213,7 @@ async fn run(
                     received_mb_s: row.received_mb_s,
                     completed_mb_s: row.completed_mb_s,
                     step: c.step.as_ref().map(|s| (s.index, s.spec.rate)),
+                    phase: c.step.as_ref().map(|s| s.phase(row.end_s)),
                 });
                 drop(c);
                 repair_population(&shared, &catalogue, row.end_s, config.interval_s, &mut repair_rng);

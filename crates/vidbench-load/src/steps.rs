@@ -211,6 +211,8 @@ pub(crate) struct StepCounters {
     pub gap_pct: Option<f64>,
     /// Under the gate, the plan's word on the page cache when the window opened.
     pub cache_settled: Option<bool>,
+    /// Under the gate, what its last check found unsettled.
+    waiting_for: Option<&'static str>,
     pub matched: Option<Matched>,
 }
 
@@ -226,6 +228,7 @@ impl StepCounters {
             extra_settle_s: 0.0,
             gap_pct: None,
             cache_settled: None,
+            waiting_for: None,
             matched: None,
         }
     }
@@ -261,8 +264,33 @@ impl StepCounters {
         if ready || settle + GATE_STEP_S > self.spec.max_settle_s + 1e-9 {
             self.gap_pct = Some(100.0 * gap);
             self.cache_settled = cache_settled;
+            self.waiting_for = None;
         } else {
             self.extra_settle_s += GATE_STEP_S;
+            let sessions = (100.0 * gap).abs() > self.spec.gate_pct;
+            self.waiting_for = Some(match (sessions, cache_settled == Some(false)) {
+                (true, true) => "the sessions and the page cache",
+                (true, false) => "the sessions",
+                _ => "the page cache",
+            });
+        }
+    }
+
+    /// Where the step is at `t_s` (progress output): settling (and, under
+    /// the gate, for what), measuring, or holding.
+    pub fn phase(&self, t_s: f64) -> &'static str {
+        let (a, b) = self.window();
+        if t_s < a {
+            match self.waiting_for {
+                Some("the sessions") => "settling, waiting for the sessions",
+                Some("the page cache") => "settling, waiting for the page cache",
+                Some(_) => "settling, waiting for the sessions and the page cache",
+                None => "settling",
+            }
+        } else if t_s < b {
+            "measuring"
+        } else {
+            "holding"
         }
     }
 
@@ -423,11 +451,18 @@ mod tests {
         // Sessions settled but the page cache still moving: the window
         // waits for the cache, then opens once it has settled.
         let mut s = StepCounters::new(1, gated, 100.0);
+        assert_eq!(s.phase(105.0), "settling");
         s.gate(0.0, Some(false));
         assert_eq!(s.gate_check_s(), Some(115.0));
+        assert_eq!(s.phase(112.0), "settling, waiting for the page cache");
+        s.gate(0.2, Some(false));
+        assert_eq!(s.phase(117.0), "settling, waiting for the sessions and the page cache");
+        let mut s = StepCounters::new(1, gated, 100.0);
+        s.gate(0.0, Some(false));
         s.gate(0.01, Some(true));
         let r = s.finish(&[], &[]);
         assert_eq!((r.settled_s, r.settled, r.cache_settled), (15.0, true, Some(true)));
+        assert_eq!((s.phase(114.0), s.phase(115.0), s.phase(145.0)), ("settling", "measuring", "holding"));
         // A cache that never settles opens the window at the cap, unsettled.
         let mut s = StepCounters::new(1, gated, 100.0);
         while s.gate_check_s().is_some() {
