@@ -211,8 +211,9 @@ pub(crate) struct StepCounters {
     pub gap_pct: Option<f64>,
     /// Under the gate, the plan's word on the page cache when the window opened.
     pub cache_settled: Option<bool>,
-    /// Under the gate, what its last check found unsettled.
-    waiting_for: Option<&'static str>,
+    /// Under the gate, while the window waits: what its last check found
+    /// unsettled, as the progress line says it.
+    waiting: Option<&'static str>,
     pub matched: Option<Matched>,
 }
 
@@ -228,7 +229,7 @@ impl StepCounters {
             extra_settle_s: 0.0,
             gap_pct: None,
             cache_settled: None,
-            waiting_for: None,
+            waiting: None,
             matched: None,
         }
     }
@@ -260,18 +261,18 @@ impl StepCounters {
     /// (never past `max_settle_s`).
     pub fn gate(&mut self, gap: f64, cache_settled: Option<bool>) {
         let settle = self.spec.settle_s + self.extra_settle_s;
-        let ready = (100.0 * gap).abs() <= self.spec.gate_pct && cache_settled != Some(false);
-        if ready || settle + GATE_STEP_S > self.spec.max_settle_s + 1e-9 {
+        let sessions_ok = (100.0 * gap).abs() <= self.spec.gate_pct;
+        let cache_ok = cache_settled != Some(false);
+        if (sessions_ok && cache_ok) || settle + GATE_STEP_S > self.spec.max_settle_s + 1e-9 {
             self.gap_pct = Some(100.0 * gap);
             self.cache_settled = cache_settled;
-            self.waiting_for = None;
+            self.waiting = None;
         } else {
             self.extra_settle_s += GATE_STEP_S;
-            let sessions = (100.0 * gap).abs() > self.spec.gate_pct;
-            self.waiting_for = Some(match (sessions, cache_settled == Some(false)) {
-                (true, true) => "the sessions and the page cache",
-                (true, false) => "the sessions",
-                _ => "the page cache",
+            self.waiting = Some(match (sessions_ok, cache_ok) {
+                (false, false) => "settling, waiting for the sessions and the page cache",
+                (false, true) => "settling, waiting for the sessions",
+                _ => "settling, waiting for the page cache",
             });
         }
     }
@@ -281,12 +282,7 @@ impl StepCounters {
     pub fn phase(&self, t_s: f64) -> &'static str {
         let (a, b) = self.window();
         if t_s < a {
-            match self.waiting_for {
-                Some("the sessions") => "settling, waiting for the sessions",
-                Some("the page cache") => "settling, waiting for the page cache",
-                Some(_) => "settling, waiting for the sessions and the page cache",
-                None => "settling",
-            }
+            self.waiting.unwrap_or("settling")
         } else if t_s < b {
             "measuring"
         } else {

@@ -353,7 +353,7 @@ pub fn write_trace_windows(results: &Results) -> anyhow::Result<Vec<std::path::P
         let out = trace.with_file_name(crate::data::TRACE_WINDOW_FILE);
         let file = std::fs::File::create(&out).with_context(|| format!("cannot create {}", out.display()))?;
         let mut gz = flate2::write::GzEncoder::new(std::io::BufWriter::new(file), flate2::Compression::best());
-        let mut write = |line: &str| std::io::Write::write_all(&mut gz, format!("{line}\n").as_bytes());
+        let mut write = |line: &str| std::io::Write::write_all(&mut gz, line.as_bytes()).and_then(|_| std::io::Write::write_all(&mut gz, b"\n"));
         write(header)?;
         for (i, line) in lines.enumerate() {
             let t: u64 = line.split(',').nth(start).and_then(|x| x.parse().ok()).with_context(|| format!("{}:{}: bad start_ns", trace.display(), i + 2))?;

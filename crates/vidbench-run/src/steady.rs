@@ -90,9 +90,12 @@ pub fn lru_settled(samples: &[Sample], t_s: f64, pct: f64) -> Option<bool> {
     if !covered {
         return Some(false);
     }
-    let range = |v: Vec<f64>| v.iter().cloned().fold(f64::MIN, f64::max) - v.iter().cloned().fold(f64::MAX, f64::min);
+    let range = |list: fn(&(f64, f64, f64)) -> f64| {
+        let (lo, hi) = span.iter().map(list).fold((f64::MAX, f64::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)));
+        hi - lo
+    };
     let file = span.iter().map(|(_, a, i)| a + i).sum::<f64>() / span.len() as f64;
-    let moved = range(span.iter().map(|p| p.1).collect()).max(range(span.iter().map(|p| p.2).collect()));
+    let moved = range(|p| p.1).max(range(|p| p.2));
     Some(moved <= pct / 100.0 * file)
 }
 
