@@ -13,13 +13,15 @@
 //!
 //! The types and functions are re-exported here; `content` (the byte
 //! generator), `session` and `session_io` (the session file formats) are also
-//! public as namespaces because vidbench-run names them by path.
+//! public as namespaces because vidbench-run names them by path, as is
+//! `toml_extends` (`extends = "base.toml"` in experiment files and specs).
 
 pub mod content;
 mod manifest;
 pub mod session;
 pub mod session_io;
 mod source_tree;
+pub mod toml_extends;
 mod uniform;
 
 pub use manifest::{Library, LibraryError, Video, MANIFEST_VERSION};

@@ -4,7 +4,7 @@
 //! Results layout (see docs/run.md):
 //!
 //! ```text
-//! OUT/experiment.toml          the experiment file as given
+//! OUT/experiment.toml          the experiment file as given (merged when it `extends` another)
 //! OUT/experiment.json          the checked, expanded experiment
 //! OUT/machine.json             kernel, CPU, packages, git revision
 //! OUT/workload/                the generated workload (when a spec is given)
@@ -276,7 +276,7 @@ impl Driver {
             let old: Value = serde_json::from_str(&std::fs::read_to_string(&stored)?).context("experiment.json of the results is not JSON")?;
             check_resumable(&old, &serde_json::to_value(&exp)?, &out)?;
         }
-        std::fs::copy(&exp.source, out.join("experiment.toml")).with_context(|| format!("cannot copy {}", exp.source.display()))?;
+        std::fs::write(out.join("experiment.toml"), &exp.file_text).with_context(|| format!("cannot write the experiment file into {}", out.display()))?;
         write_json(&stored, &exp)?;
         let mut workload = prepare_workload(&exp, &out, &programs)?;
         let mut sessions = vidbench_library::session_io::read_sessions(&workload.sessions)?;

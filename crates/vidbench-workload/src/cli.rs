@@ -77,12 +77,12 @@ pub fn run(args: Args) -> Result<()> {
 fn gen(args: GenArgs) -> Result<()> {
     let text = std::fs::read_to_string(&args.spec)
         .with_context(|| format!("cannot read workload spec {}", args.spec.display()))?;
-    let mut validated = Spec::parse(&text, &args.spec)?;
+    let (mut validated, recorded) = Spec::parse_recorded(&text, &args.spec)?;
     if let Some(seed) = args.seed {
         validated.spec.seed = seed;
     }
     let workload = crate::generate(&validated);
-    let summary = output::write_workload(&args.out, &text, &validated, &workload, args.force)?;
+    let summary = output::write_workload(&args.out, &recorded, &validated, &workload, args.force)?;
     if args.quiet {
         println!("{}", args.out.display());
     } else {

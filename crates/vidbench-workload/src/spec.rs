@@ -17,6 +17,7 @@
 use crate::cdf::Cdf;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+use vidbench_library::toml_extends::{self, ExtendsError};
 
 /// Why a spec cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -331,16 +332,30 @@ impl Spec {
 
     /// Parses and validates spec text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &Path) -> Result<Validated, SpecError> {
-        let spec: Spec = toml::from_str(text).map_err(|e| SpecError::Parse {
-            path: origin.to_owned(),
-            message: e.to_string().trim_end().to_owned(),
+        Self::parse_recorded(text, origin).map(|(v, _)| v)
+    }
+
+    /// Parses and validates spec text that may `extends = "base.toml"`
+    /// another spec in its directory (`vidbench_library::toml_extends`);
+    /// also returns the text to record beside a generated workload: `text`
+    /// itself, or the merged spec when it extends one.
+    pub fn parse_recorded(text: &str, origin: &Path) -> Result<(Validated, String), SpecError> {
+        let resolved = toml_extends::resolve(text, origin).map_err(|e| match e {
+            ExtendsError::Io { path, source } => SpecError::Io { path, source },
+            ExtendsError::Parse { path, message } => SpecError::Parse { path, message },
         })?;
-        spec.validate().map_err(|(key, message)| SpecError::Invalid {
+        let merged = resolved.chain.len() > 1;
+        let spec: Result<Spec, toml::de::Error> = if merged { resolved.table.clone().try_into() } else { toml::from_str(text) };
+        let spec = spec.map_err(|e| SpecError::Parse { path: origin.to_owned(), message: e.to_string().trim_end().to_owned() })?;
+        let recorded = resolved.record_text(text);
+        let validated = spec.validate().map_err(|(key, message)| SpecError::Invalid {
             path: origin.to_owned(),
-            line: locate_key(text, &key),
+            // A key of a merged spec may sit in any file of the chain.
+            line: if merged { None } else { locate_key(text, &key) },
             key,
             message,
-        })
+        })?;
+        Ok((validated, recorded))
     }
 
     /// Checks the values; the error is `(key, what is wrong)`.

@@ -183,3 +183,24 @@ fn the_first_requests_handshake_counts_against_the_deadline() {
     // A delay that alone exceeds the deadline is named as such, even uncapped.
     assert_mentions(&class(0.0, 2600), &["sessions.classes[0].delay_ms", "lower delay_ms"]);
 }
+
+/// Paper 001 Fig 7's specs extend the paper-scale SD spec: only the name, the
+/// description, the scaling note and Zipf alpha differ, and the text recorded
+/// beside a generated workload parses alone to the same spec.
+#[test]
+fn a_spec_extending_another_changes_only_the_keys_it_gives() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/specs");
+    let base = Spec::load(&dir.join("sd-paper000-full.toml")).unwrap().spec;
+    for (file, alpha) in [("sd-paper000-full-alpha06.toml", 0.6), ("sd-paper000-full-alpha10.toml", 1.0)] {
+        let path = dir.join(file);
+        let (v, recorded) = Spec::parse_recorded(&std::fs::read_to_string(&path).unwrap(), &path).unwrap();
+        let mut spec = v.spec.clone();
+        assert_eq!(spec.library.zipf_alpha, alpha);
+        assert_eq!(spec.scaling.memory_limit_mib, base.scaling.memory_limit_mib, "an unnamed key of [scaling] comes from the base");
+        (spec.name, spec.description, spec.scaling.note, spec.library.zipf_alpha) =
+            (base.name.clone(), base.description.clone(), base.scaling.note.clone(), base.library.zipf_alpha);
+        assert_eq!(spec, base, "{file}");
+        assert!(recorded.starts_with("# Resolved from") && !recorded.contains("extends ="), "{recorded}");
+        assert_eq!(Spec::parse(&recorded, Path::new("spec.toml")).unwrap().spec, v.spec);
+    }
+}

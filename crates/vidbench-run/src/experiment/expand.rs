@@ -100,6 +100,7 @@ pub(super) fn expand(file: ExperimentFile, path: &Path, base: &Path) -> Result<E
         name: file.name,
         description: file.description,
         source: resolve(&std::env::current_dir().unwrap_or_default(), path),
+        file_text: String::new(),
         templates,
         workload,
         disk,

@@ -31,6 +31,7 @@ pub use expand::MAX_DISKS;
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use vidbench_library::toml_extends::ExtendsError;
 use std::path::{Path, PathBuf};
 
 /// A checked experiment with every path resolved and sweeps expanded.
@@ -40,6 +41,12 @@ pub struct Experiment {
     pub description: String,
     /// The file it was read from.
     pub source: PathBuf,
+    /// The experiment file to record beside the results: the file as
+    /// written, or, when it `extends` another, the merged table
+    /// (`vidbench_library::toml_extends`). Not part of `experiment.json`, whose resolved keys are
+    /// what a resume compares.
+    #[serde(skip)]
+    pub file_text: String,
     pub templates: PathBuf,
     pub workload: WorkloadSource,
     pub disk: DiskSection,
@@ -203,16 +210,29 @@ impl Experiment {
 
     /// Parses and checks experiment text; `path` names it in errors and anchors relative paths.
     pub fn from_str(text: &str, path: &Path) -> Result<Experiment, ExperimentError> {
-        let file: ExperimentFile = toml::from_str(text).map_err(|e| ExperimentError::Parse {
+        let resolved = vidbench_library::toml_extends::resolve(text, path).map_err(|e| match e {
+            ExtendsError::Io { path, source } => ExperimentError::Io { path, source },
+            ExtendsError::Parse { path, message } => ExperimentError::Parse { path, message },
+        })?;
+        // A single file is parsed from its text, so a type error names its
+        // line; a merged one is checked as a table and named by its key.
+        let file: Result<ExperimentFile, toml::de::Error> =
+            if resolved.chain.len() == 1 { toml::from_str(text) } else { resolved.table.clone().try_into() };
+        let file = file.map_err(|e| ExperimentError::Parse {
             path: path.to_owned(),
-            message: e.to_string().trim_end().to_string(),
+            message: match resolved.chain.len() {
+                1 => e.to_string().trim_end().to_string(),
+                _ => format!("{} (in the keys merged from {})", e.to_string().trim_end(), resolved.chain[1..].iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")),
+            },
         })?;
         let base = path
             .parent()
             .map(|p| if p.as_os_str().is_empty() { Path::new(".") } else { p })
             .unwrap_or(Path::new("."));
         let base = std::fs::canonicalize(base).unwrap_or_else(|_| base.to_owned());
-        expand::expand(file, path, &base)
+        let mut exp = expand::expand(file, path, &base)?;
+        exp.file_text = resolved.record_text(text);
+        Ok(exp)
     }
 
     /// Fixes the disk mode before anything runs: `auto` becomes block mode
@@ -317,6 +337,29 @@ kind = "wc"
         let path = dir.path().join("e.toml");
         std::fs::write(&path, text).unwrap();
         Experiment::from_file(&path)
+    }
+
+    #[test]
+    fn a_file_extending_another_runs_the_merged_keys_and_records_them() {
+        let dir = write_dir();
+        std::fs::write(dir.path().join("base.toml"), GOOD).unwrap();
+        let path = dir.path().join("small-memory.toml");
+        std::fs::write(&path, "extends = \"base.toml\"\nname = \"t-2g\"\n[memory]\nlimit_mb = 2048\n").unwrap();
+        let e = Experiment::from_file(&path).unwrap();
+        assert_eq!((e.name.as_str(), e.memory_limit_bytes), ("t-2g", 2048 << 20));
+        let base = Experiment::from_file(&dir.path().join("base.toml")).unwrap();
+        assert_eq!((e.workload.clone(), e.configs.len()), (base.workload.clone(), base.configs.len()));
+        assert_eq!(base.file_text, GOOD, "a file that extends nothing is recorded as written");
+        // The recorded text is the merged file: it parses alone to the same experiment.
+        let recorded = dir.path().join("recorded.toml");
+        std::fs::write(&recorded, &e.file_text).unwrap();
+        let again = Experiment::from_file(&recorded).unwrap();
+        assert_eq!(serde_json::to_value(&again).unwrap()["configs"], serde_json::to_value(&e).unwrap()["configs"]);
+        assert_eq!(again.memory_limit_bytes, e.memory_limit_bytes);
+        // A type error in a merged file names the key and the base.
+        std::fs::write(&path, "extends = \"base.toml\"\nname = \"t-2g\"\n[memory]\nlimit_mb = \"lots\"\n").unwrap();
+        let err = Experiment::from_file(&path).unwrap_err().to_string();
+        assert!(err.contains("small-memory.toml") && err.contains("limit_mb") && err.contains("base.toml"), "{err}");
     }
 
     #[test]
