@@ -663,6 +663,27 @@ fn setup_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
         )?;
     }
     writeln!(ctx.md)?;
+    // Records from before machine sharing have no `sharing` key: nothing printed.
+    let shared: Vec<String> = ctx
+        .results
+        .runs
+        .iter()
+        .filter_map(|r| {
+            let others = r.setup.get("sharing")?.get("overlapped")?.as_array()?;
+            let names: Vec<String> = others.iter().filter_map(|o| o.as_str().map(str::to_string)).collect();
+            (!names.is_empty()).then_some(())?;
+            Some(format!("`{}` (with {})", r.dir.strip_prefix(&ctx.results.dir).unwrap_or(&r.dir).display(), names.join(", ")))
+        })
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    if !shared.is_empty() {
+        writeln!(
+            ctx.md,
+            "Runs that shared the machine with another experiment for some or all of their time (docs/run.md, \"Two experiments at once\"): {}.\n",
+            shared.join(", ")
+        )?;
+    }
     if !ctx.results.incomplete.is_empty() {
         writeln!(ctx.md, "Incomplete runs (no `DONE`; interrupted or failed, see their `error.txt`):\n")?;
         for d in &ctx.results.incomplete {

@@ -37,6 +37,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use crate::server::{self, ServerSetup};
 use crate::setup;
+use crate::sharing::Share;
 use vidbench_stats as stats;
 use anyhow::{bail, Context};
 use libception_proto::ShimEnv;
@@ -148,6 +149,10 @@ pub struct Driver {
     image: Option<Value>,
     /// DAMON's proactive reclaim, turned off until the driver is dropped.
     _reclaim: Option<crate::reclaim::Paused>,
+    /// This experiment's registration among those sharing the machine.
+    share: Share,
+    /// The servers' port: `run.port`, or the next free one when shared.
+    port: u16,
 }
 
 fn now_unix() -> f64 {
@@ -271,6 +276,16 @@ impl Driver {
         }
         std::fs::create_dir_all(out.join("runs")).with_context(|| format!("cannot create {}", out.display()))?;
         let out = std::fs::canonicalize(out)?;
+        let share = Share::join(&out, exp.memory_limit_bytes, MEMORY_HEADROOM, exp.run.port)?;
+        let others = share.others();
+        if !others.is_empty() {
+            let list: Vec<String> = others.iter().map(|o| format!("pid {} writing to {} (port {})", o.pid, o.out.display(), o.port)).collect();
+            eprintln!(
+                "vidbench run: sharing the machine with {}: server port {}; the global drop_caches is skipped while another experiment runs (each run's drive is a fresh mount, so its page cache starts empty)",
+                list.join(", "),
+                share.port()
+            );
+        }
         let stored = out.join("experiment.json");
         if resume && stored.exists() {
             let old: Value = serde_json::from_str(&std::fs::read_to_string(&stored)?).context("experiment.json of the results is not JSON")?;
@@ -302,6 +317,8 @@ impl Driver {
             cgroup_counter: 0,
             image: None,
             _reclaim: reclaim,
+            port: share.port(),
+            share,
         })
     }
 
@@ -431,13 +448,30 @@ impl Driver {
         Ok(outcome)
     }
 
-    fn drop_caches(&self) -> anyhow::Result<()> {
+    /// Drops the page cache before a run (`run.drop_caches`), unless
+    /// another experiment shares the machine (`sharing`); returns what was
+    /// done, for setup.json.
+    fn drop_caches(&self) -> anyhow::Result<Value> {
         let level = self.exp.run.drop_caches;
         if level == 0 {
-            return Ok(());
+            return Ok(json!({"drop_caches": "off", "port": self.port}));
         }
-        unsafe { libc::sync() };
-        std::fs::write("/proc/sys/vm/drop_caches", level.to_string()).context("cannot write /proc/sys/vm/drop_caches (needs root)")
+        let others = self.share.drop_unless_shared(|| {
+            unsafe { libc::sync() };
+            std::fs::write("/proc/sys/vm/drop_caches", level.to_string()).context("cannot write /proc/sys/vm/drop_caches (needs root)")
+        })?;
+        Ok(if others.is_empty() {
+            json!({"drop_caches": "done", "port": self.port})
+        } else {
+            json!({"drop_caches": "skipped: the machine is shared, the drive is a fresh mount", "port": self.port, "shared_with": others})
+        })
+    }
+
+    /// setup.json's `sharing`: the drop's record and the experiments that
+    /// ran beside this run at any time since it started.
+    fn sharing_record(&self, mut drop: Value, started: f64) -> Value {
+        drop["overlapped"] = json!(self.share.overlapping(started));
+        drop
     }
 
     fn new_cgroup(&mut self) -> anyhow::Result<RunCgroup> {
@@ -677,7 +711,8 @@ impl Driver {
         play: impl FnOnce(&Driver, &RunChildren<'_>) -> anyhow::Result<T>,
     ) -> anyhow::Result<T> {
         let kind = cfg.server.expect("checked: server configurations name a server");
-        self.drop_caches()?;
+        let run_started = now_unix();
+        let sharing = self.drop_caches()?;
         let disk_opts = self.disk_options(cfg, dir);
         let mut disk = Disks::mount(&self.programs.vidbench, &self.drive_mounts(), &disk_opts, &dir.join("disk.log"))?;
         let cgroup = self.new_cgroup()?;
@@ -700,7 +735,7 @@ impl Driver {
             binary: &binary,
             run_dir: dir,
             docroot: &self.mount_point(),
-            port: self.exp.run.port,
+            port: self.port,
             workers: self.exp.run.workers,
             threads_per_worker: self.exp.run.threads_per_worker,
             user: &self.exp.run.user,
@@ -708,7 +743,7 @@ impl Driver {
             env: env.clone(),
         };
         let mut srv = server::start(&setup, &cgroup)?;
-        server::wait_ready(&mut srv, self.exp.run.port, Duration::from_secs_f64(self.exp.run.ready_timeout_s))?;
+        server::wait_ready(&mut srv, self.port, Duration::from_secs_f64(self.exp.run.ready_timeout_s))?;
         let warm = match self.warm_list() {
             Some(list) => Some(self.read_in_cgroup(&cgroup, list, &dir.join("warm.json"), None)?),
             None => None,
@@ -780,6 +815,7 @@ impl Driver {
             "warm": warm,
             "warm_fill": warm_fill,
             "chaos_kills": chaos_kills,
+            "sharing": self.sharing_record(sharing, run_started),
         });
         write_json(&dir.join("setup.json"), &setup_json)?;
         disk.unmount()?;
@@ -820,7 +856,7 @@ impl Driver {
 
     /// The load client's settings common to both protocols.
     fn load_config(&self, rate: f64, rep: u32, out: &Path) -> anyhow::Result<vidbench_load::LoadConfig> {
-        let mut config = vidbench_load::LoadConfig::new(format!("http://127.0.0.1:{}", self.exp.run.port), rate, out);
+        let mut config = vidbench_load::LoadConfig::new(format!("http://127.0.0.1:{}", self.port), rate, out);
         config.seed = self.exp.run.seed + rep as u64;
         config.handle_interrupt = true;
         config.interval_s = crate::experiment::SAMPLE_INTERVAL_S;
@@ -889,7 +925,7 @@ impl Driver {
         let (mut channel, mut plan) = steady::channel(timing, log.clone(), Box::new(move || !running.load(Ordering::Relaxed)), report);
         let (driven, summary, sampled) = std::thread::scope(|scope| {
             let _stop_sampler = StopFlag(&stop);
-            let sampler = scope.spawn(|| steady::sample(epoch, children, self.exp.run.port, &dir.join("samples.csv"), &log, &stop));
+            let sampler = scope.spawn(|| steady::sample(epoch, children, self.port, &dir.join("samples.csv"), &log, &stop));
             let load = scope.spawn(move || {
                 let r = vidbench_load::play_steps(config, sessions, &mut plan, &mut |p| printer.line(&format!("    load {p}")));
                 load_done.store(true, Ordering::Relaxed);
@@ -985,7 +1021,8 @@ impl Driver {
     }
 
     fn run_wc(&mut self, cfg: &Config, rep: u32, dir: &Path) -> anyhow::Result<Outcome> {
-        self.drop_caches()?;
+        let run_started = now_unix();
+        let sharing = self.drop_caches()?;
         let list = reader::wc_list(&self.sessions, self.exp.run.seed + rep as u64);
         let list_path = dir.join("wc-list.txt");
         vidbench_library::session_io::write_warm_list(&list_path, "wc upper bound: requested chunks, sequential per video, videos in random order", &list)?;
@@ -1014,6 +1051,7 @@ impl Driver {
                 "memory_limit_bytes": self.exp.memory_limit_bytes,
                 "disk": disk_setup,
                 "workload": self.workload,
+                "sharing": self.sharing_record(sharing, run_started),
             }),
         )?;
         disk.unmount()?;

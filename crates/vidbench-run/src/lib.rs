@@ -46,6 +46,7 @@ mod reader;
 mod search;
 mod server;
 mod setup;
+mod sharing;
 mod steady;
 mod template;
 

@@ -1,0 +1,297 @@
+//! Experiments sharing one machine.
+//!
+//! A paper-scale configuration keeps the machine's CPUs about 80 % idle (the
+//! server, the load client and the emulated drive together use about a third
+//! of one core) while its memory limit takes 8 of 24 GiB, so two experiments
+//! can run side by side, each on its own emulated drive, cgroup, server port
+//! and load client. What they would otherwise share is made safe here:
+//!
+//! - **the global `drop_caches`** a run writes before it starts would empty
+//!   the other experiment's cgroup in the middle of a window. While another
+//!   experiment is registered it is skipped: every run mounts its drive
+//!   afresh, and a filesystem that was not mounted has nothing in the page
+//!   cache, so the library starts cold either way (what the drop was for).
+//!   Each run records which happened (`setup.json` `sharing`).
+//! - **the server port**: each experiment takes `run.port`, or the next port
+//!   no other registered experiment uses and nothing listens on.
+//! - **memory**: the memory limits of all registered experiments, each with
+//!   the headroom of its load client and drive, must fit in the machine,
+//!   else the kernel's global reclaim would take pages from every cgroup.
+//!
+//! A run records the experiments that overlapped it (`setup.json`
+//! `sharing.overlapped`: live when it started, or registered or departed
+//! while it ran, from the registry's history), so a report says which
+//! results were measured on a shared machine.
+//!
+//! Registration is a file per experiment in [`DIR`] (`VIDBENCH_SHARING_DIR`
+//! moves it, for tests) named by pid and start time, so a dead experiment's
+//! file is recognised as stale and removed; a lock file serialises
+//! registration against the check-and-drop, so an experiment never
+//! registers between another's check and its drop.
+
+use crate::reclaim::Holder;
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+/// Where experiments register.
+pub const DIR: &str = "/run/vidbench/experiments";
+const LOCK: &str = ".lock";
+/// One line per registration and departure: `UNIX_SECONDS join|leave PID OUT`.
+const HISTORY: &str = ".history";
+/// How many ports above `run.port` are tried.
+const PORT_TRIES: u16 = 64;
+
+/// What one registered experiment declared.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Sharer {
+    pub pid: u32,
+    #[serde(skip)]
+    start: u64,
+    pub out: PathBuf,
+    pub memory_limit_bytes: u64,
+    pub port: u16,
+}
+
+/// This experiment's registration; removed when dropped.
+pub struct Share {
+    dir: PathBuf,
+    file: PathBuf,
+    me: Sharer,
+}
+
+/// An exclusive lock on the registry, held until dropped.
+struct Locked {
+    _file: std::fs::File,
+}
+
+impl Locked {
+    fn take(dir: &Path) -> anyhow::Result<Locked> {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let path = dir.join(LOCK);
+        let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).with_context(|| format!("cannot open {}", path.display()))?;
+        // SAFETY: flock on a descriptor this function owns.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(std::io::Error::last_os_error()).with_context(|| format!("cannot lock {}", path.display()));
+        }
+        Ok(Locked { _file: f })
+    }
+}
+
+fn file_name(h: Holder) -> String {
+    format!("{}-{}.json", h.pid, h.start)
+}
+
+/// The live experiments registered in `dir`; stale files are removed.
+fn live(dir: &Path) -> Vec<Sharer> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut out = Vec::new();
+    for e in entries.flatten() {
+        let path = e.path();
+        let name = e.file_name().to_string_lossy().into_owned();
+        // The lock, and a registration being written (renamed into place).
+        let Some(stem) = name.strip_suffix(".json").filter(|_| !name.starts_with('.')) else { continue };
+        let holder = stem.split_once('-').and_then(|(p, s)| Some(Holder { pid: p.parse().ok()?, start: s.parse().ok()? }));
+        let record = std::fs::read_to_string(&path).ok().and_then(|t| serde_json::from_str::<Sharer>(&t).ok());
+        match (holder, record) {
+            (Some(h), Some(mut r)) if Holder::of(h.pid) == Some(h) => {
+                r.start = h.start;
+                out.push(r);
+            }
+            // A dead holder's file, or one nobody could have written whole.
+            _ => {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
+    out.sort_by_key(|s| s.pid);
+    out
+}
+
+fn memory_total() -> anyhow::Result<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").context("cannot read /proc/meminfo")?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .map(|kib| kib * 1024)
+        .context("/proc/meminfo has no MemTotal line")
+}
+
+fn now_unix() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+}
+
+/// Appends an event to the history (best effort: it only informs records).
+fn log_event(dir: &Path, what: &str, me: &Sharer) {
+    use std::io::Write;
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(dir.join(HISTORY)) {
+        let _ = writeln!(f, "{:.3} {what} {} {}", now_unix(), me.pid, me.out.display());
+    }
+}
+
+fn port_free(port: u16) -> bool {
+    std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
+}
+
+impl Share {
+    /// Registers the experiment writing to `out` in the machine's registry.
+    pub fn join(out: &Path, memory_limit_bytes: u64, headroom: u64, base_port: u16) -> anyhow::Result<Share> {
+        let dir = std::env::var_os("VIDBENCH_SHARING_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(DIR));
+        Share::join_in(&dir, out, memory_limit_bytes, headroom, base_port, memory_total()?, port_free)
+    }
+
+    fn join_in(
+        dir: &Path,
+        out: &Path,
+        memory_limit_bytes: u64,
+        headroom: u64,
+        base_port: u16,
+        total: u64,
+        port_free: impl Fn(u16) -> bool,
+    ) -> anyhow::Result<Share> {
+        let _lock = Locked::take(dir)?;
+        let others = live(dir);
+        if let Some(o) = others.iter().find(|o| o.out == out) {
+            bail!("experiment pid {} is already writing to {}: one results directory takes one experiment at a time", o.pid, out.display());
+        }
+        let need: u64 = others.iter().map(|o| o.memory_limit_bytes + headroom).sum::<u64>() + memory_limit_bytes + headroom;
+        if need > total {
+            let list: Vec<String> = others.iter().map(|o| format!("pid {} ({} MiB, {})", o.pid, o.memory_limit_bytes >> 20, o.out.display())).collect();
+            bail!(
+                "this experiment's {} MiB and the running experiments' [{}], each with {} MiB for its load client and drive, need {} MiB, \
+                 but this machine has {} MiB: the kernel would reclaim from every experiment's cgroup. Start it when one has finished",
+                memory_limit_bytes >> 20,
+                list.join(", "),
+                headroom >> 20,
+                need >> 20,
+                total >> 20
+            );
+        }
+        let port = (0..PORT_TRIES)
+            .filter_map(|k| base_port.checked_add(k))
+            .find(|p| others.iter().all(|o| o.port != *p) && port_free(*p))
+            .with_context(|| format!("no free port in {base_port}..{} for the server (the experiments running use {:?})", base_port as u32 + PORT_TRIES as u32, others.iter().map(|o| o.port).collect::<Vec<_>>()))?;
+        let h = Holder::current();
+        let me = Sharer { pid: h.pid, start: h.start, out: out.to_owned(), memory_limit_bytes, port };
+        let file = dir.join(file_name(h));
+        let tmp = dir.join(format!(".{}", file_name(h)));
+        std::fs::write(&tmp, serde_json::to_vec(&me)?).with_context(|| format!("cannot write {}", tmp.display()))?;
+        std::fs::rename(&tmp, &file).with_context(|| format!("cannot write {}", file.display()))?;
+        log_event(dir, "join", &me);
+        Ok(Share { dir: dir.to_owned(), file, me })
+    }
+
+    /// The server port this experiment uses.
+    pub fn port(&self) -> u16 {
+        self.me.port
+    }
+
+    /// The other experiments registered now.
+    pub fn others(&self) -> Vec<Sharer> {
+        live(&self.dir).into_iter().filter(|s| !(s.pid == self.me.pid && s.start == self.me.start)).collect()
+    }
+
+    /// The results directories of the other experiments that were running
+    /// at any time since `since` (seconds since the epoch): live now, or
+    /// registered or departed since.
+    pub fn overlapping(&self, since: f64) -> Vec<PathBuf> {
+        let mut outs: std::collections::BTreeSet<PathBuf> = self.others().into_iter().map(|s| s.out).collect();
+        let history = std::fs::read_to_string(self.dir.join(HISTORY)).unwrap_or_default();
+        for line in history.lines() {
+            let mut f = line.splitn(4, ' ');
+            let (Some(t), Some(_), Some(pid), Some(out)) = (f.next(), f.next(), f.next(), f.next()) else { continue };
+            if t.parse::<f64>().is_ok_and(|t| t >= since) && pid.parse::<u32>().is_ok_and(|p| p != self.me.pid) {
+                outs.insert(PathBuf::from(out));
+            }
+        }
+        outs.into_iter().collect()
+    }
+
+    /// Runs `drop` (the global `drop_caches`) when no other experiment is
+    /// registered, under the registry's lock; returns the others otherwise.
+    pub fn drop_unless_shared(&self, drop: impl FnOnce() -> anyhow::Result<()>) -> anyhow::Result<Vec<Sharer>> {
+        let _lock = Locked::take(&self.dir)?;
+        let others = self.others();
+        if others.is_empty() {
+            drop()?;
+        }
+        Ok(others)
+    }
+}
+
+impl Drop for Share {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.file);
+        log_event(&self.dir, "leave", &self.me);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: u64 = 1 << 30;
+
+    fn join(dir: &Path, out: &str, limit: u64, total: u64) -> anyhow::Result<Share> {
+        Share::join_in(dir, Path::new(out), limit, GIB, 8089, total, |_| true)
+    }
+
+    #[test]
+    fn a_second_experiment_gets_the_next_port_and_stops_the_global_drop() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = join(dir.path(), "/r/a", 8 * GIB, 24 * GIB).unwrap();
+        assert_eq!(a.port(), 8089);
+        let mut dropped = 0;
+        assert!(a.drop_unless_shared(|| Ok(dropped += 1)).unwrap().is_empty());
+        assert_eq!(dropped, 1, "alone: the global drop runs");
+        // A second live experiment: pid 1 stands for it (this process is a).
+        let init = Holder::of(1).expect("pid 1 exists");
+        let b = Sharer { pid: 1, start: init.start, out: "/r/b".into(), memory_limit_bytes: 8 * GIB, port: 8090 };
+        std::fs::write(dir.path().join(file_name(init)), serde_json::to_vec(&b).unwrap()).unwrap();
+        let others = a.drop_unless_shared(|| Ok(dropped += 1)).unwrap();
+        assert_eq!((dropped, others.len(), others[0].out.as_path()), (1, 1, Path::new("/r/b")), "shared: the drop is skipped and the other named");
+        // A third finds both ports taken and both limits counted.
+        let err = join(dir.path(), "/r/c", 8 * GIB, 24 * GIB).err().expect("27 GiB needed, 24 there").to_string();
+        assert!(err.contains("need 27648 MiB") && err.contains("/r/b"), "{err}");
+        // One results directory, one experiment.
+        let err = join(dir.path(), "/r/b", GIB, 40 * GIB).err().expect("refused").to_string();
+        assert!(err.contains("pid 1 is already writing to /r/b"), "{err}");
+        // b overlapped a since a began; c (below) joins after a ended.
+        assert_eq!(a.overlapping(0.0), vec![PathBuf::from("/r/b")]);
+        let a_pid = a.me.pid;
+        // When a ends, its port and memory are free again.
+        drop(a);
+        assert_eq!(live(dir.path()).len(), 1, "a unregistered, b remains");
+        let c = join(dir.path(), "/r/c", 8 * GIB, 24 * GIB).unwrap();
+        assert_eq!(c.port(), 8089);
+        // The history keeps a's stay; the same pid (this test process) is not another experiment.
+        let history = std::fs::read_to_string(dir.path().join(HISTORY)).unwrap();
+        assert!(history.contains(&format!("join {a_pid} /r/a")) && history.contains(&format!("leave {a_pid} /r/a")), "{history}");
+        assert_eq!(c.overlapping(0.0), vec![PathBuf::from("/r/b")]);
+        assert!(c.overlapping(now_unix() + 1.0).contains(&PathBuf::from("/r/b")), "b is live: it overlaps any span");
+    }
+
+    #[test]
+    fn stale_and_garbled_registrations_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let dead = Sharer { pid: i32::MAX as u32, start: 3, out: "/r/x".into(), memory_limit_bytes: 8 * GIB, port: 8089 };
+        std::fs::write(dir.path().join(file_name(Holder { pid: dead.pid, start: 3 })), serde_json::to_vec(&dead).unwrap()).unwrap();
+        let me = Holder::current();
+        std::fs::write(dir.path().join(file_name(me)), "{ not json").unwrap();
+        assert!(live(dir.path()).is_empty());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        // The dead one's port and memory are free again.
+        let a = join(dir.path(), "/r/a", 20 * GIB, 24 * GIB).unwrap();
+        assert_eq!(a.port(), 8089);
+    }
+
+    #[test]
+    fn a_port_something_else_listens_on_is_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = Share::join_in(dir.path(), Path::new("/r/a"), GIB, GIB, 9000, 24 * GIB, |p| p != 9000 && p != 9001).unwrap();
+        assert_eq!(a.port(), 9002);
+        let err = Share::join_in(dir.path(), Path::new("/r/b"), GIB, GIB, 9000, 24 * GIB, |_| false).err().expect("none free").to_string();
+        assert!(err.contains("no free port in 9000..9064"), "{err}");
+    }
+}
