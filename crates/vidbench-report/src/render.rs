@@ -669,10 +669,15 @@ fn setup_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
         .runs
         .iter()
         .filter_map(|r| {
-            let others = r.setup.get("sharing")?.get("overlapped")?.as_array()?;
-            let names: Vec<String> = others.iter().filter_map(|o| o.as_str().map(str::to_string)).collect();
+            let sharing = r.setup.get("sharing")?;
+            let names: Vec<String> = sharing.get("overlapped")?.as_array()?.iter().filter_map(|o| o.as_str().map(str::to_string)).collect();
             (!names.is_empty()).then_some(())?;
-            Some(format!("`{}` (with {})", r.dir.strip_prefix(&ctx.results.dir).unwrap_or(&r.dir).display(), names.join(", ")))
+            let reclaim = match sharing.get("global_reclaim_pages_scanned").and_then(Value::as_u64) {
+                Some(0) => String::new(),
+                Some(n) => format!("; the kernel's global reclaim scanned {n} pages during it"),
+                None => "; global reclaim not recorded".to_string(),
+            };
+            Some(format!("`{}` (with {}{reclaim})", r.dir.strip_prefix(&ctx.results.dir).unwrap_or(&r.dir).display(), names.join(", ")))
         })
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()

@@ -667,6 +667,19 @@ pub fn cleanup_stale() -> Vec<String> {
     }
 }
 
+/// Pids of the live drivers other than this one that have a run cgroup
+/// now (drivers that predate the sharing registry show only this way).
+pub fn other_driver_pids() -> Vec<u32> {
+    let Ok(h) = detect() else { return Vec::new() };
+    let Ok(entries) = fs::read_dir(&h.root) else { return Vec::new() };
+    let me = std::process::id();
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().strip_prefix(PREFIX)?.split('-').next()?.parse::<u32>().ok())
+        .filter(|&pid| pid != me && std::path::Path::new(&format!("/proc/{pid}")).exists())
+        .collect()
+}
+
 /// [`cleanup_stale`] under `h`.
 pub fn cleanup_stale_in(h: &Hierarchy) -> Vec<String> {
     let mut removed = Vec::new();

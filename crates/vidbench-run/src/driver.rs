@@ -37,7 +37,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use crate::server::{self, ServerSetup};
 use crate::setup;
-use crate::sharing::Share;
+use crate::sharing::{self, Share};
 use vidbench_stats as stats;
 use anyhow::{bail, Context};
 use libception_proto::ShimEnv;
@@ -276,7 +276,11 @@ impl Driver {
         }
         std::fs::create_dir_all(out.join("runs")).with_context(|| format!("cannot create {}", out.display()))?;
         let out = std::fs::canonicalize(out)?;
-        let share = Share::join(&out, exp.memory_limit_bytes, MEMORY_HEADROOM, exp.run.port)?;
+        let policy = serde_json::to_value(exp.run.proactive_reclaim)?.as_str().unwrap_or_default().to_string();
+        let share = Share::join(&out, exp.memory_limit_bytes, MEMORY_HEADROOM, exp.run.port, &policy)?;
+        // Only now, with `out` known to be no other experiment's: a second
+        // driver on a live experiment's directory must not release its mounts.
+        cleanup_leftovers(&out);
         let others = share.others();
         if !others.is_empty() {
             let list: Vec<String> = others.iter().map(|o| format!("pid {} writing to {} (port {})", o.pid, o.out.display(), o.port)).collect();
@@ -285,6 +289,8 @@ impl Driver {
                 list.join(", "),
                 share.port()
             );
+        } else if share.port() != exp.run.port {
+            eprintln!("vidbench run: port {} is in use: the servers listen on {}", exp.run.port, share.port());
         }
         let stored = out.join("experiment.json");
         if resume && stored.exists() {
@@ -453,24 +459,59 @@ impl Driver {
     /// done, for setup.json.
     fn drop_caches(&self) -> anyhow::Result<Value> {
         let level = self.exp.run.drop_caches;
-        if level == 0 {
-            return Ok(json!({"drop_caches": "off", "port": self.port}));
-        }
-        let others = self.share.drop_unless_shared(|| {
+        let company = self.share.drop_unless_shared(cgroup::other_driver_pids, || {
+            if level == 0 {
+                return Ok(());
+            }
             unsafe { libc::sync() };
             std::fs::write("/proc/sys/vm/drop_caches", level.to_string()).context("cannot write /proc/sys/vm/drop_caches (needs root)")
         })?;
-        Ok(if others.is_empty() {
-            json!({"drop_caches": "done", "port": self.port})
-        } else {
-            json!({"drop_caches": "skipped: the machine is shared, the drive is a fresh mount", "port": self.port, "shared_with": others})
-        })
+        let done = match (level, company.alone()) {
+            (0, _) => "off",
+            (_, true) => "done",
+            (_, false) => "skipped: the machine is shared, the drive is a fresh mount",
+        };
+        let evicted = (!company.alone()).then(|| self.evict_own_files());
+        Ok(json!({
+            "drop_caches": done,
+            "port": self.port,
+            "shared_with": company.registered,
+            "unregistered_drivers": company.unregistered_pids,
+            "own_files_evicted": evicted,
+            "global_reclaim_scanned_at_start": sharing::global_reclaim_scanned(),
+        }))
+    }
+
+    /// Drops this experiment's own files from the page cache (results and
+    /// workload), which the skipped global drop would have: on a shared
+    /// machine they would pile up outside every memory limit.
+    fn evict_own_files(&self) -> usize {
+        let mut n = sharing::evict_own_files(&self.out);
+        if !self.workload.dir.starts_with(&self.out) {
+            n += sharing::evict_own_files(&self.workload.dir);
+        }
+        n
     }
 
     /// setup.json's `sharing`: the drop's record and the experiments that
     /// ran beside this run at any time since it started.
     fn sharing_record(&self, mut drop: Value, started: f64) -> Value {
-        drop["overlapped"] = json!(self.share.overlapping(started));
+        let mut overlapped: Vec<String> = self.share.overlapping(started).into_iter().map(|p| p.display().to_string()).collect();
+        for o in drop["shared_with"].as_array().into_iter().flatten() {
+            overlapped.extend(o["out"].as_str().map(str::to_string));
+        }
+        for p in drop["unregistered_drivers"].as_array().into_iter().flatten() {
+            overlapped.push(format!("unregistered driver pid {p}"));
+        }
+        overlapped.sort();
+        overlapped.dedup();
+        let shared = !overlapped.is_empty();
+        drop["overlapped"] = json!(overlapped);
+        let scanned = drop["global_reclaim_scanned_at_start"].as_u64().zip(sharing::global_reclaim_scanned()).map(|(a, b)| b.saturating_sub(a));
+        drop["global_reclaim_pages_scanned"] = json!(scanned);
+        if shared {
+            drop["own_files_evicted_at_end"] = json!(self.evict_own_files());
+        }
         drop
     }
 
@@ -1301,7 +1342,7 @@ impl ConfigSummary {
 }
 
 /// Removes what a killed driver may have left: stale cgroups and a mount under OUT/mnt.
-pub fn cleanup_leftovers(out: &Path) {
+fn cleanup_leftovers(out: &Path) {
     for name in cgroup::cleanup_stale() {
         tracing::warn!("removed the stale cgroup {name} of a driver that is gone");
     }

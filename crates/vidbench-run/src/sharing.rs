@@ -17,11 +17,21 @@
 //! - **memory**: the memory limits of all registered experiments, each with
 //!   the headroom of its load client and drive, must fit in the machine,
 //!   else the kernel's global reclaim would take pages from every cgroup.
+//!   Without the global drop, what the drivers themselves write and read
+//!   (results, traces, the workload, the image cache) would pile up in the
+//!   page cache outside every limit until it did; so when the drop is skipped,
+//!   the experiment evicts its own files instead ([`evict_own_files`]), and
+//!   every run records the global reclaim (kswapd and direct scans, from
+//!   `/proc/vmstat`) over its span, so that a run it touched is seen.
+//! - **DAMON's proactive reclaim**: both experiments must want the same
+//!   (`run.proactive_reclaim`), since a pause holds for the whole machine.
 //!
 //! A run records the experiments that overlapped it (`setup.json`
 //! `sharing.overlapped`: live when it started, or registered or departed
 //! while it ran, from the registry's history), so a report says which
-//! results were measured on a shared machine.
+//! results were measured on a shared machine. A driver from before this
+//! registry does not register; its run cgroups (`vidbench-PID-N`) still show
+//! it, and the global drop is skipped while one of another live pid exists.
 //!
 //! Registration is a file per experiment in [`DIR`] (`VIDBENCH_SHARING_DIR`
 //! moves it, for tests) named by pid and start time, so a dead experiment's
@@ -52,6 +62,9 @@ pub struct Sharer {
     pub out: PathBuf,
     pub memory_limit_bytes: u64,
     pub port: u16,
+    /// `run.proactive_reclaim` ("pause" or "keep").
+    #[serde(default)]
+    pub proactive_reclaim: String,
 }
 
 /// This experiment's registration; removed when dropped.
@@ -99,9 +112,14 @@ fn live(dir: &Path) -> Vec<Sharer> {
                 r.start = h.start;
                 out.push(r);
             }
-            // A dead holder's file, or one nobody could have written whole.
-            _ => {
-                let _ = std::fs::remove_file(&path);
+            // A dead holder's file (killed: it wrote no `leave`), or one
+            // nobody could have written whole.
+            (_, record) => {
+                if std::fs::remove_file(&path).is_ok() {
+                    if let Some(r) = record {
+                        log_event(dir, "gone", r.pid, &r.out);
+                    }
+                }
             }
         }
     }
@@ -122,11 +140,13 @@ fn now_unix() -> f64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
 
-/// Appends an event to the history (best effort: it only informs records).
-fn log_event(dir: &Path, what: &str, me: &Sharer) {
+/// Appends an event to the history in one write (O_APPEND: lines never
+/// interleave); best effort, it only informs records.
+fn log_event(dir: &Path, what: &str, pid: u32, out: &Path) {
     use std::io::Write;
+    let line = format!("{:.3} {what} {pid} {}\n", now_unix(), out.display());
     if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(dir.join(HISTORY)) {
-        let _ = writeln!(f, "{:.3} {what} {} {}", now_unix(), me.pid, me.out.display());
+        let _ = f.write_all(line.as_bytes());
     }
 }
 
@@ -136,26 +156,30 @@ fn port_free(port: u16) -> bool {
 
 impl Share {
     /// Registers the experiment writing to `out` in the machine's registry.
-    pub fn join(out: &Path, memory_limit_bytes: u64, headroom: u64, base_port: u16) -> anyhow::Result<Share> {
+    pub fn join(out: &Path, memory_limit_bytes: u64, headroom: u64, base_port: u16, proactive_reclaim: &str) -> anyhow::Result<Share> {
         let dir = std::env::var_os("VIDBENCH_SHARING_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(DIR));
-        Share::join_in(&dir, out, memory_limit_bytes, headroom, base_port, memory_total()?, port_free)
+        let want = Sharer { pid: 0, start: 0, out: out.to_owned(), memory_limit_bytes, port: base_port, proactive_reclaim: proactive_reclaim.to_string() };
+        Share::join_in(&dir, want, headroom, memory_total()?, port_free)
     }
 
-    fn join_in(
-        dir: &Path,
-        out: &Path,
-        memory_limit_bytes: u64,
-        headroom: u64,
-        base_port: u16,
-        total: u64,
-        port_free: impl Fn(u16) -> bool,
-    ) -> anyhow::Result<Share> {
+    /// Registers `want` (its pid is this process's; its port the first to try).
+    fn join_in(dir: &Path, want: Sharer, headroom: u64, total: u64, port_free: impl Fn(u16) -> bool) -> anyhow::Result<Share> {
+        let (out, memory_limit_bytes, base_port) = (want.out.as_path(), want.memory_limit_bytes, want.port);
         let _lock = Locked::take(dir)?;
         let others = live(dir);
         if let Some(o) = others.iter().find(|o| o.out == out) {
             bail!("experiment pid {} is already writing to {}: one results directory takes one experiment at a time", o.pid, out.display());
         }
-        let need: u64 = others.iter().map(|o| o.memory_limit_bytes + headroom).sum::<u64>() + memory_limit_bytes + headroom;
+        if let Some(o) = others.iter().find(|o| !o.proactive_reclaim.is_empty() && o.proactive_reclaim != want.proactive_reclaim) {
+            bail!(
+                "experiment pid {} ({}) runs with [run] proactive_reclaim = {:?} and this one with {:?}: a pause of DAMON holds for the whole machine, so both must want the same",
+                o.pid,
+                o.out.display(),
+                o.proactive_reclaim,
+                want.proactive_reclaim
+            );
+        }
+        let need: u64 = others.iter().fold(memory_limit_bytes.saturating_add(headroom), |n, o| n.saturating_add(o.memory_limit_bytes).saturating_add(headroom));
         if need > total {
             let list: Vec<String> = others.iter().map(|o| format!("pid {} ({} MiB, {})", o.pid, o.memory_limit_bytes >> 20, o.out.display())).collect();
             bail!(
@@ -173,12 +197,12 @@ impl Share {
             .find(|p| others.iter().all(|o| o.port != *p) && port_free(*p))
             .with_context(|| format!("no free port in {base_port}..{} for the server (the experiments running use {:?})", base_port as u32 + PORT_TRIES as u32, others.iter().map(|o| o.port).collect::<Vec<_>>()))?;
         let h = Holder::current();
-        let me = Sharer { pid: h.pid, start: h.start, out: out.to_owned(), memory_limit_bytes, port };
+        let me = Sharer { pid: h.pid, start: h.start, port, ..want };
         let file = dir.join(file_name(h));
         let tmp = dir.join(format!(".{}", file_name(h)));
         std::fs::write(&tmp, serde_json::to_vec(&me)?).with_context(|| format!("cannot write {}", tmp.display()))?;
         std::fs::rename(&tmp, &file).with_context(|| format!("cannot write {}", file.display()))?;
-        log_event(dir, "join", &me);
+        log_event(dir, "join", me.pid, &me.out);
         Ok(Share { dir: dir.to_owned(), file, me })
     }
 
@@ -208,23 +232,81 @@ impl Share {
         outs.into_iter().collect()
     }
 
-    /// Runs `drop` (the global `drop_caches`) when no other experiment is
-    /// registered, under the registry's lock; returns the others otherwise.
-    pub fn drop_unless_shared(&self, drop: impl FnOnce() -> anyhow::Result<()>) -> anyhow::Result<Vec<Sharer>> {
+    /// Runs `drop` (the global `drop_caches`) when no other experiment runs,
+    /// under the registry's lock: none registered, and none of the pids
+    /// `unregistered` gives (drivers that predate the registry) other than
+    /// this one or a registered one. Returns who shares the machine.
+    pub fn drop_unless_shared(&self, unregistered: impl FnOnce() -> Vec<u32>, drop: impl FnOnce() -> anyhow::Result<()>) -> anyhow::Result<Company> {
         let _lock = Locked::take(&self.dir)?;
-        let others = self.others();
-        if others.is_empty() {
+        let registered = self.others();
+        let mut unknown = unregistered();
+        unknown.retain(|p| *p != self.me.pid && registered.iter().all(|r| r.pid != *p));
+        unknown.sort_unstable();
+        unknown.dedup();
+        if registered.is_empty() && unknown.is_empty() {
             drop()?;
         }
-        Ok(others)
+        Ok(Company { registered, unregistered_pids: unknown })
+    }
+}
+
+/// The experiments sharing the machine at one moment.
+#[derive(Debug, Serialize)]
+pub struct Company {
+    pub registered: Vec<Sharer>,
+    /// Live drivers that did not register (their run cgroups show them).
+    pub unregistered_pids: Vec<u32>,
+}
+
+impl Company {
+    pub fn alone(&self) -> bool {
+        self.registered.is_empty() && self.unregistered_pids.is_empty()
     }
 }
 
 impl Drop for Share {
     fn drop(&mut self) {
+        let _lock = Locked::take(&self.dir);
         let _ = std::fs::remove_file(&self.file);
-        log_event(&self.dir, "leave", &self.me);
+        log_event(&self.dir, "leave", self.me.pid, &self.me.out);
     }
+}
+
+/// Pages scanned by the kernel's global reclaim so far (kswapd and direct,
+/// every zone; `/proc/vmstat`), or `None` where it cannot be read.
+pub fn global_reclaim_scanned() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/vmstat").ok()?;
+    Some(text.lines().filter(|l| l.starts_with("pgscan_kswapd") || l.starts_with("pgscan_direct")).filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok()).sum())
+}
+
+/// Drops the page cache of every regular file under `dir` (not crossing
+/// into other filesystems: the drives mounted below it stay untouched);
+/// returns how many files it advised. What an experiment writes and reads
+/// there would otherwise outlive its runs when the global drop is skipped.
+pub fn evict_own_files(dir: &Path) -> usize {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(root) = std::fs::metadata(dir) else { return 0 };
+    let mut stack = vec![dir.to_owned()];
+    let mut n = 0;
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for e in entries.flatten() {
+            let Ok(m) = e.path().symlink_metadata() else { continue };
+            if m.dev() != root.dev() {
+                continue;
+            }
+            if m.is_dir() {
+                stack.push(e.path());
+            } else if m.is_file() {
+                if let Ok(f) = std::fs::File::open(e.path()) {
+                    // SAFETY: fadvise on a descriptor this function owns.
+                    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+                    n += 1;
+                }
+            }
+        }
+    }
+    n
 }
 
 #[cfg(test)]
@@ -233,8 +315,12 @@ mod tests {
 
     const GIB: u64 = 1 << 30;
 
+    fn want(out: &str, limit: u64, port: u16) -> Sharer {
+        Sharer { pid: 0, start: 0, out: out.into(), memory_limit_bytes: limit, port, proactive_reclaim: "pause".into() }
+    }
+
     fn join(dir: &Path, out: &str, limit: u64, total: u64) -> anyhow::Result<Share> {
-        Share::join_in(dir, Path::new(out), limit, GIB, 8089, total, |_| true)
+        Share::join_in(dir, want(out, limit, 8089), GIB, total, |_| true)
     }
 
     #[test]
@@ -243,14 +329,24 @@ mod tests {
         let a = join(dir.path(), "/r/a", 8 * GIB, 24 * GIB).unwrap();
         assert_eq!(a.port(), 8089);
         let mut dropped = 0;
-        assert!(a.drop_unless_shared(|| Ok(dropped += 1)).unwrap().is_empty());
+        let me = std::process::id();
+        assert!(a.drop_unless_shared(|| vec![me], || Ok(dropped += 1)).unwrap().alone(), "its own cgroups are not company");
         assert_eq!(dropped, 1, "alone: the global drop runs");
+        // A driver that did not register (pid 1 stands for it) stops the drop too.
+        let company = a.drop_unless_shared(|| vec![1, me], || Ok(dropped += 1)).unwrap();
+        assert_eq!((dropped, company.unregistered_pids), (1, vec![1]));
         // A second live experiment: pid 1 stands for it (this process is a).
         let init = Holder::of(1).expect("pid 1 exists");
-        let b = Sharer { pid: 1, start: init.start, out: "/r/b".into(), memory_limit_bytes: 8 * GIB, port: 8090 };
+        let b = Sharer { pid: 1, start: init.start, port: 8090, ..want("/r/b", 8 * GIB, 0) };
         std::fs::write(dir.path().join(file_name(init)), serde_json::to_vec(&b).unwrap()).unwrap();
-        let others = a.drop_unless_shared(|| Ok(dropped += 1)).unwrap();
+        let company = a.drop_unless_shared(|| vec![1], || Ok(dropped += 1)).unwrap();
+        let others = company.registered;
         assert_eq!((dropped, others.len(), others[0].out.as_path()), (1, 1, Path::new("/r/b")), "shared: the drop is skipped and the other named");
+        assert!(company.unregistered_pids.is_empty(), "b's own cgroups do not count as an unregistered driver");
+        // DAMON's policy must agree.
+        let keep = Sharer { proactive_reclaim: "keep".into(), ..want("/r/k", GIB, 8089) };
+        let err = Share::join_in(dir.path(), keep, GIB, 40 * GIB, |_| true).err().expect("refused").to_string();
+        assert!(err.contains("proactive_reclaim = \"pause\"") && err.contains("\"keep\""), "{err}");
         // A third finds both ports taken and both limits counted.
         let err = join(dir.path(), "/r/c", 8 * GIB, 24 * GIB).err().expect("27 GiB needed, 24 there").to_string();
         assert!(err.contains("need 27648 MiB") && err.contains("/r/b"), "{err}");
@@ -275,12 +371,15 @@ mod tests {
     #[test]
     fn stale_and_garbled_registrations_are_removed() {
         let dir = tempfile::tempdir().unwrap();
-        let dead = Sharer { pid: i32::MAX as u32, start: 3, out: "/r/x".into(), memory_limit_bytes: 8 * GIB, port: 8089 };
+        let dead = Sharer { pid: i32::MAX as u32, start: 3, ..want("/r/x", 8 * GIB, 8089) };
         std::fs::write(dir.path().join(file_name(Holder { pid: dead.pid, start: 3 })), serde_json::to_vec(&dead).unwrap()).unwrap();
         let me = Holder::current();
         std::fs::write(dir.path().join(file_name(me)), "{ not json").unwrap();
         assert!(live(dir.path()).is_empty());
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        let names: Vec<String> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        assert_eq!(names, [HISTORY], "only the history is left");
+        let history = std::fs::read_to_string(dir.path().join(HISTORY)).unwrap();
+        assert!(history.contains(&format!("gone {} /r/x", i32::MAX)), "a killed experiment's stay ends in the history: {history}");
         // The dead one's port and memory are free again.
         let a = join(dir.path(), "/r/a", 20 * GIB, 24 * GIB).unwrap();
         assert_eq!(a.port(), 8089);
@@ -289,9 +388,25 @@ mod tests {
     #[test]
     fn a_port_something_else_listens_on_is_skipped() {
         let dir = tempfile::tempdir().unwrap();
-        let a = Share::join_in(dir.path(), Path::new("/r/a"), GIB, GIB, 9000, 24 * GIB, |p| p != 9000 && p != 9001).unwrap();
+        let a = Share::join_in(dir.path(), want("/r/a", GIB, 9000), GIB, 24 * GIB, |p| p != 9000 && p != 9001).unwrap();
         assert_eq!(a.port(), 9002);
-        let err = Share::join_in(dir.path(), Path::new("/r/b"), GIB, GIB, 9000, 24 * GIB, |_| false).err().expect("none free").to_string();
+        let err = Share::join_in(dir.path(), want("/r/b", GIB, 9000), GIB, 24 * GIB, |_| false).err().expect("none free").to_string();
         assert!(err.contains("no free port in 9000..9064"), "{err}");
+    }
+}
+
+#[cfg(test)]
+mod evict_tests {
+    use super::*;
+
+    #[test]
+    fn own_files_are_advised_out_of_the_cache_and_reclaim_is_readable() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("runs/x")).unwrap();
+        std::fs::write(dir.path().join("a.json"), vec![7u8; 1 << 20]).unwrap();
+        std::fs::write(dir.path().join("runs/x/trace.csv"), vec![7u8; 1 << 20]).unwrap();
+        assert_eq!(evict_own_files(dir.path()), 2);
+        assert_eq!(evict_own_files(&dir.path().join("missing")), 0);
+        assert!(global_reclaim_scanned().is_some(), "/proc/vmstat has pgscan counters");
     }
 }

@@ -98,6 +98,9 @@ fn image_key(args: &MountArgs, library: &Library, capacity: u64, uid: u32, gid: 
 fn obtain_image(args: &MountArgs, library: &Library, key: &ImageKey, guard: &mut Guard, check: &dyn Fn() -> anyhow::Result<()>) -> anyhow::Result<(Image, PathBuf, bool)> {
     let dir = args.block.image_cache.clone().unwrap_or_else(default_cache_dir);
     let path = key.cache_path(&dir);
+    // Two mounts needing one image (two experiments sharing the machine)
+    // build it once: the second waits here, then loads the first's.
+    let _lock = lock_image(&dir, &path);
     if !args.block.rebuild_image && path.exists() {
         let started = Instant::now();
         match Image::load(&path, key) {
@@ -119,6 +122,18 @@ fn obtain_image(args: &MountArgs, library: &Library, key: &ImageKey, guard: &mut
     guard.release(&Resource::Dir(work))?;
     image.save(&path).with_context(|| format!("saving the image to {}", path.display()))?;
     Ok((image, path, true))
+}
+
+/// An exclusive lock on `path`'s entry in the image cache, held while the
+/// returned file is open; `None` where the cache cannot hold a lock file (a
+/// read-only cache is only loaded from, never built into).
+fn lock_image(dir: &Path, path: &Path) -> Option<std::fs::File> {
+    use std::os::fd::AsRawFd;
+    std::fs::create_dir_all(dir).ok()?;
+    let name = format!(".{}.lock", path.file_name()?.to_string_lossy());
+    let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(name)).ok()?;
+    // SAFETY: flock on a descriptor this function owns.
+    (unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0).then_some(f)
 }
 
 /// A fresh runtime directory, recorded before it is created.
