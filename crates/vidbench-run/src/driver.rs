@@ -282,8 +282,13 @@ impl Driver {
         // driver on a live experiment's directory must not release its mounts.
         cleanup_leftovers(&out);
         let others = share.others();
-        if !others.is_empty() {
-            let list: Vec<String> = others.iter().map(|o| format!("pid {} writing to {} (port {})", o.pid, o.out.display(), o.port)).collect();
+        let mut unregistered = cgroup::other_driver_pids();
+        unregistered.retain(|p| others.iter().all(|o| o.pid != *p));
+        unregistered.sort_unstable();
+        unregistered.dedup();
+        if !others.is_empty() || !unregistered.is_empty() {
+            let mut list: Vec<String> = others.iter().map(|o| format!("pid {} writing to {} (port {})", o.pid, o.out.display(), o.port)).collect();
+            list.extend(unregistered.iter().map(|p| format!("pid {p} (a driver from before the registry, seen by its run cgroup)")));
             eprintln!(
                 "vidbench run: sharing the machine with {}: server port {}; the global drop_caches is skipped while another experiment runs (each run's drive is a fresh mount, so its page cache starts empty)",
                 list.join(", "),
