@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# scripts/merge-results: the finished configurations of one results directory
+# join another of the same experiment (two `--only` halves run side by side);
+# a different testbed, disk image or configuration, or a configuration
+# finished in both, is refused naming it, and nothing is copied then. Over
+# hand-made results directories (the JSON keys the script reads); needs jq.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+command -v jq > /dev/null || { echo "skip: jq is not installed"; exit 77; }
+tmp=$(mktemp -d /tmp/merge-results.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+results() { # DIR MEMORY IMAGE CONFIG_B_PREFETCH: an experiment of configs a and b
+  mkdir -p "$1/runs"
+  jq -n --argjson mem "$2" --argjson p "$4" \
+    '{disk: {preset: "wd-red-1tb"}, run: {ramp_s: 1200}, memory_limit_bytes: $mem, workload: {spec: "/s.toml"},
+      configs: [{name: "a", server: "nginx"}, {name: "b", server: "nginx", prefetch_kb: $p}]}' > "$1/experiment.json"
+  echo "{\"image_key_hash\": \"$3\"}" > "$1/image.json"
+}
+finish() { mkdir -p "$1/steps-rep0"; echo "$2" > "$1/steps-rep0/steps.json"; date +%s > "$1/steps-rep0/DONE"; }
+
+results "$tmp/into" 8589934592 abc 2048
+finish "$tmp/into/runs/a" into-a
+mkdir -p "$tmp/into/runs/b/steps-rep0"   # b interrupted in INTO: no DONE
+results "$tmp/from" 8589934592 abc 2048
+finish "$tmp/from/runs/b" from-b
+mkdir -p "$tmp/from/runs/a/steps-rep0"   # a unfinished in FROM: not copied
+scripts/merge-results "$tmp/from" "$tmp/into" > "$tmp/out"
+grep -qx "merged b" "$tmp/out" && [ "$(wc -l < "$tmp/out")" -eq 1 ] || fail "merged: $(cat "$tmp/out")"
+[ "$(cat "$tmp/into/runs/b/steps-rep0/steps.json")" = from-b ] && [ -f "$tmp/into/runs/b/steps-rep0/DONE" ] || fail "b was not copied whole"
+[ "$(cat "$tmp/into/runs/a/steps-rep0/steps.json")" = into-a ] || fail "INTO's finished a was touched"
+[ -f "$tmp/from/runs/b/steps-rep0/DONE" ] || fail "FROM was changed"
+echo "ok: a finished configuration joined, an interrupted one replaced, FROM kept"
+
+refused() { # what, expected words, FROM
+  if scripts/merge-results "$3" "$tmp/into" > /dev/null 2> "$tmp/err"; then fail "$1 was accepted"; fi
+  grep -q "$2" "$tmp/err" || fail "$1: $(cat "$tmp/err")"
+}
+refused "b finished in both" "finished already" "$tmp/from"
+results "$tmp/mem" 4294967296 abc 2048; finish "$tmp/mem/runs/c" x
+refused "another memory limit" "memory_limit_bytes" "$tmp/mem"
+results "$tmp/img" 8589934592 def 2048; finish "$tmp/img/runs/c" x
+refused "another disk image" "disk image differs" "$tmp/img"
+rm -rf "$tmp/into/runs/b"; results "$tmp/cfg" 8589934592 abc 4096; finish "$tmp/cfg/runs/b" x
+refused "b with other settings" "configuration b has other settings" "$tmp/cfg"
+[ ! -e "$tmp/into/runs/b" ] && [ ! -e "$tmp/into/runs/c" ] || fail "a refused merge copied something"
+refused "not a results directory" "not a results directory" "$tmp/nothing"
+echo "ok: refused: finished in both, another memory limit, another image, other settings, not a results directory"
