@@ -77,7 +77,7 @@ impl Prefetch {
             put("history", p.history.to_string());
         }
         if p.scale != d.scale {
-            put("scale", p.scale.name().to_string());
+            put("scale", p.scale.name());
         }
         if !p.probe {
             args.push("--adaptive-no-probe".into());
@@ -112,9 +112,11 @@ pub const DEFAULT_START: u64 = 2 << 20;
 /// How a stream's prefetch size follows its bitrate (paper 001 sections 5
 /// and 7.4): the size in force is the size of the fastest streams, and a
 /// stream of rate `b` next to a reference rate `B` gets
-/// `size x sqrt(b / B)`, `size x b / B` or `size`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
+/// `size x sqrt(b / B)`, `size x b / B`, `size`, or `size x f` for a fixed
+/// factor `f` (Fig 10's 0.1, 0.2, 0.45, 0.75 and 1 for SD next to HD).
+/// Written and read as its name: `sqrt`, `proportional`, `none`, or the
+/// factor as a number in (0, 1].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum BitrateScale {
     /// Paper 001's seek-minimising rule (scale 0.45 for SD next to HD).
     #[default]
@@ -123,17 +125,21 @@ pub enum BitrateScale {
     Proportional,
     /// One size for every stream.
     None,
+    /// A fixed factor for every slower stream, in thousandths (1..=1000).
+    Factor(u16),
 }
 
 impl BitrateScale {
-    pub const ALL: [BitrateScale; 3] = [BitrateScale::Sqrt, BitrateScale::Proportional, BitrateScale::None];
+    /// The named rules.
+    pub const RULES: [BitrateScale; 3] = [BitrateScale::Sqrt, BitrateScale::Proportional, BitrateScale::None];
 
-    /// The name on the command line.
-    pub fn name(self) -> &'static str {
+    /// The name on the command line and in records.
+    pub fn name(self) -> String {
         match self {
-            BitrateScale::Sqrt => "sqrt",
-            BitrateScale::Proportional => "proportional",
-            BitrateScale::None => "none",
+            BitrateScale::Sqrt => "sqrt".into(),
+            BitrateScale::Proportional => "proportional".into(),
+            BitrateScale::None => "none".into(),
+            BitrateScale::Factor(k) => format!("{}", k as f64 / 1000.0),
         }
     }
 
@@ -145,6 +151,7 @@ impl BitrateScale {
             BitrateScale::Sqrt => r.sqrt(),
             BitrateScale::Proportional => r,
             BitrateScale::None => 1.0,
+            BitrateScale::Factor(k) => k as f64 / 1000.0,
         }
     }
 }
@@ -152,10 +159,46 @@ impl BitrateScale {
 impl std::str::FromStr for BitrateScale {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        BitrateScale::ALL
-            .into_iter()
-            .find(|b| b.name().eq_ignore_ascii_case(s.trim()))
-            .ok_or_else(|| format!("{s:?} is not a bitrate scale rule (sqrt, proportional or none)"))
+        let t = s.trim();
+        if let Some(rule) = BitrateScale::RULES.into_iter().find(|b| b.name().eq_ignore_ascii_case(t)) {
+            return Ok(rule);
+        }
+        match t.parse::<f64>() {
+            Ok(f) if f > 0.0 && f <= 1.0 && (f * 1000.0).round() >= 1.0 => Ok(BitrateScale::Factor((f * 1000.0).round() as u16)),
+            _ => Err(format!("{s:?} is not a bitrate scale rule (sqrt, proportional, none, or a factor in (0, 1] such as 0.45)")),
+        }
+    }
+}
+
+impl Serialize for BitrateScale {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for BitrateScale {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        /// A name, or a number (`scale = 0.45` in TOML).
+        struct Rule;
+        impl serde::de::Visitor<'_> for Rule {
+            type Value = BitrateScale;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a bitrate scale rule: sqrt, proportional, none, or a factor in (0, 1]")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<BitrateScale, E> {
+                v.parse().map_err(E::custom)
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<BitrateScale, E> {
+                v.to_string().parse().map_err(E::custom)
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<BitrateScale, E> {
+                v.to_string().parse().map_err(E::custom)
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<BitrateScale, E> {
+                v.to_string().parse().map_err(E::custom)
+            }
+        }
+        d.deserialize_any(Rule)
     }
 }
 
@@ -318,10 +361,26 @@ mod tests {
         assert_eq!(BitrateScale::None.factor(0.2), 1.0);
         assert_eq!(BitrateScale::Sqrt.factor(3.0), 1.0, "never above the size in force");
         assert_eq!(AdaptiveParams::default().scale, BitrateScale::Sqrt, "paper 001's rule is the default");
-        for b in BitrateScale::ALL {
+        for b in BitrateScale::RULES {
             assert_eq!(b.name().parse::<BitrateScale>(), Ok(b));
         }
-        assert!("cube".parse::<BitrateScale>().unwrap_err().contains("sqrt, proportional or none"));
+        // Fig 10's fixed factors.
+        for (text, k) in [("0.1", 100), ("0.2", 200), ("0.45", 450), ("0.75", 750), ("1", 1000)] {
+            let b: BitrateScale = text.parse().unwrap();
+            assert_eq!(b, BitrateScale::Factor(k));
+            assert_eq!(b.name(), text);
+            assert_eq!(b.factor(0.2), k as f64 / 1000.0, "a factor does not depend on the rate ratio");
+        }
+        for bad in ["cube", "0", "-0.5", "1.5", "0.0001", "NaN"] {
+            assert!(bad.parse::<BitrateScale>().unwrap_err().contains("a factor in (0, 1]"), "{bad}");
+        }
+        // Records keep the names; a number reads too.
+        assert_eq!(serde_json::to_string(&BitrateScale::Sqrt).unwrap(), "\"sqrt\"");
+        assert_eq!(serde_json::to_string(&BitrateScale::Factor(450)).unwrap(), "\"0.45\"");
+        assert_eq!(serde_json::from_str::<BitrateScale>("\"proportional\"").unwrap(), BitrateScale::Proportional);
+        assert_eq!(serde_json::from_str::<BitrateScale>("0.75").unwrap(), BitrateScale::Factor(750));
+        assert_eq!(serde_json::from_str::<BitrateScale>("1").unwrap(), BitrateScale::Factor(1000));
+        assert!(serde_json::from_str::<BitrateScale>("true").is_err());
     }
 
     #[test]

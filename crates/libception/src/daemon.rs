@@ -25,7 +25,7 @@ use crate::stats::{DaemonInfo, Stats};
 use crate::limits::Limits;
 use crate::trust::Trust;
 use anyhow::{bail, Context, Result};
-use libception_proto::Prefetch;
+use libception_proto::{BitrateScale, Prefetch};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::socket::{self, AddressFamily, Backlog, SockFlag, SockType, UnixAddr};
@@ -55,6 +55,9 @@ pub struct DaemonConfig {
     /// Read each range again from the cache to activate its pages (`worker.rs`).
     pub promote: bool,
     pub prefetch: Prefetch,
+    /// With a fixed size: how a slower stream's size follows its estimated
+    /// bitrate (`--prefetch-scale`; paper 001 Fig 10). `None`: one size.
+    pub prefetch_scale: BitrateScale,
     pub max_read: u64,
     pub prometheus: Option<SocketAddr>,
 }
@@ -125,7 +128,7 @@ pub fn run(cfg: DaemonConfig) -> Result<()> {
 
     let controller: Arc<dyn PrefetchController> = match &cfg.prefetch {
         Prefetch::Adaptive(params) => Arc::new(AdaptivePrefetch::new(params.clone())?),
-        Prefetch::Fixed(bytes) => Arc::new(FixedPrefetch::new(*bytes)),
+        Prefetch::Fixed(bytes) => Arc::new(FixedPrefetch::new(*bytes).with_scale(cfg.prefetch_scale)),
     };
     // Socket activation: systemd owns the socket file (mode, group, removal).
     let (listener, identity) = match activated_listener()? {
@@ -158,7 +161,8 @@ pub fn run(cfg: DaemonConfig) -> Result<()> {
         mode = %format!("{:o}", cfg.socket_mode),
         prefetch = %match &cfg.prefetch {
             Prefetch::Adaptive(p) => format!("{} step {}, interval {:?}, scale {}", Prefetch::Adaptive(p.clone()), p.step, p.interval, p.scale.name()),
-            Prefetch::Fixed(bytes) => bytes.to_string(),
+            Prefetch::Fixed(bytes) if cfg.prefetch_scale == BitrateScale::None => bytes.to_string(),
+            Prefetch::Fixed(bytes) => format!("{bytes}, scaled by {} for slower streams", cfg.prefetch_scale.name()),
         },
         per_disk = cfg.per_disk,
         promote = cfg.promote,

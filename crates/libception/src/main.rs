@@ -203,6 +203,9 @@ struct PrefetchArgs {
     /// Bytes each read is extended to (K, M, G suffixes; 0 = serialize only), or `adaptive`: paper 001's controller (--adaptive-* options)
     #[arg(long, value_name = "SIZE|adaptive", default_value = "2M", value_parser = parse_prefetch)]
     prefetch: Prefetch,
+    /// With a fixed --prefetch: a slower stream's size follows its estimated bitrate: sqrt, proportional, or a factor in (0, 1] such as 0.45 (paper 001 Fig 10); the fastest streams keep the size [default: none, one size for all]
+    #[arg(long, value_name = "RULE", value_parser = parse_scale)]
+    prefetch_scale: Option<BitrateScale>,
     #[command(flatten)]
     adaptive: AdaptiveArgs,
 }
@@ -222,8 +225,16 @@ impl PrefetchArgs {
         match &self.prefetch {
             Prefetch::Fixed(_) if self.adaptive.any_given() => Err("--adaptive-* options need --prefetch adaptive".into()),
             Prefetch::Fixed(bytes) => Ok(Prefetch::Fixed(*bytes)),
+            Prefetch::Adaptive(_) if self.prefetch_scale.is_some() => {
+                Err("--prefetch-scale is for a fixed --prefetch SIZE; the adaptive controller takes --adaptive-scale".into())
+            }
             Prefetch::Adaptive(_) => self.adaptive.params().map(Prefetch::Adaptive).map_err(|e| e.to_string()),
         }
+    }
+
+    /// The fixed size's scale rule (`None` unless --prefetch-scale).
+    fn scale(&self) -> BitrateScale {
+        self.prefetch_scale.unwrap_or(BitrateScale::None)
     }
 }
 
@@ -386,7 +397,8 @@ fn main() {
     let result: Result<i32> = match &cli.command {
         Command::Daemon { socket, socket_mode, socket_group, allow_uids, allow_gids, trust_uids, trust_gids, allow_fs, limits, per_disk, promote, prefetch, max_read, prometheus } => {
             init_logging(&cli, "info");
-            let prefetch = prefetch.resolve().unwrap_or_else(|e| {
+            let prefetch_args = prefetch;
+            let prefetch = prefetch_args.resolve().unwrap_or_else(|e| {
                 eprintln!("libception: {e}");
                 std::process::exit(2);
             });
@@ -401,6 +413,7 @@ fn main() {
                 limits: limits.limits(),
                 per_disk: *per_disk,
                 promote: *promote,
+                prefetch_scale: prefetch_args.scale(),
                 prefetch,
                 max_read: *max_read,
                 prometheus: *prometheus,
@@ -503,5 +516,20 @@ mod tests {
         let cli = Cli::try_parse_from(["libception", "daemon", "--prefetch", "1M", "--adaptive-busy", "50%"]).unwrap();
         let Command::Daemon { prefetch, .. } = cli.command else { panic!() };
         assert_eq!(prefetch.resolve().unwrap_err(), "--adaptive-* options need --prefetch adaptive");
+    }
+
+    #[test]
+    fn a_fixed_size_takes_a_scale_and_the_adaptive_controller_its_own() {
+        let scale_of = |args: &[&str]| {
+            let cli = Cli::try_parse_from(args).unwrap();
+            let Command::Daemon { prefetch, .. } = cli.command else { panic!() };
+            prefetch.resolve().map(|p| (p, prefetch.scale()))
+        };
+        assert_eq!(scale_of(&["libception", "daemon", "--prefetch", "6M"]), Ok((Prefetch::Fixed(6 << 20), BitrateScale::None)));
+        assert_eq!(scale_of(&["libception", "daemon", "--prefetch", "6M", "--prefetch-scale", "0.45"]), Ok((Prefetch::Fixed(6 << 20), BitrateScale::Factor(450))));
+        assert_eq!(scale_of(&["libception", "daemon", "--prefetch-scale", "sqrt"]), Ok((Prefetch::DEFAULT, BitrateScale::Sqrt)));
+        assert!(scale_of(&["libception", "daemon", "--prefetch", "adaptive", "--prefetch-scale", "0.45"]).unwrap_err().contains("--adaptive-scale"));
+        let err = Cli::try_parse_from(["libception", "daemon", "--prefetch-scale", "2"]).unwrap_err().to_string();
+        assert!(err.contains("a factor in (0, 1]"), "{err}");
     }
 }

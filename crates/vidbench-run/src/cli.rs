@@ -130,6 +130,10 @@ fn print_plan(exp: &Experiment, out: &mut dyn Write) -> std::io::Result<()> {
         };
         let what = if c.per_disk { format!("{what}, one daemon worker per drive") } else { what };
         let what = if c.promote { format!("{what}, prefetched pages promoted") } else { what };
+        let what = match c.prefetch_scale {
+            Some(scale) => format!("{what}, slower streams' size scaled by {}", scale.name()),
+            None => what,
+        };
         let plan = match &c.rates {
             RatePlan::Fixed { rates, repetitions, .. } => format!("rates {rates:?} x {repetitions}"),
             RatePlan::Search { search, threshold_pct } => format!(

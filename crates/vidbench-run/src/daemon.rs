@@ -40,11 +40,13 @@ pub struct DaemonOptions {
     pub per_disk: bool,
     /// Read ranges again from the cache to activate them (`--promote`).
     pub promote: bool,
+    /// A fixed size's scale for slower streams (`--prefetch-scale`).
+    pub prefetch_scale: Option<libception_proto::BitrateScale>,
 }
 
 impl DaemonOptions {
     pub fn of(cfg: &Config) -> DaemonOptions {
-        DaemonOptions { per_disk: cfg.per_disk, promote: cfg.promote }
+        DaemonOptions { per_disk: cfg.per_disk, promote: cfg.promote, prefetch_scale: cfg.prefetch_scale }
     }
 }
 
@@ -57,6 +59,9 @@ pub fn daemon_args(socket: &Path, prefetch: &Prefetch, server_user: &str, option
     }
     if options.promote {
         args.push("--promote".into());
+    }
+    if let Some(scale) = options.prefetch_scale {
+        args.extend(["--prefetch-scale".into(), scale.name()]);
     }
     args
 }

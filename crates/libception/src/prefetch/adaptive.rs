@@ -68,8 +68,8 @@ use super::snapshot::{
 use crate::diskstat::{self, DeviceSample};
 use super::tracker::PrefetchTracker;
 use super::probe::ProbeResult;
-use super::{FileKey, PrefetchContext, PrefetchController, ReadObservation, RequestObservation};
-use libception_proto::{AdaptiveParams, BitrateScale, ParamError, DEFAULT_START};
+use super::{page_round, FileKey, PrefetchContext, PrefetchController, ReadObservation, RequestObservation};
+use libception_proto::{AdaptiveParams, ParamError, DEFAULT_START};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -77,14 +77,8 @@ use std::time::{Duration, Instant};
 
 const MIB: f64 = (1u64 << 20) as f64;
 /// Sizes are whole pages.
-const PAGE: u64 = 4096;
 /// Tracked prefetched ranges per disk worker (about 50 bytes each).
 pub const MAX_TRACKED_RANGES: usize = 1 << 16;
-/// The reference rate of bitrate scaling: this quantile of the files' rates
-/// (the highest class, robust to a few overestimates).
-const REFERENCE_QUANTILE: f64 = 0.9;
-/// A rate at least this fraction of the reference is the reference's class.
-const SAME_CLASS: f64 = 0.5;
 
 /// What one interval measured, the core's only input.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -128,11 +122,6 @@ pub struct AdaptiveCore {
     measured: BTreeMap<u64, f64>,
     /// The last decision was a minimum at this size.
     minimum: Option<u64>,
-}
-
-fn page_round(bytes: f64) -> u64 {
-    let b = if bytes.is_finite() { bytes.max(0.0) } else { 0.0 };
-    ((b as u64) / PAGE).max(1) * PAGE
 }
 
 impl AdaptiveCore {
@@ -486,15 +475,7 @@ impl QueueControl {
         self.advance(now);
         let size = self.size_at(now);
         let p = self.core.params();
-        if p.scale == BitrateScale::None {
-            return size;
-        }
-        match (self.tracker.file_rate(file), self.tracker.rate_quantile(REFERENCE_QUANTILE)) {
-            (Some(rate), Some(reference)) if reference > 0.0 && rate < reference * SAME_CLASS => {
-                page_round(size as f64 * p.scale.factor(rate / reference)).clamp(p.min.min(size), size)
-            }
-            _ => size,
-        }
+        self.tracker.scaled_size(file, size, p.min, p.scale)
     }
 
     /// Starts at the size the disk probe measured (before any interval was

@@ -1,5 +1,7 @@
 //! Paper 000's fixed-size prefetch (`--prefetch SIZE`, the default 2 MiB),
-//! with paper 001 Table 1's accounting of what became of its prefetched
+//! optionally scaled for slower streams by their estimated bitrate
+//! (`--prefetch-scale`, paper 001 Fig 10: HD at 6 MB and SD at 6 MB times a
+//! factor), with paper 001 Table 1's accounting of what became of its prefetched
 //! bytes (requested, read, evicted before use, wasted, re-read, eviction
 //! time), so that a fixed size can be compared with the adaptive controller
 //! on the same counters.
@@ -14,8 +16,8 @@
 use super::adaptive::MAX_TRACKED_RANGES;
 use super::snapshot::{UsageTally, WorkerUsage};
 use super::tracker::PrefetchTracker;
-use super::{PrefetchContext, PrefetchController, ReadObservation, RequestObservation};
-use libception_proto::AdaptiveParams;
+use super::{PrefetchContext, PrefetchController, ReadObservation, RequestObservation, PAGE};
+use libception_proto::{AdaptiveParams, BitrateScale};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -55,6 +57,8 @@ impl Ledger {
 /// Paper 000's fixed-size prefetch.
 pub struct FixedPrefetch {
     bytes: u64,
+    /// How a slower stream's size follows its rate (`None`: one size).
+    scale: BitrateScale,
     waste_after: Duration,
     epoch: Instant,
     ledgers: Mutex<BTreeMap<usize, Ledger>>,
@@ -69,7 +73,15 @@ impl FixedPrefetch {
     }
 
     pub fn with_waste_after(bytes: u64, waste_after: Duration) -> Self {
-        FixedPrefetch { bytes, waste_after, epoch: Instant::now(), ledgers: Mutex::new(BTreeMap::new()) }
+        FixedPrefetch { bytes, scale: BitrateScale::None, waste_after, epoch: Instant::now(), ledgers: Mutex::new(BTreeMap::new()) }
+    }
+
+    /// Scales the size of streams slower than the fastest by `scale` (their
+    /// rates are the tracker's estimates, per disk worker, as under the
+    /// adaptive controller); the fastest keep `bytes`.
+    pub fn with_scale(mut self, scale: BitrateScale) -> Self {
+        self.scale = scale;
+        self
     }
 
     fn with_ledger_at<T>(&self, worker: usize, disk: &str, now: Duration, f: impl FnOnce(&mut Ledger, Duration) -> T) -> T {
@@ -118,8 +130,15 @@ impl PrefetchController for FixedPrefetch {
         "fixed"
     }
 
-    fn prefetch_bytes(&self, _ctx: &PrefetchContext<'_>) -> u64 {
-        self.bytes
+    fn prefetch_bytes(&self, ctx: &PrefetchContext<'_>) -> u64 {
+        if self.scale == BitrateScale::None || self.bytes == 0 {
+            return self.bytes;
+        }
+        let ledgers = self.ledgers.lock().unwrap();
+        match ledgers.get(&ctx.worker) {
+            Some(l) => l.tracker.scaled_size(ctx.file, self.bytes, PAGE, self.scale),
+            None => self.bytes,
+        }
     }
 
     fn observe_request(&self, obs: &RequestObservation<'_>) {
@@ -199,6 +218,46 @@ mod tests {
         let t = c.usage_at(s(300))[0].usage;
         assert_eq!(t.wasted_bytes, (5 * M - 3 * M - M / 4) + (2 * M - M / 4));
         assert_eq!(t.read_bytes, 4 * M + 2 * M + 2 * M);
+    }
+
+    /// Paper 001 Fig 10: HD at the fixed size, SD (five times slower, as its
+    /// bitrate) at the size times the factor or rule; no estimate, or one
+    /// scale of `none`, gives the fixed size to all.
+    #[test]
+    fn a_scale_gives_slower_streams_a_smaller_fixed_size() {
+        let (hd, sd, new) = (FileKey { dev: 1, ino: 1 }, FileKey { dev: 1, ino: 2 }, FileKey { dev: 1, ino: 3 });
+        let ctx = |file| PrefetchContext { disk: "sda", worker: 0, file };
+        for (scale, factor) in [
+            (BitrateScale::Factor(450), 0.45),
+            (BitrateScale::Factor(100), 0.1),
+            (BitrateScale::Sqrt, (0.2f64).sqrt()),
+            (BitrateScale::Proportional, 0.2),
+            (BitrateScale::None, 1.0),
+        ] {
+            let c = FixedPrefetch::new(6 * M).with_scale(scale);
+            assert_eq!(c.prefetch_bytes(&ctx(hd)), 6 * M, "{scale:?}: nothing seen yet");
+            // Each stream comes back when it has used the range: the HD one
+            // every 10 s, the SD one every 50 s (three ranges each, the
+            // first, a session's burst, left out of the rate).
+            for (file, secs) in [(hd, 10u64), (sd, 50)] {
+                let mut t = 0;
+                let mut pos = 0;
+                for gap in [1, secs, secs] {
+                    let plan = PlannedRead { start: pos, end: pos + 6 * M, want_end: pos + 1 };
+                    let obs = ReadObservation { disk: "sda", worker: 0, file, plan, read_start: pos, ok: true, bytes_read: 6 * M, busy: Duration::from_millis(50) };
+                    c.read_at(&obs, s(t));
+                    t += gap;
+                    pos += 6 * M;
+                    c.request_at(&RequestObservation { disk: "sda", worker: 0, file, offset: pos, end: pos + M, resident: false }, s(t));
+                }
+            }
+            assert_eq!(c.prefetch_bytes(&ctx(hd)), 6 * M, "{scale:?}: the fastest stream gets the fixed size");
+            let want = 6.0 * M as f64 * factor;
+            let got = c.prefetch_bytes(&ctx(sd));
+            assert!((got as f64 - want).abs() <= PAGE as f64, "{scale:?}: SD gets {got}, want {want}");
+            assert_eq!(c.prefetch_bytes(&ctx(new)), 6 * M, "{scale:?}: a stream without an estimate gets the fixed size");
+            assert_eq!(c.current_bytes("sda"), 6 * M);
+        }
     }
 
     /// Aged ranges are swept by the FETCH path too, at most every SWEEP_EVERY.

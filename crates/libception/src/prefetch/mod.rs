@@ -28,6 +28,15 @@ mod tracker;
 pub use snapshot::{ControllerSnapshot, Decision, IntervalRecord, ProbeSnapshot, ProbeSource, QueueSnapshot, SizeScore, TransactionSource, UsageTally, WorkerUsage};
 use std::time::Duration;
 
+/// The page size prefetch sizes are rounded to.
+pub(crate) const PAGE: u64 = 4096;
+
+/// `bytes` rounded down to whole pages, at least one page.
+fn page_round(bytes: f64) -> u64 {
+    let b = if bytes.is_finite() { bytes.max(0.0) } else { 0.0 };
+    ((b as u64) / PAGE).max(1) * PAGE
+}
+
 /// Identity of a file across different descriptors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FileKey {

@@ -51,9 +51,16 @@
 //! are counted in `untracked_reads` and not tracked).
 
 use super::snapshot::{UsageTally, WorkerUsage};
-use super::FileKey;
+use super::{page_round, FileKey};
+use libception_proto::BitrateScale;
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
+
+/// The reference rate of bitrate scaling: this quantile of the files' rates
+/// (the highest class, robust to a few overestimates).
+pub const REFERENCE_QUANTILE: f64 = 0.9;
+/// A rate at least this fraction of the reference is the reference's class.
+pub const SAME_CLASS: f64 = 0.5;
 
 /// Ranges kept per file (concurrent viewers of one file each have one).
 pub const MAX_RANGES_PER_FILE: usize = 8;
@@ -287,6 +294,25 @@ impl PrefetchTracker {
     /// The file's estimated stream rate, bytes per second.
     pub fn file_rate(&self, file: FileKey) -> Option<f64> {
         self.rates.get(&file).and_then(|r| r.bps)
+    }
+
+    /// The prefetch size for `file` when the fastest streams get `size`
+    /// (paper 001 section 5: the size is given for the highest bitrate): a
+    /// file whose estimated rate is below [`SAME_CLASS`] of the reference
+    /// rate (the [`REFERENCE_QUANTILE`] of the files' rates) gets `size x
+    /// scale.factor(rate / reference)`, whole pages, never below `floor` nor
+    /// above `size`. Rates within that factor count as the reference's
+    /// class, so a single-rate workload never shrinks on estimation noise.
+    pub fn scaled_size(&self, file: FileKey, size: u64, floor: u64, scale: BitrateScale) -> u64 {
+        if scale == BitrateScale::None {
+            return size;
+        }
+        match (self.file_rate(file), self.rate_quantile(REFERENCE_QUANTILE)) {
+            (Some(rate), Some(reference)) if reference > 0.0 && rate < reference * SAME_CLASS => {
+                page_round(size as f64 * scale.factor(rate / reference)).clamp(floor.min(size), size)
+            }
+            _ => size,
+        }
     }
 
     /// The `q` quantile (0..=1) of the files' estimated rates.

@@ -475,6 +475,7 @@ impl Checker<'_> {
             chaos: self.chaos(key, c)?,
             per_disk: self.daemon_flag(key, "per_disk", c.per_disk, c)?,
             promote: self.daemon_flag(key, "promote", c.promote, c)?,
+            prefetch_scale: c.prefetch_scale,
             shim_stats: self.shim_stats(key, c)?,
         }];
         if configs[0].trace && disk.count > 1 {
@@ -503,6 +504,12 @@ impl Checker<'_> {
         });
         for config in &mut configs {
             config.label = c.label.clone().unwrap_or_else(|| config.name.clone());
+            if config.prefetch_scale.is_some() && !matches!(config.daemon_prefetch(), Some(libception_proto::Prefetch::Fixed(n)) if n > 0) {
+                return Err(self.invalid(
+                    format!("{key}.prefetch_scale"),
+                    "needs a fixed prefetch_kb above 0 under libception mode full (the adaptive controller takes adaptive.scale)",
+                ));
+            }
         }
         Ok(configs)
     }

@@ -128,6 +128,9 @@ pub struct Config {
     /// Prefetched pages promoted to the active LRU list (`--promote`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub promote: bool,
+    /// A fixed size scaled for slower streams (`--prefetch-scale`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefetch_scale: Option<libception_proto::BitrateScale>,
     /// The shim's statistics in any mode (`shim_stats`; track mode always).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub shim_stats: bool,
@@ -420,6 +423,30 @@ kind = "wc"
         }
         let err = parse(&GOOD.replace(lib, "libception = \"off\"\nshim_stats = true")).unwrap_err().to_string();
         assert!(err.contains("shim_stats") && err.contains("needs the shim"), "{err}");
+    }
+
+    #[test]
+    fn a_fixed_size_takes_a_bitrate_scale_for_the_daemon() {
+        let lib = "libception = \"full\"\nprefetch_kb = [1024, 2048]";
+        let e = parse(&GOOD.replace(lib, "libception = \"full\"\nprefetch_kb = 6144\nprefetch_scale = 0.45")).unwrap();
+        let c = e.config("lib").unwrap();
+        assert_eq!(c.prefetch_scale, Some(libception_proto::BitrateScale::Factor(450)));
+        let args = crate::daemon::daemon_args(Path::new("/s"), &c.daemon_prefetch().unwrap(), "www-data", crate::daemon::DaemonOptions::of(c)).join(" ");
+        assert!(args.contains("--prefetch 6291456") && args.contains("--prefetch-scale 0.45"), "{args}");
+        assert_eq!(serde_json::to_value(c).unwrap()["prefetch_scale"], "0.45");
+        assert!(serde_json::to_value(e.config("vanilla").unwrap()).unwrap().get("prefetch_scale").is_none(), "unset, not recorded");
+        let e = parse(&GOOD.replace(lib, "libception = \"full\"\nprefetch_kb = 6144\nprefetch_scale = \"sqrt\"")).unwrap();
+        assert_eq!(e.config("lib").unwrap().prefetch_scale, Some(libception_proto::BitrateScale::Sqrt));
+        for bad in [
+            "libception = \"full\"\nprefetch_kb = \"adaptive\"\nprefetch_scale = 0.45",
+            "libception = \"serialize\"\nprefetch_scale = 0.45",
+            "libception = \"track\"\nprefetch_scale = 0.45",
+        ] {
+            let err = parse(&GOOD.replace(lib, bad)).unwrap_err().to_string();
+            assert!(err.contains("prefetch_scale") && err.contains("adaptive.scale"), "{bad}: {err}");
+        }
+        let err = parse(&GOOD.replace(lib, "libception = \"full\"\nprefetch_kb = 6144\nprefetch_scale = 3")).unwrap_err().to_string();
+        assert!(err.contains("a factor in (0, 1]"), "{err}");
     }
 
     #[test]

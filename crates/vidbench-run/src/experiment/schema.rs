@@ -619,6 +619,11 @@ pub struct ConfigSection {
     /// pages start on the active LRU list (`libception daemon --promote`);
     /// needs a mode with a daemon.
     pub promote: Option<bool>,
+    /// With a fixed `prefetch_kb` under the daemon: a slower stream's size
+    /// follows its estimated bitrate by this rule or factor (`libception
+    /// daemon --prefetch-scale`; paper 001 Fig 10). The adaptive controller
+    /// takes `adaptive.scale` instead.
+    pub prefetch_scale: Option<libception_proto::BitrateScale>,
     /// The shim writes its statistics (call latency histograms: paper 000
     /// Fig 17) in any mode, not only in track mode; needs the shim.
     pub shim_stats: Option<bool>,

@@ -4,6 +4,8 @@
 //! fits) with seeded noise, so the optimum is known and every run is the same.
 
 use super::*;
+use crate::prefetch::PAGE;
+use libception_proto::BitrateScale;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
