@@ -79,6 +79,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     cgroup::available().map_err(anyhow::Error::msg)?;
     interrupt::install()?;
     raise_fd_limit();
+    driver::cleanup_leftovers(&out);
     let result = Driver::new(exp, &out, args.resume).and_then(|mut d| d.run_all().map(|s| (d, s)));
     match result {
         Ok((d, summaries)) => {

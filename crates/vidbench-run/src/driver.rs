@@ -278,9 +278,6 @@ impl Driver {
         let out = std::fs::canonicalize(out)?;
         let policy = serde_json::to_value(exp.run.proactive_reclaim)?.as_str().unwrap_or_default().to_string();
         let share = Share::join(&out, exp.memory_limit_bytes, MEMORY_HEADROOM, exp.run.port, &policy)?;
-        // Only now, with `out` known to be no other experiment's: a second
-        // driver on a live experiment's directory must not release its mounts.
-        cleanup_leftovers(&out);
         let others = share.others();
         let mut unregistered = cgroup::other_driver_pids();
         unregistered.retain(|p| others.iter().all(|o| o.pid != *p));
@@ -1347,9 +1344,15 @@ impl ConfigSummary {
 }
 
 /// Removes what a killed driver may have left: stale cgroups and a mount under OUT/mnt.
-fn cleanup_leftovers(out: &Path) {
+pub fn cleanup_leftovers(out: &Path) {
     for name in cgroup::cleanup_stale() {
         tracing::warn!("removed the stale cgroup {name} of a driver that is gone");
+    }
+    // A live experiment's mounts are not leftovers: a second driver on its
+    // directory leaves them alone (and `Driver::new` refuses it).
+    if let Some(pid) = std::fs::canonicalize(out).ok().and_then(|o| sharing::writer_of(&o)) {
+        tracing::warn!("{} is in use by experiment pid {pid}: its mounts are left alone", out.display());
+        return;
     }
     let mnt = out.join("mnt");
     let drives = (0..crate::experiment::MAX_DISKS).map(|k| mnt.join(format!("d{k}")));

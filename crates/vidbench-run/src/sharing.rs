@@ -154,10 +154,20 @@ fn port_free(port: u16) -> bool {
     std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
 }
 
+/// The machine's registry directory (`VIDBENCH_SHARING_DIR` moves it).
+fn registry() -> PathBuf {
+    std::env::var_os("VIDBENCH_SHARING_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(DIR))
+}
+
+/// The pid of the live registered experiment writing to `out`, if any.
+pub fn writer_of(out: &Path) -> Option<u32> {
+    live(&registry()).into_iter().find(|s| s.out == out).map(|s| s.pid)
+}
+
 impl Share {
     /// Registers the experiment writing to `out` in the machine's registry.
     pub fn join(out: &Path, memory_limit_bytes: u64, headroom: u64, base_port: u16, proactive_reclaim: &str) -> anyhow::Result<Share> {
-        let dir = std::env::var_os("VIDBENCH_SHARING_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(DIR));
+        let dir = registry();
         let want = Sharer { pid: 0, start: 0, out: out.to_owned(), memory_limit_bytes, port: base_port, proactive_reclaim: proactive_reclaim.to_string() };
         Share::join_in(&dir, want, headroom, memory_total()?, port_free)
     }
