@@ -4,7 +4,9 @@
 //! server, the load client and the emulated drive together use about a third
 //! of one core) while its memory limit takes 8 of 24 GiB, so two experiments
 //! can run side by side, each on its own emulated drive, cgroup, server port
-//! and load client. What they would otherwise share is made safe here:
+//! and load client (nginx by default beside another experiment repeated its
+//! alone run step for step: docs/results/shared-check-2026-11-26). What
+//! they would otherwise share is made safe here:
 //!
 //! - **the global `drop_caches`** a run writes before it starts would empty
 //!   the other experiment's cgroup in the middle of a window. While another
@@ -48,7 +50,8 @@ use std::path::{Path, PathBuf};
 /// Where experiments register.
 pub const DIR: &str = "/run/vidbench/experiments";
 const LOCK: &str = ".lock";
-/// One line per registration and departure: `UNIX_SECONDS join|leave PID OUT`.
+/// One line per registration and departure: `UNIX_SECONDS join|leave|gone
+/// PID OUT` (`gone`: a dead experiment's file found and removed).
 const HISTORY: &str = ".history";
 /// How many ports above `run.port` are tried.
 const PORT_TRIES: u16 = 64;
