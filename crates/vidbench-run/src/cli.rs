@@ -88,7 +88,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             Ok(unless_reader_left(summaries.iter().try_for_each(|s| writeln!(stdout, "{:<28} {}", s.label, s.headline())))?)
         }
         Err(e) if e.is::<interrupt::Interrupted>() || interrupt::requested() => {
-            anyhow::bail!("interrupted: finished runs are kept in {}; continue with `vidbench run {} --out {} --resume`", out.display(), path.display(), out.display())
+            let only = if args.only.is_empty() { String::new() } else { format!(" --only {}", args.only.join(",")) };
+            anyhow::bail!("interrupted: finished runs are kept in {}; continue with `vidbench run {}{only} --out {} --resume`", out.display(), path.display(), out.display())
         }
         Err(e) => Err(e),
     }
