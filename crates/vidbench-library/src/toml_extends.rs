@@ -39,7 +39,7 @@ pub const MAX_DEPTH: usize = 4;
 
 const KEY: &str = "extends";
 
-/// A parsed experiment file with any base merged in.
+/// A parsed file with any base merged in.
 pub struct Resolved {
     pub table: Table,
     /// The files merged, the given one first; one entry when it extends nothing.
@@ -47,10 +47,28 @@ pub struct Resolved {
 }
 
 impl Resolved {
-    /// The text to record as the experiment file: `text` itself when nothing
-    /// was merged, else the merged table under a header naming the chain.
+    /// Whether a base was merged in.
+    pub fn merged(&self) -> bool {
+        self.chain.len() > 1
+    }
+
+    /// The file as `T`, from `text` (its own text, so that a type error names
+    /// its line) when nothing was merged, else from the merged table (a type
+    /// error then names the key and the files merged in).
+    pub fn deserialize<T: serde::de::DeserializeOwned>(&self, text: &str) -> Result<T, String> {
+        if !self.merged() {
+            return toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string());
+        }
+        self.table.clone().try_into().map_err(|e: toml::de::Error| {
+            let bases: Vec<String> = self.chain[1..].iter().map(|p| p.display().to_string()).collect();
+            format!("{} (in the keys merged from {})", e.to_string().trim_end(), bases.join(", "))
+        })
+    }
+
+    /// The text to record as the file: `text` itself when nothing was
+    /// merged, else the merged table under a header naming the chain.
     pub fn record_text(&self, text: &str) -> String {
-        if self.chain.len() == 1 {
+        if !self.merged() {
             return text.to_string();
         }
         let names: Vec<String> = self.chain.iter().map(|p| p.display().to_string()).collect();

@@ -344,9 +344,8 @@ impl Spec {
             ExtendsError::Io { path, source } => SpecError::Io { path, source },
             ExtendsError::Parse { path, message } => SpecError::Parse { path, message },
         })?;
-        let merged = resolved.chain.len() > 1;
-        let spec: Result<Spec, toml::de::Error> = if merged { resolved.table.clone().try_into() } else { toml::from_str(text) };
-        let spec = spec.map_err(|e| SpecError::Parse { path: origin.to_owned(), message: e.to_string().trim_end().to_owned() })?;
+        let merged = resolved.merged();
+        let spec: Spec = resolved.deserialize(text).map_err(|message| SpecError::Parse { path: origin.to_owned(), message })?;
         let recorded = resolved.record_text(text);
         let validated = spec.validate().map_err(|(key, message)| SpecError::Invalid {
             path: origin.to_owned(),

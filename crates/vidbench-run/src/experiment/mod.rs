@@ -217,17 +217,7 @@ impl Experiment {
             ExtendsError::Io { path, source } => ExperimentError::Io { path, source },
             ExtendsError::Parse { path, message } => ExperimentError::Parse { path, message },
         })?;
-        // A single file is parsed from its text, so a type error names its
-        // line; a merged one is checked as a table and named by its key.
-        let file: Result<ExperimentFile, toml::de::Error> =
-            if resolved.chain.len() == 1 { toml::from_str(text) } else { resolved.table.clone().try_into() };
-        let file = file.map_err(|e| ExperimentError::Parse {
-            path: path.to_owned(),
-            message: match resolved.chain.len() {
-                1 => e.to_string().trim_end().to_string(),
-                _ => format!("{} (in the keys merged from {})", e.to_string().trim_end(), resolved.chain[1..].iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")),
-            },
-        })?;
+        let file: ExperimentFile = resolved.deserialize(text).map_err(|message| ExperimentError::Parse { path: path.to_owned(), message })?;
         let base = path
             .parent()
             .map(|p| if p.as_os_str().is_empty() { Path::new(".") } else { p })
