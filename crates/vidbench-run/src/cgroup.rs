@@ -672,12 +672,18 @@ pub fn cleanup_stale() -> Vec<String> {
 pub fn other_driver_pids() -> Vec<u32> {
     let Ok(h) = detect() else { return Vec::new() };
     let Ok(entries) = fs::read_dir(&h.root) else { return Vec::new() };
-    let me = std::process::id();
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_string_lossy().strip_prefix(PREFIX)?.split('-').next()?.parse::<u32>().ok())
-        .filter(|&pid| pid != me && std::path::Path::new(&format!("/proc/{pid}")).exists())
-        .collect()
+    let me = std::process::id() as i32;
+    entries.flatten().filter_map(|e| driver_pid(&e.file_name().to_string_lossy())).filter(|&pid| pid != me && alive(pid)).map(|pid| pid as u32).collect()
+}
+
+/// The driver pid a run cgroup's name (`vidbench-PID-N`) carries.
+fn driver_pid(name: &str) -> Option<i32> {
+    name.strip_prefix(PREFIX)?.split('-').next()?.parse().ok()
+}
+
+/// Whether process `pid` exists (it may belong to another user).
+fn alive(pid: i32) -> bool {
+    (unsafe { libc::kill(pid, 0) }) == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 /// [`cleanup_stale`] under `h`.
@@ -686,10 +692,8 @@ pub fn cleanup_stale_in(h: &Hierarchy) -> Vec<String> {
     let Ok(entries) = fs::read_dir(&h.root) else { return removed };
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().to_string();
-        let Some(rest) = name.strip_prefix(PREFIX) else { continue };
-        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<i32>().ok()) else { continue };
-        let alive = unsafe { libc::kill(pid, 0) } == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
-        if alive {
+        let Some(pid) = driver_pid(&name) else { continue };
+        if alive(pid) {
             continue;
         }
         if h.version == Version::V1 {

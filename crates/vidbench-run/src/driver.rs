@@ -136,6 +136,19 @@ pub fn rate_tag(rate: f64) -> String {
     format!("{rate:.2}")
 }
 
+/// What a run's start found and did about sharing the machine.
+struct RunStart {
+    /// Seconds since the epoch.
+    started: f64,
+    /// `run.drop_caches` asks for a drop (done unless shared).
+    dropped: bool,
+    company: sharing::Company,
+    /// Own files evicted instead of the global drop.
+    evicted: Option<usize>,
+    /// Global reclaim scanned so far (/proc/vmstat).
+    reclaim_scanned: Option<u64>,
+}
+
 pub struct Driver {
     pub exp: Experiment,
     pub out: PathBuf,
@@ -155,7 +168,7 @@ pub struct Driver {
     port: u16,
 }
 
-fn now_unix() -> f64 {
+pub(crate) fn now_unix() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
 
@@ -226,17 +239,22 @@ pub fn check_programs(exp: &Experiment, p: &Programs) -> anyhow::Result<()> {
 /// emulated drive's process, the driver and the kernel.
 const MEMORY_HEADROOM: u64 = 1 << 30;
 
+/// The machine's memory in bytes, from the text of /proc/meminfo.
+fn mem_total(meminfo: &str) -> anyhow::Result<u64> {
+    meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .map(|kib| kib * 1024)
+        .context("/proc/meminfo has no MemTotal line")
+}
+
 /// Checks that the machine has room for the experiment's memory limit
 /// (`meminfo`: the text of /proc/meminfo): under a limit the machine cannot
 /// give, the page cache would be bounded by the machine instead, and the run
 /// would not measure the setup it records.
 pub fn check_memory(exp: &Experiment, meminfo: &str) -> anyhow::Result<()> {
-    let total_kib = meminfo
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-        .context("/proc/meminfo has no MemTotal line")?;
-    let (total, need) = (total_kib * 1024, exp.memory_limit_bytes + MEMORY_HEADROOM);
+    let (total, need) = (mem_total(meminfo)?, exp.memory_limit_bytes + MEMORY_HEADROOM);
     if total < need {
         bail!(
             "the experiment limits server and daemon to {} MiB, and the load client, the emulated drive and the kernel need about {} MiB more, \
@@ -269,23 +287,19 @@ impl Driver {
     pub fn new(exp: Experiment, out: &Path, resume: bool) -> anyhow::Result<Driver> {
         let programs = Programs::find(&exp)?;
         check_programs(&exp, &programs)?;
-        check_memory(&exp, &std::fs::read_to_string("/proc/meminfo").context("cannot read /proc/meminfo")?)?;
+        let meminfo = std::fs::read_to_string("/proc/meminfo").context("cannot read /proc/meminfo")?;
+        check_memory(&exp, &meminfo)?;
         let exists = out.is_dir() && std::fs::read_dir(out)?.next().is_some();
         if exists && !resume {
             bail!("results directory {} already holds results: pass --resume to continue it, or choose another --out", out.display());
         }
         std::fs::create_dir_all(out.join("runs")).with_context(|| format!("cannot create {}", out.display()))?;
         let out = std::fs::canonicalize(out)?;
-        let policy = serde_json::to_value(exp.run.proactive_reclaim)?.as_str().unwrap_or_default().to_string();
-        let share = Share::join(&out, exp.memory_limit_bytes, MEMORY_HEADROOM, exp.run.port, &policy)?;
-        let others = share.others();
-        let mut unregistered = cgroup::other_driver_pids();
-        unregistered.retain(|p| others.iter().all(|o| o.pid != *p));
-        unregistered.sort_unstable();
-        unregistered.dedup();
-        if !others.is_empty() || !unregistered.is_empty() {
-            let mut list: Vec<String> = others.iter().map(|o| format!("pid {} writing to {} (port {})", o.pid, o.out.display(), o.port)).collect();
-            list.extend(unregistered.iter().map(|p| format!("pid {p} (a driver from before the registry, seen by its run cgroup)")));
+        let share = Share::join(&out, exp.memory_limit_bytes, MEMORY_HEADROOM, exp.run.port, exp.run.proactive_reclaim, mem_total(&meminfo)?)?;
+        let company = share.company(cgroup::other_driver_pids());
+        if !company.alone() {
+            let mut list: Vec<String> = company.registered.iter().map(|o| format!("pid {} writing to {} (port {})", o.pid, o.out.display(), o.port)).collect();
+            list.extend(company.unregistered_pids.iter().map(|p| format!("pid {p} (a driver from before the registry, seen by its run cgroup)")));
             eprintln!(
                 "vidbench run: sharing the machine with {}: server port {}; the global drop_caches is skipped while another experiment runs (each run's drive is a fresh mount, so its page cache starts empty)",
                 list.join(", "),
@@ -457,10 +471,11 @@ impl Driver {
     }
 
     /// Drops the page cache before a run (`run.drop_caches`), unless
-    /// another experiment shares the machine (`sharing`); returns what was
-    /// done, for setup.json.
-    fn drop_caches(&self) -> anyhow::Result<Value> {
+    /// another experiment shares the machine (`sharing`); returns what
+    /// [`Driver::sharing_record`] needs when the run ends.
+    fn drop_caches(&self) -> anyhow::Result<RunStart> {
         let level = self.exp.run.drop_caches;
+        let started = now_unix();
         let company = self.share.drop_unless_shared(cgroup::other_driver_pids, || {
             if level == 0 {
                 return Ok(());
@@ -468,20 +483,8 @@ impl Driver {
             unsafe { libc::sync() };
             std::fs::write("/proc/sys/vm/drop_caches", level.to_string()).context("cannot write /proc/sys/vm/drop_caches (needs root)")
         })?;
-        let done = match (level, company.alone()) {
-            (0, _) => "off",
-            (_, true) => "done",
-            (_, false) => "skipped: the machine is shared, the drive is a fresh mount",
-        };
         let evicted = (!company.alone()).then(|| self.evict_own_files());
-        Ok(json!({
-            "drop_caches": done,
-            "port": self.port,
-            "shared_with": company.registered,
-            "unregistered_drivers": company.unregistered_pids,
-            "own_files_evicted": evicted,
-            "global_reclaim_scanned_at_start": sharing::global_reclaim_scanned(),
-        }))
+        Ok(RunStart { started, dropped: level != 0, company, evicted, reclaim_scanned: sharing::global_reclaim_scanned() })
     }
 
     /// Drops this experiment's own files from the page cache (results and
@@ -495,26 +498,30 @@ impl Driver {
         n
     }
 
-    /// setup.json's `sharing`: the drop's record and the experiments that
-    /// ran beside this run at any time since it started.
-    fn sharing_record(&self, mut drop: Value, started: f64) -> Value {
-        let mut overlapped: Vec<String> = self.share.overlapping(started).into_iter().map(|p| p.display().to_string()).collect();
-        for o in drop["shared_with"].as_array().into_iter().flatten() {
-            overlapped.extend(o["out"].as_str().map(str::to_string));
-        }
-        for p in drop["unregistered_drivers"].as_array().into_iter().flatten() {
-            overlapped.push(format!("unregistered driver pid {p}"));
-        }
+    /// setup.json's `sharing` at the end of a run: what its start found and
+    /// did, and the experiments that ran beside it at any time since.
+    fn sharing_record(&self, start: RunStart) -> Value {
+        let c = &start.company;
+        let mut overlapped: Vec<String> = self.share.overlapping(start.started).into_iter().map(|p| p.display().to_string()).collect();
+        overlapped.extend(c.registered.iter().map(|o| o.out.display().to_string()));
+        overlapped.extend(c.unregistered_pids.iter().map(|p| format!("unregistered driver pid {p}")));
         overlapped.sort();
         overlapped.dedup();
-        let shared = !overlapped.is_empty();
-        drop["overlapped"] = json!(overlapped);
-        let scanned = drop["global_reclaim_scanned_at_start"].as_u64().zip(sharing::global_reclaim_scanned()).map(|(a, b)| b.saturating_sub(a));
-        drop["global_reclaim_pages_scanned"] = json!(scanned);
-        if shared {
-            drop["own_files_evicted_at_end"] = json!(self.evict_own_files());
-        }
-        drop
+        let evicted_at_end = (!overlapped.is_empty()).then(|| self.evict_own_files());
+        json!({
+            "drop_caches": match (start.dropped, c.alone()) {
+                (false, _) => "off",
+                (true, true) => "done",
+                (true, false) => "skipped: the machine is shared, the drive is a fresh mount",
+            },
+            "port": self.port,
+            "shared_with": c.registered,
+            "unregistered_drivers": c.unregistered_pids,
+            "own_files_evicted": start.evicted,
+            "own_files_evicted_at_end": evicted_at_end,
+            "global_reclaim_pages_scanned": start.reclaim_scanned.zip(sharing::global_reclaim_scanned()).map(|(a, b)| b.saturating_sub(a)),
+            "overlapped": overlapped,
+        })
     }
 
     fn new_cgroup(&mut self) -> anyhow::Result<RunCgroup> {
@@ -754,7 +761,6 @@ impl Driver {
         play: impl FnOnce(&Driver, &RunChildren<'_>) -> anyhow::Result<T>,
     ) -> anyhow::Result<T> {
         let kind = cfg.server.expect("checked: server configurations name a server");
-        let run_started = now_unix();
         let sharing = self.drop_caches()?;
         let disk_opts = self.disk_options(cfg, dir);
         let mut disk = Disks::mount(&self.programs.vidbench, &self.drive_mounts(), &disk_opts, &dir.join("disk.log"))?;
@@ -858,7 +864,7 @@ impl Driver {
             "warm": warm,
             "warm_fill": warm_fill,
             "chaos_kills": chaos_kills,
-            "sharing": self.sharing_record(sharing, run_started),
+            "sharing": self.sharing_record(sharing),
         });
         write_json(&dir.join("setup.json"), &setup_json)?;
         disk.unmount()?;
@@ -1064,7 +1070,6 @@ impl Driver {
     }
 
     fn run_wc(&mut self, cfg: &Config, rep: u32, dir: &Path) -> anyhow::Result<Outcome> {
-        let run_started = now_unix();
         let sharing = self.drop_caches()?;
         let list = reader::wc_list(&self.sessions, self.exp.run.seed + rep as u64);
         let list_path = dir.join("wc-list.txt");
@@ -1094,7 +1099,7 @@ impl Driver {
                 "memory_limit_bytes": self.exp.memory_limit_bytes,
                 "disk": disk_setup,
                 "workload": self.workload,
-                "sharing": self.sharing_record(sharing, run_started),
+                "sharing": self.sharing_record(sharing),
             }),
         )?;
         disk.unmount()?;

@@ -94,15 +94,15 @@ impl Holder {
         Holder::of(std::process::id()).unwrap_or(Holder { pid: std::process::id(), start: 0 })
     }
 
-    fn alive(&self) -> bool {
+    pub(crate) fn alive(&self) -> bool {
         Holder::of(self.pid) == Some(*self)
     }
 
-    fn file_name(&self) -> String {
+    pub(crate) fn file_name(&self) -> String {
         format!("{}-{}", self.pid, self.start)
     }
 
-    fn parse(name: &str) -> Option<Holder> {
+    pub(crate) fn parse(name: &str) -> Option<Holder> {
         let (pid, start) = name.split_once('-')?;
         Some(Holder { pid: pid.parse().ok()?, start: start.parse().ok()? })
     }

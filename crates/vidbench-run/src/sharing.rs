@@ -41,6 +41,8 @@
 //! registration against the check-and-drop, so an experiment never
 //! registers between another's check and its drop.
 
+use crate::driver::now_unix;
+use crate::experiment::ReclaimPolicy;
 use crate::reclaim::Holder;
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
@@ -65,9 +67,8 @@ pub struct Sharer {
     pub out: PathBuf,
     pub memory_limit_bytes: u64,
     pub port: u16,
-    /// `run.proactive_reclaim` ("pause" or "keep").
-    #[serde(default)]
-    pub proactive_reclaim: String,
+    /// `run.proactive_reclaim`.
+    pub proactive_reclaim: ReclaimPolicy,
 }
 
 /// This experiment's registration; removed when dropped.
@@ -96,7 +97,7 @@ impl Locked {
 }
 
 fn file_name(h: Holder) -> String {
-    format!("{}-{}.json", h.pid, h.start)
+    format!("{}.json", h.file_name())
 }
 
 /// The live experiments registered in `dir`; stale files are removed.
@@ -108,10 +109,9 @@ fn live(dir: &Path) -> Vec<Sharer> {
         let name = e.file_name().to_string_lossy().into_owned();
         // The lock, and a registration being written (renamed into place).
         let Some(stem) = name.strip_suffix(".json").filter(|_| !name.starts_with('.')) else { continue };
-        let holder = stem.split_once('-').and_then(|(p, s)| Some(Holder { pid: p.parse().ok()?, start: s.parse().ok()? }));
         let record = std::fs::read_to_string(&path).ok().and_then(|t| serde_json::from_str::<Sharer>(&t).ok());
-        match (holder, record) {
-            (Some(h), Some(mut r)) if Holder::of(h.pid) == Some(h) => {
+        match (Holder::parse(stem), record) {
+            (Some(h), Some(mut r)) if h.alive() => {
                 r.start = h.start;
                 out.push(r);
             }
@@ -128,19 +128,6 @@ fn live(dir: &Path) -> Vec<Sharer> {
     }
     out.sort_by_key(|s| s.pid);
     out
-}
-
-fn memory_total() -> anyhow::Result<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").context("cannot read /proc/meminfo")?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-        .map(|kib| kib * 1024)
-        .context("/proc/meminfo has no MemTotal line")
-}
-
-fn now_unix() -> f64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
 
 /// Appends an event to the history in one write (O_APPEND: lines never
@@ -168,11 +155,11 @@ pub fn writer_of(out: &Path) -> Option<u32> {
 }
 
 impl Share {
-    /// Registers the experiment writing to `out` in the machine's registry.
-    pub fn join(out: &Path, memory_limit_bytes: u64, headroom: u64, base_port: u16, proactive_reclaim: &str) -> anyhow::Result<Share> {
-        let dir = registry();
-        let want = Sharer { pid: 0, start: 0, out: out.to_owned(), memory_limit_bytes, port: base_port, proactive_reclaim: proactive_reclaim.to_string() };
-        Share::join_in(&dir, want, headroom, memory_total()?, port_free)
+    /// Registers the experiment writing to `out` in the machine's registry
+    /// (`total`: the machine's memory).
+    pub fn join(out: &Path, memory_limit_bytes: u64, headroom: u64, base_port: u16, proactive_reclaim: ReclaimPolicy, total: u64) -> anyhow::Result<Share> {
+        let want = Sharer { pid: 0, start: 0, out: out.to_owned(), memory_limit_bytes, port: base_port, proactive_reclaim };
+        Share::join_in(&registry(), want, headroom, total, port_free)
     }
 
     /// Registers `want` (its pid is this process's; its port the first to try).
@@ -183,13 +170,13 @@ impl Share {
         if let Some(o) = others.iter().find(|o| o.out == out) {
             bail!("experiment pid {} is already writing to {}: one results directory takes one experiment at a time", o.pid, out.display());
         }
-        if let Some(o) = others.iter().find(|o| !o.proactive_reclaim.is_empty() && o.proactive_reclaim != want.proactive_reclaim) {
+        if let Some(o) = others.iter().find(|o| o.proactive_reclaim != want.proactive_reclaim) {
             bail!(
                 "experiment pid {} ({}) runs with [run] proactive_reclaim = {:?} and this one with {:?}: a pause of DAMON holds for the whole machine, so both must want the same",
                 o.pid,
                 o.out.display(),
-                o.proactive_reclaim,
-                want.proactive_reclaim
+                o.proactive_reclaim.name(),
+                want.proactive_reclaim.name()
             );
         }
         let need: u64 = others.iter().fold(memory_limit_bytes.saturating_add(headroom), |n, o| n.saturating_add(o.memory_limit_bytes).saturating_add(headroom));
@@ -251,15 +238,22 @@ impl Share {
     /// this one or a registered one. Returns who shares the machine.
     pub fn drop_unless_shared(&self, unregistered: impl FnOnce() -> Vec<u32>, drop: impl FnOnce() -> anyhow::Result<()>) -> anyhow::Result<Company> {
         let _lock = Locked::take(&self.dir)?;
-        let registered = self.others();
-        let mut unknown = unregistered();
-        unknown.retain(|p| *p != self.me.pid && registered.iter().all(|r| r.pid != *p));
-        unknown.sort_unstable();
-        unknown.dedup();
-        if registered.is_empty() && unknown.is_empty() {
+        let company = self.company(unregistered());
+        if company.alone() {
             drop()?;
         }
-        Ok(Company { registered, unregistered_pids: unknown })
+        Ok(company)
+    }
+
+    /// Who shares the machine now: the other registered experiments, and
+    /// those of the `unregistered` pids (drivers seen by their run cgroups)
+    /// that are neither this one nor registered.
+    pub fn company(&self, mut unregistered: Vec<u32>) -> Company {
+        let registered = self.others();
+        unregistered.retain(|p| *p != self.me.pid && registered.iter().all(|r| r.pid != *p));
+        unregistered.sort_unstable();
+        unregistered.dedup();
+        Company { registered, unregistered_pids: unregistered }
     }
 }
 
@@ -329,7 +323,7 @@ mod tests {
     const GIB: u64 = 1 << 30;
 
     fn want(out: &str, limit: u64, port: u16) -> Sharer {
-        Sharer { pid: 0, start: 0, out: out.into(), memory_limit_bytes: limit, port, proactive_reclaim: "pause".into() }
+        Sharer { pid: 0, start: 0, out: out.into(), memory_limit_bytes: limit, port, proactive_reclaim: ReclaimPolicy::Pause }
     }
 
     fn join(dir: &Path, out: &str, limit: u64, total: u64) -> anyhow::Result<Share> {
@@ -357,7 +351,7 @@ mod tests {
         assert_eq!((dropped, others.len(), others[0].out.as_path()), (1, 1, Path::new("/r/b")), "shared: the drop is skipped and the other named");
         assert!(company.unregistered_pids.is_empty(), "b's own cgroups do not count as an unregistered driver");
         // DAMON's policy must agree.
-        let keep = Sharer { proactive_reclaim: "keep".into(), ..want("/r/k", GIB, 8089) };
+        let keep = Sharer { proactive_reclaim: ReclaimPolicy::Keep, ..want("/r/k", GIB, 8089) };
         let err = Share::join_in(dir.path(), keep, GIB, 40 * GIB, |_| true).err().expect("refused").to_string();
         assert!(err.contains("proactive_reclaim = \"pause\"") && err.contains("\"keep\""), "{err}");
         // A third finds both ports taken and both limits counted.

@@ -240,6 +240,14 @@ impl ReclaimPolicy {
     fn is_pause(&self) -> bool {
         *self == ReclaimPolicy::Pause
     }
+
+    /// The value in the experiment file.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReclaimPolicy::Pause => "pause",
+            ReclaimPolicy::Keep => "keep",
+        }
+    }
 }
 
 /// Timing of the steady-state protocol, in seconds (each a multiple of the
