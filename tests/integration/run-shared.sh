@@ -11,11 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . tests/integration/lib/scratch.sh
-driver_test_prereqs
-[ -x /usr/sbin/nginx ] || { echo "skip: nginx is not installed"; exit 77; }
-command -v jq > /dev/null || { echo "skip: jq is not installed"; exit 77; }
-. tests/integration/lib/cgroup.sh
-cgroup=$(cgroup_root) || { echo "$cgroup"; exit 77; }
+nginx_run_prereqs
 scratch run-shared
 # The machine's registry: an experiment already running is company, so the
 # test's drivers never drop its cache (they skip the global drop too).

@@ -4,11 +4,21 @@
 # with whatever is still mounted below it, fail(), which prints the driver's
 # log tail, and the head of a small FUSE-mode experiment on small.toml.
 #   source tests/integration/lib/scratch.sh; driver_test_prereqs; scratch NAME
+# (nginx_run_prereqs: the same, and nginx, jq and a cgroup memory controller).
 driver_test_prereqs() {
   VB=${VIDBENCH:-${LIBCEPTION_BUILD:-$PWD/build}/bin/vidbench}
   if [ "$(id -u)" -ne 0 ]; then echo "skip: needs root (cgroups, drop_caches, FUSE)"; exit 77; fi
   [ -c /dev/fuse ] || { echo "skip: /dev/fuse is missing"; exit 77; }
   [ -x "$VB" ] || { echo "FAIL: $VB not built (run make)"; exit 1; }
+}
+# driver_test_prereqs, and what a run of nginx needs: nginx, jq, a cgroup
+# memory controller ($cgroup: its root).
+nginx_run_prereqs() {
+  driver_test_prereqs
+  [ -x /usr/sbin/nginx ] || { echo "skip: nginx is not installed"; exit 77; }
+  command -v jq > /dev/null || { echo "skip: jq is not installed"; exit 77; }
+  . tests/integration/lib/cgroup.sh
+  cgroup=$(cgroup_root) || { echo "$cgroup"; exit 77; }
 }
 unmount_scratch() {
   for m in $(grep -o " $tmp[^ ]*" /proc/mounts || true); do umount -l "$m" 2>/dev/null || true; done
