@@ -7,6 +7,7 @@
 #     end are censored, not failed; the kernel's TCP buffer settings and the
 #     server's send buffers a minute in are recorded;
 #  2. the same rate in its own run (one_run = false): one step, ramp first;
+#     a configuration with a ramp of its own (ramp_s) waits that long instead;
 #  3. the report reads both and prints one window per row;
 #  4. the settling gate: this workload's sessions last minutes, so after a
 #     15 s ramp far more than 3 % of the steady-state sessions are missing and
@@ -94,13 +95,18 @@ assert sockets["t_s"] == 60 and sockets["send_buffer_bytes"]["connections"] > 0,
 PY
 grep -q "step 2 at 4.00 sessions/s" "$tmp/log" || fail "the driver did not report the steps as they ended"
 
-# 2. One rate in its own run.
+# 2. One rate in its own run; a second configuration with a ramp of its own.
 experiment false "[2]" > "$tmp/e2.toml"
+printf '[[config]]\nname = "own"\nserver = "nginx"\nramp_s = 25\n' >> "$tmp/e2.toml"
 "$VB" run "$tmp/e2.toml" --out "$tmp/r2" > "$tmp/log" 2>&1 || fail "the separate run failed"
-python3 - "$tmp/r2/runs/srv/rate-2.00-rep0" <<'PY' || fail "the separate run's records are wrong"
+python3 - "$tmp/r2" <<'PY' || fail "the separate run's records are wrong"
 import json, sys
-steps = json.load(open(f"{sys.argv[1]}/steps.json"))
-assert len(steps) == 1 and steps[0]["window_s"] == [15, 30] and steps[0]["disk"]["bytes"] > 0, steps
+for config, ramp in [("srv", 15), ("own", 25)]:
+    steps = json.load(open(f"{sys.argv[1]}/runs/{config}/rate-2.00-rep0/steps.json"))
+    assert len(steps) == 1 and steps[0]["window_s"] == [ramp, ramp + 15] and steps[0]["disk"]["bytes"] > 0, (config, steps)
+    assert steps[0]["spec"]["settle_s"] == ramp, (config, steps[0]["spec"])
+configs = {c["name"]: c for c in json.load(open(f"{sys.argv[1]}/experiment.json"))["configs"]}
+assert configs["own"]["ramp_s"] == 25 and "ramp_s" not in configs["srv"], configs
 PY
 
 # 3. The report.

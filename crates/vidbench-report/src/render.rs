@@ -129,6 +129,16 @@ fn header(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
         run.get("warm").and_then(Value::as_bool).map_or("?", |w| if w { "on" } else { "off" }),
         run.get("max_session_s").and_then(Value::as_f64).map_or("as generated".to_string(), |m| format!("{m} s")),
     )?;
+    let own_ramps: Vec<String> = e
+        .get("configs")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| Some(format!("{} {} s", c.get("name")?.as_str()?, c.get("ramp_s")?.as_f64()?)))
+        .collect();
+    if !own_ramps.is_empty() {
+        writeln!(ctx.md, "A ramp of its own (the minimum before the first window, in place of the experiment's): {}.\n", own_ramps.join(", "))?;
+    }
     Ok(())
 }
 

@@ -124,7 +124,7 @@ pub fn estimate_runs(plan: &RatePlan) -> usize {
 /// Estimated number of runs of a configuration: one when its rates are steps
 /// of one run (the steady protocol's `one_run`), else those of its plan.
 pub fn estimate_config_runs(exp: &Experiment, cfg: &Config) -> usize {
-    if exp.run.steady.is_some_and(|t| t.one_run) && cfg.kind == RunKind::Server {
+    if cfg.steady(exp.run.steady).is_some_and(|t| t.one_run) && cfg.kind == RunKind::Server {
         1
     } else {
         estimate_runs(&cfg.rates)
@@ -376,7 +376,7 @@ impl Driver {
     fn run_config(&mut self, cfg: &Config) -> anyhow::Result<ConfigSummary> {
         let dir = self.out.join("runs").join(&cfg.name);
         std::fs::create_dir_all(&dir)?;
-        if let Some(timing) = self.exp.run.steady.filter(|t| t.one_run && cfg.kind == RunKind::Server) {
+        if let Some(timing) = cfg.steady(self.exp.run.steady).filter(|t| t.one_run && cfg.kind == RunKind::Server) {
             return self.run_stepped(cfg, timing);
         }
         match cfg.rates.clone() {
@@ -735,7 +735,7 @@ impl Driver {
     }
 
     fn run_server(&mut self, cfg: &Config, rate: f64, rep: u32, dir: &Path) -> anyhow::Result<Outcome> {
-        if let Some(timing) = self.exp.run.steady {
+        if let Some(timing) = cfg.steady(self.exp.run.steady) {
             // One rate in its own run: ramp, window and hold.
             let steps = self.serve(cfg, rep, dir, json!(rate), |d, children| {
                 d.play_steady(children, timing, rep, dir, |ch| ch.step(rate).map(|_| ()))

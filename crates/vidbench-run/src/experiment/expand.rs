@@ -89,6 +89,7 @@ pub(super) fn expand(file: ExperimentFile, path: &Path, base: &Path) -> Result<E
         if !name_ok(&section.name) {
             return Err(check.invalid(format!("config[{i}].name"), NAME_RULE));
         }
+        check.own_ramp(&key, section, file.run.steady.as_ref())?;
         for config in check.config(&key, section, &disk, default_plan.as_ref(), &templates)? {
             if !names.insert(config.name.clone()) {
                 return Err(check.invalid(format!("{key}.name"), format!("configuration name {:?} is used twice", config.name)));
@@ -340,6 +341,26 @@ impl Checker<'_> {
         Ok(())
     }
 
+    /// A configuration's own `ramp_s`, checked as `run.steady.ramp_s` is
+    /// against the rest of the experiment's timings.
+    fn own_ramp(&self, key: &str, c: &ConfigSection, steady: Option<&SteadySection>) -> Result<(), ExperimentError> {
+        let Some(ramp) = c.ramp_s else { return Ok(()) };
+        let k = format!("{key}.ramp_s");
+        let Some(st) = steady else {
+            return Err(self.invalid(k, "a ramp of its own needs the steady protocol (run.steady)"));
+        };
+        if !(ramp.is_finite() && ramp > 0.0 && (ramp / SAMPLE_INTERVAL_S).fract() == 0.0) {
+            return Err(self.invalid(k, format!("{ramp} must be a positive number of seconds, a multiple of the {SAMPLE_INTERVAL_S} s sample interval")));
+        }
+        if st.max_settle_s.is_some_and(|max| ramp > max) {
+            return Err(self.invalid(k, format!("{ramp} is longer than run.steady.max_settle_s, the longest the gate waits")));
+        }
+        if st.join_s.is_some_and(|j| ramp < j) {
+            return Err(self.invalid(k, format!("{ramp} is shorter than run.steady.join_s")));
+        }
+        Ok(())
+    }
+
     /// A `[rates]` table (top-level or a configuration's) as a rate plan.
     fn rates(&self, key: &str, rates: &RatesSection) -> Result<RatePlan, ExperimentError> {
         if !(rates.threshold_pct.is_finite() && rates.threshold_pct > 0.0 && rates.threshold_pct < 100.0) {
@@ -477,6 +498,7 @@ impl Checker<'_> {
             promote: self.daemon_flag(key, "promote", c.promote, c)?,
             prefetch_scale: c.prefetch_scale,
             shim_stats: self.shim_stats(key, c)?,
+            ramp_s: c.ramp_s,
         }];
         if configs[0].trace && disk.count > 1 {
             return Err(self.invalid(format!("{key}.trace"), "a trace is recorded for one drive only (disk.count = 1)"));

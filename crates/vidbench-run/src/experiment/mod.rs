@@ -134,9 +134,18 @@ pub struct Config {
     /// The shim's statistics in any mode (`shim_stats`; track mode always).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub shim_stats: bool,
+    /// Its own minimum ramp (`ramp_s`), replacing `run.steady.ramp_s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ramp_s: Option<f64>,
 }
 
 impl Config {
+    /// The steady protocol's timings for this configuration: the
+    /// experiment's, with its own ramp when it has one.
+    pub fn steady(&self, experiment: Option<SteadySection>) -> Option<SteadySection> {
+        experiment.map(|st| SteadySection { ramp_s: self.ramp_s.unwrap_or(st.ramp_s), ..st })
+    }
+
     /// What the daemon is told, when the mode has one: the configured prefetch
     /// (full), or none beyond the requested range (serialize).
     pub fn daemon_prefetch(&self) -> Option<Prefetch> {
@@ -533,6 +542,33 @@ kind = "wc"
         let gated = parse(&good.replace("hold_s = 60 }", "hold_s = 60, gate_pct = 3, max_settle_s = 900, lru_pct = 2 }")).unwrap();
         let st = gated.run.steady.unwrap();
         assert_eq!((st.gate_pct, st.max_settle_s, st.lru_pct), (Some(3.0), Some(900.0), Some(2.0)));
+        for (text, want) in cases {
+            let err = parse(&text).unwrap_err().to_string();
+            assert!(err.contains(want), "{err:?} should mention {want:?}");
+        }
+    }
+
+    #[test]
+    fn a_configuration_s_own_ramp_replaces_the_experiment_s_for_it_alone() {
+        let gated = GOOD
+            .replace("duration_s = 60", "steady = { ramp_s = 300, settle_s = 90, measure_s = 120, hold_s = 60, gate_pct = 3, max_settle_s = 900, join_s = 30 }")
+            .replace("name = \"vanilla\"\nserver = \"nginx\"", "name = \"vanilla\"\nserver = \"nginx\"\nramp_s = 600");
+        let e = parse(&gated).unwrap();
+        let own = e.config("vanilla").unwrap().steady(e.run.steady).unwrap();
+        assert_eq!((own.ramp_s, own.settle_s, own.max_settle_s, own.join_s), (600.0, 90.0, Some(900.0), Some(30.0)));
+        let other = e.config("lib-p1024").unwrap().steady(e.run.steady).unwrap();
+        assert_eq!(other, e.run.steady.unwrap(), "a configuration without its own ramp keeps the experiment's timings");
+        // Recorded with the configuration (experiment.json), absent otherwise.
+        let recorded = serde_json::to_value(e.config("vanilla").unwrap()).unwrap();
+        assert_eq!(recorded["ramp_s"], 600.0);
+        assert!(serde_json::to_value(e.config("lib-p1024").unwrap()).unwrap().get("ramp_s").is_none());
+        let cases = [
+            (gated.replace("ramp_s = 600", "ramp_s = 602"), "config[0] (\"vanilla\").ramp_s"),
+            (gated.replace("ramp_s = 600", "ramp_s = 0"), "config[0] (\"vanilla\").ramp_s"),
+            (gated.replace("ramp_s = 600", "ramp_s = 1200"), "longer than run.steady.max_settle_s"),
+            (gated.replace("ramp_s = 600", "ramp_s = 25"), "shorter than run.steady.join_s"),
+            (GOOD.replace("name = \"vanilla\"\nserver = \"nginx\"", "name = \"vanilla\"\nserver = \"nginx\"\nramp_s = 600"), "needs the steady protocol"),
+        ];
         for (text, want) in cases {
             let err = parse(&text).unwrap_err().to_string();
             assert!(err.contains(want), "{err:?} should mention {want:?}");

@@ -635,6 +635,11 @@ pub struct ConfigSection {
     /// The shim writes its statistics (call latency histograms: paper 000
     /// Fig 17) in any mode, not only in track mode; needs the shim.
     pub shim_stats: Option<bool>,
+    /// This configuration's minimum ramp before its first window, in place
+    /// of `run.steady.ramp_s` (docs/run.md, "A ramp of its own"): a
+    /// configuration whose page cache passes its transition burst later
+    /// than the others' waits for it without lengthening every run.
+    pub ramp_s: Option<f64>,
 }
 
 /// `chaos = { kill_every_s = 5, restart_after_s = 1 }`: every `kill_every_s`
