@@ -9,6 +9,8 @@
  *   LCP_ENV_MODE         full | serialize | prefetch | track | off
  *   LCP_ENV_SOCKET       daemon socket path (protocol.h default)
  *   LCP_ENV_TIMEOUT_MS   bound on one daemon round trip (default 2000)
+ *   LCP_ENV_PATIENCE_MS  the bound stretched while the daemon answers other
+ *                        threads of the process (default 10000)
  *   LCP_ENV_PREFETCH     prefetch mode read-ahead (default 2M)
  *   LCP_ENV_MAX_REQUEST  largest range checked/fetched per call (default 2M)
  *   LCP_ENV_STATS        JSON stats path written at exit (%p = pid)
@@ -62,6 +64,7 @@ static int conf_npairs;
 struct lcp__config lcp__cfg = {
 	.mode = LCP_MODE_OFF,
 	.timeout_ms = 2000,
+	.patience_ms = 10000,
 	.prefetch = 2u << 20,
 	.max_request = 2u << 20,
 	.page_shift = 12,
@@ -260,6 +263,7 @@ static void read_settings(void)
 	const char *mode = setting(LCP_ENV_MODE);
 	const char *socket_path = setting(LCP_ENV_SOCKET);
 	const char *timeout = setting(LCP_ENV_TIMEOUT_MS);
+	const char *patience = setting(LCP_ENV_PATIENCE_MS);
 	const char *prefetch = setting(LCP_ENV_PREFETCH);
 	const char *max_request = setting(LCP_ENV_MAX_REQUEST);
 	const char *stats = setting(LCP_ENV_STATS);
@@ -299,6 +303,12 @@ static void read_settings(void)
 			warn_env(LCP_ENV_TIMEOUT_MS, timeout, "expected milliseconds between 1 and 3600000");
 		else
 			lcp__cfg.timeout_ms = (int)ms;
+	}
+	if (patience != NULL) {
+		if (parse_ms(patience, 0, 3600000, &ms) < 0)
+			warn_env(LCP_ENV_PATIENCE_MS, patience, "expected milliseconds between 0 and 3600000");
+		else
+			lcp__cfg.patience_ms = (int)ms;
 	}
 
 	if (prefetch != NULL) {

@@ -61,6 +61,7 @@ struct lcp__config {
 	enum lcp_mode mode;
 	char socket_path[108];     /* sun_path size */
 	int timeout_ms;            /* bound on one daemon round trip */
+	int patience_ms;           /* ... stretched while the daemon answers others */
 	uint64_t prefetch;         /* prefetch mode: bytes read ahead */
 	uint64_t max_request;      /* largest range checked/fetched per call */
 	int stats_enabled;         /* counters + histograms maintained */
@@ -265,6 +266,7 @@ enum lcp__counter {
 	LCP_CTR_CHECKS,            /* CHECK requests answered */
 	LCP_CTR_DAEMON_ERRORS,     /* replies with negative status */
 	LCP_CTR_TIMEOUTS,          /* no reply within the bound */
+	LCP_CTR_PATIENT_WAITS,     /* waits stretched: the daemon was answering others */
 	LCP_CTR_PROTOCOL_ERRORS,   /* garbage, wrong seq, truncated, stray fds */
 	LCP_CTR_BROKEN,            /* send/recv failures, daemon closed */
 	LCP_CTR_UNTRUSTED,         /* connections refused: the daemon's uid is not trusted */

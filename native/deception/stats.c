@@ -47,7 +47,8 @@ static int is_fork_child;
 
 static const char *const counter_names[LCP_CTR_COUNT] = {
 	[LCP_CTR_CONNECTS] = "connects", [LCP_CTR_CONNECT_FAILURES] = "connect_failures",
-	[LCP_CTR_BACKOFF_SKIPS] = "backoff_skips", [LCP_CTR_LATE_SKIPS] = "late_skips", [LCP_CTR_REQUESTS] = "requests",
+	[LCP_CTR_BACKOFF_SKIPS] = "backoff_skips", [LCP_CTR_LATE_SKIPS] = "late_skips",
+	[LCP_CTR_PATIENT_WAITS] = "patient_waits", [LCP_CTR_REQUESTS] = "requests",
 	[LCP_CTR_FETCHES] = "fetches", [LCP_CTR_CHECKS] = "checks",
 	[LCP_CTR_DAEMON_ERRORS] = "daemon_errors", [LCP_CTR_TIMEOUTS] = "timeouts",
 	[LCP_CTR_PROTOCOL_ERRORS] = "protocol_errors", [LCP_CTR_BROKEN] = "broken",

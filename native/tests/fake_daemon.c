@@ -31,6 +31,7 @@ struct fake_daemon {
 	char path[108];
 	pthread_t acceptor;
 	pthread_mutex_t lock;
+	pthread_mutex_t queue; /* FAKE_QUEUE: held while one request is served */
 	struct fake_record *records;
 	int nrecords, capacity;
 	int connections;
@@ -49,7 +50,7 @@ struct conn_arg {
 static const char *const behaviour_names[] = {
 	[FAKE_NORMAL] = "normal", [FAKE_NEVER_REPLY] = "never", [FAKE_SLOW] = "slow",
 	[FAKE_GARBAGE] = "garbage", [FAKE_WRONG_SEQ] = "wrong-seq", [FAKE_CLOSE] = "close",
-	[FAKE_STRAY_FD] = "stray-fd", [FAKE_LATE_FIRST] = "late-first",
+	[FAKE_STRAY_FD] = "stray-fd", [FAKE_LATE_FIRST] = "late-first", [FAKE_QUEUE] = "queue",
 };
 
 int fake_behaviour_parse(const char *name, enum fake_behaviour *out)
@@ -262,6 +263,12 @@ static void *serve_connection(void *arg)
 		case FAKE_SLOW:
 			sleep_ms(d->delay_ms);
 			break;
+		case FAKE_QUEUE:
+			/* One disk: requests are served one after another. */
+			pthread_mutex_lock(&d->queue);
+			sleep_ms(d->delay_ms);
+			pthread_mutex_unlock(&d->queue);
+			break;
 		case FAKE_LATE_FIRST: {
 			int first;
 
@@ -354,6 +361,7 @@ struct fake_daemon *fake_daemon_start(const char *path, enum fake_behaviour beha
 	d->log_fd = -1;
 	strcpy(d->path, path);
 	pthread_mutex_init(&d->lock, NULL);
+	pthread_mutex_init(&d->queue, NULL);
 	pthread_cond_init(&d->idle, NULL);
 	if (pipe2(d->stop_pipe, O_CLOEXEC) != 0)
 		goto fail;

@@ -25,6 +25,7 @@ enum fake_behaviour {
 	FAKE_CLOSE,        /* close the connection on every request */
 	FAKE_STRAY_FD,     /* a correct reply carrying an extra fd */
 	FAKE_LATE_FIRST,   /* the daemon's very first reply comes after delay_ms */
+	FAKE_QUEUE,        /* one request at a time over all connections, delay_ms each */
 };
 
 struct fake_record {

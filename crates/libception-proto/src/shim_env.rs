@@ -19,6 +19,8 @@ pub mod var {
     pub const SOCKET: &str = crate::SOCKET_ENV;
     /// `LCP_ENV_TIMEOUT_MS`.
     pub const TIMEOUT_MS: &str = "LIBCEPTION_TIMEOUT_MS";
+    /// `LCP_ENV_PATIENCE_MS`.
+    pub const PATIENCE_MS: &str = "LIBCEPTION_PATIENCE_MS";
     /// `LCP_ENV_PREFETCH`.
     pub const PREFETCH: &str = "LIBCEPTION_PREFETCH";
     /// `LCP_ENV_MAX_REQUEST`.
@@ -32,7 +34,7 @@ pub mod var {
     /// `LCP_ENV_DAEMON_UID`: a daemon uid the shim trusts besides root.
     pub const DAEMON_UID: &str = "LIBCEPTION_DAEMON_UID";
     /// Every name, in the header's order.
-    pub const ALL: [&str; 9] = [MODE, SOCKET, TIMEOUT_MS, PREFETCH, MAX_REQUEST, STATS, WINDOW_MS, FORCE_CHECK, DAEMON_UID];
+    pub const ALL: [&str; 10] = [MODE, SOCKET, TIMEOUT_MS, PATIENCE_MS, PREFETCH, MAX_REQUEST, STATS, WINDOW_MS, FORCE_CHECK, DAEMON_UID];
 }
 
 /// `LCP_CONF_PATH`: the system-wide settings file, the only source of settings
@@ -110,6 +112,8 @@ pub struct ShimEnv {
     pub prefetch: Option<u64>,
     /// Bound on one daemon round trip (full, serialize).
     pub timeout_ms: Option<u64>,
+    /// The bound stretched while the daemon answers other threads (full, serialize).
+    pub patience_ms: Option<u64>,
     /// Statistics file written at exit, `%p` = pid (every mode but off).
     pub stats: Option<PathBuf>,
 }
@@ -117,7 +121,7 @@ pub struct ShimEnv {
 impl ShimEnv {
     /// A shim in `mode` with every optional setting at the shim's default.
     pub fn new(shim: impl Into<PathBuf>, mode: Mode) -> ShimEnv {
-        ShimEnv { shim: shim.into(), mode, socket: None, prefetch: None, timeout_ms: None, stats: None }
+        ShimEnv { shim: shim.into(), mode, socket: None, prefetch: None, timeout_ms: None, patience_ms: None, stats: None }
     }
 
     /// The variables to set: `LD_PRELOAD` with the shim first and
@@ -136,6 +140,9 @@ impl ShimEnv {
             }
             if let Some(t) = self.timeout_ms {
                 vars.push((var::TIMEOUT_MS, t.to_string().into()));
+            }
+            if let Some(p) = self.patience_ms {
+                vars.push((var::PATIENCE_MS, p.to_string().into()));
             }
         }
         if self.mode == Mode::Prefetch {
@@ -174,10 +181,11 @@ mod tests {
             socket: Some("/s".into()),
             prefetch: Some(4096),
             timeout_ms: Some(10),
+            patience_ms: Some(100),
             stats: Some("/st".into()),
             ..ShimEnv::new("/lib.so", Mode::Full)
         };
-        assert_eq!(names(&full), ["LD_PRELOAD", var::MODE, var::SOCKET, var::TIMEOUT_MS, var::STATS]);
+        assert_eq!(names(&full), ["LD_PRELOAD", var::MODE, var::SOCKET, var::TIMEOUT_MS, var::PATIENCE_MS, var::STATS]);
         let prefetch = ShimEnv { mode: Mode::Prefetch, ..full.clone() };
         assert_eq!(names(&prefetch), ["LD_PRELOAD", var::MODE, var::PREFETCH, var::STATS]);
         let off = ShimEnv { mode: Mode::Off, ..full };

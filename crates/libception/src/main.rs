@@ -147,6 +147,9 @@ enum Command {
         /// How long the shim waits for a reply before going straight to libc (LIBCEPTION_TIMEOUT_MS)
         #[arg(long, value_name = "MS")]
         timeout_ms: Option<u64>,
+        /// How long the shim keeps waiting while the daemon answers the program's other threads (LIBCEPTION_PATIENCE_MS)
+        #[arg(long, value_name = "MS")]
+        patience_ms: Option<u64>,
         /// Where the shim writes its JSON counters at exit in track mode (LIBCEPTION_STATS)
         #[arg(long, value_name = "FILE")]
         stats: Option<PathBuf>,
@@ -438,7 +441,7 @@ fn main() {
                 timeout: std::time::Duration::from_secs_f64(timeout.max(0.001)),
             })
         }
-        Command::Run { mode, prefetch, socket, start_daemon, per_disk, shim, timeout_ms, stats, command } => {
+        Command::Run { mode, prefetch, socket, start_daemon, per_disk, shim, timeout_ms, patience_ms, stats, command } => {
             init_logging(&cli, "warn");
             cli::run::run(RunOptions {
                 mode: *mode,
@@ -448,6 +451,7 @@ fn main() {
                 per_disk: *per_disk,
                 shim: shim.clone(),
                 timeout_ms: *timeout_ms,
+                patience_ms: *patience_ms,
                 stats_file: stats.clone(),
                 daemon_log_level: cli.log_level.clone().unwrap_or_else(|| "warn".into()),
                 command: command.clone(),

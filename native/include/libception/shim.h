@@ -26,6 +26,9 @@
 #define LCP_ENV_SOCKET LCP_SOCKET_ENV
 /* Bound on one daemon round trip in milliseconds (full, serialize). */
 #define LCP_ENV_TIMEOUT_MS "LIBCEPTION_TIMEOUT_MS"
+/* Longest wait for one reply, in milliseconds, while the daemon keeps
+ * answering other threads of the process (full, serialize). */
+#define LCP_ENV_PATIENCE_MS "LIBCEPTION_PATIENCE_MS"
 /* Bytes read ahead in-process (prefetch mode only): 2M, 512K, 4096. */
 #define LCP_ENV_PREFETCH "LIBCEPTION_PREFETCH"
 /* Largest range checked or fetched for one call (every mode but off). */

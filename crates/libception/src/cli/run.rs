@@ -29,6 +29,7 @@ pub struct RunOptions {
     pub per_disk: bool,
     pub shim: Option<PathBuf>,
     pub timeout_ms: Option<u64>,
+    pub patience_ms: Option<u64>,
     pub stats_file: Option<PathBuf>,
     pub daemon_log_level: String,
     pub command: Vec<OsString>,
@@ -134,6 +135,7 @@ fn shim_env(opts: &RunOptions, shim: PathBuf, socket: Option<PathBuf>) -> ShimEn
         socket,
         prefetch: opts.prefetch,
         timeout_ms: opts.timeout_ms,
+        patience_ms: opts.patience_ms,
         stats: opts.stats_file.clone(),
         ..ShimEnv::new(shim, opts.mode)
     }
@@ -187,6 +189,7 @@ mod tests {
             per_disk: false,
             shim: None,
             timeout_ms: Some(250),
+            patience_ms: None,
             stats_file: None,
             daemon_log_level: "warn".into(),
             command: vec!["true".into()],
