@@ -136,6 +136,10 @@ fn print_plan(exp: &Experiment, out: &mut dyn Write) -> std::io::Result<()> {
             Some(scale) => format!("{what}, slower streams' size scaled by {}", scale.name()),
             None => what,
         };
+        let what = match c.patience_ms {
+            Some(ms) => format!("{what}, shim patience {ms} ms"),
+            None => what,
+        };
         let what = match c.ramp_s {
             Some(r) => format!("{what}, a ramp of its own of at least {r} s"),
             None => what,

@@ -1162,6 +1162,7 @@ fn shim_env(cfg: &Config, mode: Mode, programs: &Programs, daemon_socket: Option
     let mut shim = ShimEnv::new(&programs.shim, mode);
     shim.socket = daemon_socket.map(Path::to_owned);
     shim.prefetch = cfg.prefetch.as_ref().map(Prefetch::max_bytes);
+    shim.patience_ms = cfg.patience_ms.map(u64::from);
     if mode == Mode::Track || cfg.shim_stats {
         // Workers run unprivileged: the stats directory must be theirs to write.
         let shim_dir = dir.join("shim");
@@ -1539,6 +1540,10 @@ libception = "track"
         cfg.shim_stats = true;
         let vars = shim_env(&cfg, Mode::Full, &programs, Some(&dir.path().join("daemon.sock")), dir.path()).unwrap();
         assert!(vars.iter().any(|(k, v)| k == "LIBCEPTION_STATS" && v.ends_with("shim/stats-%p.json")), "{vars:?}");
+        // patience_ms reaches the shim.
+        cfg.patience_ms = Some(0);
+        let vars = shim_env(&cfg, Mode::Full, &programs, Some(&dir.path().join("daemon.sock")), dir.path()).unwrap();
+        assert!(vars.iter().any(|(k, v)| k == "LIBCEPTION_PATIENCE_MS" && v == "0"), "{vars:?}");
     }
 
     #[test]

@@ -498,6 +498,7 @@ impl Checker<'_> {
             promote: self.daemon_flag(key, "promote", c.promote, c)?,
             prefetch_scale: c.prefetch_scale,
             shim_stats: self.shim_stats(key, c)?,
+            patience_ms: self.patience(key, c)?,
             ramp_s: c.ramp_s,
         }];
         if configs[0].trace && disk.count > 1 {
@@ -543,6 +544,17 @@ impl Checker<'_> {
                 Err(self.invalid(format!("{key}.{name}"), "needs the daemon: libception mode full or serialize"))
             }
             v => Ok(v.unwrap_or(false)),
+        }
+    }
+
+    /// `patience_ms`, checked: a shim that waits for a daemon.
+    fn patience(&self, key: &str, c: &ConfigSection) -> Result<Option<u32>, ExperimentError> {
+        match c.patience_ms {
+            Some(_) if !matches!(c.libception, Some(Mode::Full | Mode::Serialize)) => {
+                Err(self.invalid(format!("{key}.patience_ms"), "needs the daemon: libception mode full or serialize"))
+            }
+            Some(ms) if ms > 3_600_000 => Err(self.invalid(format!("{key}.patience_ms"), format!("{ms} is more than an hour (3600000 ms)"))),
+            v => Ok(v),
         }
     }
 

@@ -134,6 +134,9 @@ pub struct Config {
     /// The shim's statistics in any mode (`shim_stats`; track mode always).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub shim_stats: bool,
+    /// The shim's `LIBCEPTION_PATIENCE_MS` (`patience_ms`; absent: its default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patience_ms: Option<u32>,
     /// Its own minimum ramp (`ramp_s`), replacing `run.steady.ramp_s`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ramp_s: Option<f64>,
@@ -573,6 +576,17 @@ kind = "wc"
             let err = parse(&text).unwrap_err().to_string();
             assert!(err.contains(want), "{err:?} should mention {want:?}");
         }
+    }
+
+    #[test]
+    fn the_shim_s_patience_is_for_a_mode_with_a_daemon() {
+        // The shim's patience, for a mode with a daemon only.
+        let patient = GOOD.replace("prefetch_kb = [1024, 2048]", "prefetch_kb = 2048\npatience_ms = 0");
+        assert_eq!(parse(&patient).unwrap().config("lib").unwrap().patience_ms, Some(0));
+        let err = parse(&GOOD.replace("name = \"vanilla\"\nserver = \"nginx\"", "name = \"vanilla\"\nserver = \"nginx\"\npatience_ms = 10"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("config[0] (\"vanilla\").patience_ms"), "{err}");
     }
 
     #[test]

@@ -635,6 +635,10 @@ pub struct ConfigSection {
     /// The shim writes its statistics (call latency histograms: paper 000
     /// Fig 17) in any mode, not only in track mode; needs the shim.
     pub shim_stats: Option<bool>,
+    /// The shim's patience (`LIBCEPTION_PATIENCE_MS`): how long a thread keeps
+    /// waiting while the daemon answers the server's other threads; absent =
+    /// the shim's default. Needs a mode with a daemon.
+    pub patience_ms: Option<u32>,
     /// This configuration's minimum ramp before its first window, in place
     /// of `run.steady.ramp_s` (docs/run.md, "A ramp of its own"): a
     /// configuration whose page cache passes its transition burst later
