@@ -21,9 +21,10 @@
  * are untouched); a reply owed for longer than the longest back-off (30 s)
  * means the daemon is stuck, and the connection is dropped as failed.
  *
- * Patience while the daemon works: a wait that runs out while the daemon
- * answered another thread of this process during it is stretched by another
- * LIBCEPTION_TIMEOUT_MS, up to LIBCEPTION_PATIENCE_MS in all. The daemon is
+ * Patience while the daemon works: a wait that runs out after a timeout
+ * period in which another thread of this process took in a good reply is
+ * stretched by another LIBCEPTION_TIMEOUT_MS, up to LIBCEPTION_PATIENCE_MS in
+ * all (the stuck-daemon rule above then counts from the end of the wait). The daemon is
  * then alive and working through a queue that is the disk's queue; going to
  * libc would put one more unserialized read on that disk. In a server with
  * hundreds of threads (Apache above its limit) the drive went from one
@@ -330,8 +331,16 @@ static int send_request(struct conn *c, const struct lcp_request *req, int fd)
 	return sent == (long)sizeof(*req) ? 0 : -EPROTO;
 }
 
-/* When this process last received a reply, of any thread (lcp__now_ns). */
+/* When this process last took in a good reply (its own sequence, status
+ * not negative), of any thread (lcp__now_ns): the daemon is working. Relaxed:
+ * a hint, and a lost race can only withhold a stretch. */
 static uint64_t last_reply_ns; /* __atomic */
+
+static void note_good_reply(const struct lcp_reply *reply)
+{
+	if (reply->status >= 0)
+		__atomic_store_n(&last_reply_ns, lcp__now_ns(), __ATOMIC_RELAXED);
+}
 
 /*
  * Receive one well-formed reply by deadline (lcp__now_ns clock; a deadline
@@ -381,7 +390,6 @@ static int receive_one(struct conn *c, uint64_t deadline, struct lcp_reply *repl
 		    buf.reply.version != LCP_PROTO_VERSION)
 			return -EPROTO;
 		*reply = buf.reply;
-		__atomic_store_n(&last_reply_ns, lcp__now_ns(), __ATOMIC_RELAXED);
 		return 0;
 	}
 }
@@ -408,13 +416,15 @@ static int drain_stale(struct conn *c)
 			return err;
 		if (!is_stale_reply(c, &late, c->seq + 1))
 			return -EPROTO;
+		note_good_reply(&late);
 		c->stale--;
 	}
 	return 0;
 }
 
-/* Receive the reply to req, taking late replies in on the way; a wait during
- * which the daemon answered another thread is stretched (see the top). */
+/* Receive the reply to req, taking late replies in on the way; a wait whose
+ * last timeout period saw a good reply to another thread is stretched (see
+ * the top). */
 static int receive_reply(struct conn *c, const struct lcp_request *req, struct lcp_reply *reply)
 {
 	const uint64_t slice = (uint64_t)lcp__cfg.timeout_ms * 1000000u;
@@ -433,11 +443,13 @@ static int receive_reply(struct conn *c, const struct lcp_request *req, struct l
 		if (err < 0)
 			return err;
 		if (is_stale_reply(c, reply, req->seq)) {
+			note_good_reply(reply);
 			c->stale--;
 			continue;
 		}
 		if (reply->seq != req->seq || reply->op != req->op)
 			return -EPROTO;
+		note_good_reply(reply);
 		return 0;
 	}
 }

@@ -167,8 +167,9 @@ static void emit_json(struct writer *w)
 		else
 			emit(w, "%c", *p);
 	}
-	emit(w, "\",\n  \"timeout_ms\": %d,\n  \"prefetch_bytes\": %llu,\n  \"max_request_bytes\": %llu,\n",
-	     lcp__cfg.timeout_ms, (unsigned long long)lcp__cfg.prefetch, (unsigned long long)lcp__cfg.max_request);
+	emit(w, "\",\n  \"timeout_ms\": %d,\n  \"patience_ms\": %d,\n  \"prefetch_bytes\": %llu,\n  \"max_request_bytes\": %llu,\n",
+	     lcp__cfg.timeout_ms, lcp__cfg.patience_ms, (unsigned long long)lcp__cfg.prefetch,
+	     (unsigned long long)lcp__cfg.max_request);
 	emit(w, "  \"window_ms\": %llu,\n", (unsigned long long)(lcp__cfg.window_ns / 1000000u));
 	emit(w, "  \"force_check\": \"%s\",\n",
 	     lcp__cfg.force_check == LCP_METHOD_MINCORE ? "mincore" :

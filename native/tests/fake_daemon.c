@@ -51,6 +51,7 @@ static const char *const behaviour_names[] = {
 	[FAKE_NORMAL] = "normal", [FAKE_NEVER_REPLY] = "never", [FAKE_SLOW] = "slow",
 	[FAKE_GARBAGE] = "garbage", [FAKE_WRONG_SEQ] = "wrong-seq", [FAKE_CLOSE] = "close",
 	[FAKE_STRAY_FD] = "stray-fd", [FAKE_LATE_FIRST] = "late-first", [FAKE_QUEUE] = "queue",
+	[FAKE_SLOW_LATER] = "slow-later",
 };
 
 int fake_behaviour_parse(const char *name, enum fake_behaviour *out)
@@ -277,6 +278,17 @@ static void *serve_connection(void *arg)
 			d->served_total++;
 			pthread_mutex_unlock(&d->lock);
 			if (first)
+				sleep_ms(d->delay_ms);
+			break;
+		}
+		case FAKE_SLOW_LATER: {
+			int first;
+
+			pthread_mutex_lock(&d->lock);
+			first = d->served_total == 0;
+			d->served_total++;
+			pthread_mutex_unlock(&d->lock);
+			if (!first)
 				sleep_ms(d->delay_ms);
 			break;
 		}

@@ -26,6 +26,7 @@ enum fake_behaviour {
 	FAKE_STRAY_FD,     /* a correct reply carrying an extra fd */
 	FAKE_LATE_FIRST,   /* the daemon's very first reply comes after delay_ms */
 	FAKE_QUEUE,        /* one request at a time over all connections, delay_ms each */
+	FAKE_SLOW_LATER,   /* the first reply at once, every later one after delay_ms */
 };
 
 struct fake_record {

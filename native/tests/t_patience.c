@@ -6,17 +6,23 @@
  * LIBCEPTION_TIMEOUT_MS, and the patience is a bound.
  *
  * The fake daemon serves one request at a time over all connections, each
- * taking 60 ms (a disk). Eight threads ask at once with a 150 ms timeout, so
- * most of them wait longer than the timeout:
+ * taking 40 ms (a disk). Sixteen threads ask at once with a 150 ms timeout,
+ * so most of them wait longer than the timeout (the last about 640 ms), with
+ * a reply every 40 ms to keep the waits stretched (110 ms of slack for a
+ * loaded machine):
  *   - default patience: no timeout, waits stretched, every thread served by
  *     the daemon;
- *   - patience 200 ms: the threads still queued at 200 ms give up;
+ *   - patience 300 ms: waits stretched, but only the threads served by about
+ *     300 ms get the daemon's answer (5 to 9 of them: about 7; the old
+ *     behaviour, 3; stretching past the bound, 11 or more);
  *   - patience 0: nothing is stretched, the old behaviour;
  *   - one thread alone behind a 400 ms reply: it gives up at 150 ms, since no
- *     other reply shows the daemon working.
+ *     other reply shows the daemon working; and one thread whose own fast
+ *     reply came just before its slow request: its own reply does not count.
  * In every case the bytes are libc's.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -26,7 +32,7 @@
 
 #include "harness.h"
 
-#define CROWD 8
+#define CROWD 16
 #define FILE_SIZE (1u << 20)
 
 static pthread_barrier_t start;
@@ -51,9 +57,28 @@ static void *reader(void *arg)
 	return NULL;
 }
 
+/* One thread, two cold ranges: the first answered at once, the second slowly. */
+static void twice(void)
+{
+	char *buf = malloc(65536);
+	int fd = open(h_path("p0.bin"), O_RDONLY);
+
+	H_CALL("pread first", pread(fd, buf, 65536, 0), buf, 65536);
+	h_evict(h_path("p0.bin"));
+	H_CALL("pread second", pread(fd, buf, 65536, 512 * 1024), buf, 65536);
+	close(fd);
+	free(buf);
+}
+
 static void scenario(const char *name)
 {
 	int threads = strcmp(name, "lone") == 0 ? 1 : CROWD;
+
+	if (strcmp(name, "twice") == 0) {
+		h_evict(h_path("p0.bin"));
+		twice();
+		return;
+	}
 	pthread_t t[CROWD];
 	char fname[32];
 
@@ -86,16 +111,20 @@ int main(int argc, char **argv)
 {
 	const struct h_run base = { .label = "baseline" };
 	const struct h_run patient = { .label = "crowd, default patience", .mode = "full", .daemon = 1,
-				       .behaviour = FAKE_QUEUE, .delay_ms = 60, .timeout_ms = 150 };
-	const struct h_run bounded = { .label = "crowd, patience 200 ms", .mode = "full", .daemon = 1,
-				       .behaviour = FAKE_QUEUE, .delay_ms = 60, .timeout_ms = 150,
-				       .extra_env = { "LIBCEPTION_PATIENCE_MS=200" } };
+				       .behaviour = FAKE_QUEUE, .delay_ms = 40, .timeout_ms = 150 };
+	const struct h_run bounded = { .label = "crowd, patience 300 ms", .mode = "full", .daemon = 1,
+				       .behaviour = FAKE_QUEUE, .delay_ms = 40, .timeout_ms = 150,
+				       .extra_env = { "LIBCEPTION_PATIENCE_MS=300" } };
 	const struct h_run impatient = { .label = "crowd, patience 0", .mode = "full", .daemon = 1,
-					 .behaviour = FAKE_QUEUE, .delay_ms = 60, .timeout_ms = 150,
+					 .behaviour = FAKE_QUEUE, .delay_ms = 40, .timeout_ms = 150,
 					 .extra_env = { "LIBCEPTION_PATIENCE_MS=0" } };
 	const struct h_run lone = { .label = "lone thread", .mode = "full", .daemon = 1, .behaviour = FAKE_QUEUE,
 				    .delay_ms = 400, .timeout_ms = 150 };
-	struct h_result crowd_base, lone_base, r;
+	const struct h_run own = { .label = "own reply first", .mode = "full", .daemon = 1,
+				   .behaviour = FAKE_SLOW_LATER, .delay_ms = 400, .timeout_ms = 150,
+				   .extra_env = { "LIBCEPTION_WINDOW_MS=0" } };
+	struct h_result crowd_base, lone_base, twice_base, r;
+	long long fetched;
 	char name[32];
 
 	h_init(argc, argv, scenario);
@@ -105,9 +134,10 @@ int main(int argc, char **argv)
 	}
 	h_run(&base, "crowd", 60, &crowd_base);
 	h_run(&base, "lone", 60, &lone_base);
-	h_expect(crowd_base.status == 0 && lone_base.status == 0, "baseline runs failed");
+	h_run(&base, "twice", 60, &twice_base);
+	h_expect(crowd_base.status == 0 && lone_base.status == 0 && twice_base.status == 0, "baseline runs failed");
 
-	/* 8 x 60 ms behind one queue: the last thread waits about 480 ms. */
+	/* 16 x 40 ms behind one queue: the last thread waits about 640 ms. */
 	run(&patient, "crowd", &crowd_base, &r);
 	h_expect(h_stat(&r, "\"daemon\"", "timeouts") == 0, "crowd, default patience: a thread gave up on a working daemon");
 	h_expect(h_stat(&r, "\"daemon\"", "patient_waits") >= 1, "crowd, default patience: no wait was stretched");
@@ -116,8 +146,13 @@ int main(int argc, char **argv)
 	h_result_free(&r);
 
 	run(&bounded, "crowd", &crowd_base, &r);
-	h_expect(h_stat(&r, "\"daemon\"", "timeouts") >= 1, "crowd, patience 200 ms: the bound did not hold");
-	h_expect(h_stat(&r, "\"daemon\"", "timeouts") < CROWD, "crowd, patience 200 ms: every thread gave up");
+	fetched = h_stat(&r, "\"daemon\"", "fetches");
+	h_expect(h_stat(&r, "\"daemon\"", "patient_waits") >= 1, "crowd, patience 300 ms: no wait was stretched");
+	h_expect(fetched >= 5 && fetched <= 9,
+		 "crowd, patience 300 ms: %lld threads served; about 7 (40 ms each up to 300 ms) expected, 3 without "
+		 "stretching, 11 or more past the bound", fetched);
+	h_expect(h_stat(&r, "\"daemon\"", "timeouts") == CROWD - fetched, "crowd, patience 300 ms: %lld timeouts for %lld unserved",
+		 h_stat(&r, "\"daemon\"", "timeouts"), CROWD - fetched);
 	h_result_free(&r);
 
 	run(&impatient, "crowd", &crowd_base, &r);
@@ -130,7 +165,16 @@ int main(int argc, char **argv)
 		 "lone thread: expected one timeout and no stretch (nothing shows the daemon working)");
 	h_result_free(&r);
 
+	/* The thread's own reply, taken in just before it asked again, is not
+	 * another thread's: the slow second request gives up on time. */
+	run(&own, "twice", &twice_base, &r);
+	h_expect(h_stat(&r, "\"daemon\"", "fetches") == 1 && h_stat(&r, "\"daemon\"", "timeouts") == 1 &&
+			 h_stat(&r, "\"daemon\"", "patient_waits") == 0,
+		 "own reply first: expected one fetch, one timeout and no stretch");
+	h_result_free(&r);
+
 	h_result_free(&crowd_base);
 	h_result_free(&lone_base);
+	h_result_free(&twice_base);
 	return h_finish();
 }
