@@ -191,9 +191,8 @@ def main():
         print(f"results in {args.out}")
     finally:
         if os.path.isdir(cg):
-            evict_ok = os.path.exists(os.path.join(mnt, "video"))
-            if evict_ok:
-                evict(os.path.join(mnt, "video"))
+            if os.path.exists(os.path.join(mnt, "video")):
+                evict(os.path.join(mnt, "video"))  # uncharge the cgroup before removing it
             try:
                 os.rmdir(cg)
             except OSError as e:

@@ -148,6 +148,18 @@ static int send_reply(int fd, const struct lcp_reply *reply, int stray_fd)
 	return sendmsg(fd, &msg, MSG_NOSIGNAL) == (ssize_t)sizeof(*reply) ? 0 : -1;
 }
 
+/* Whether this is the daemon's very first reply, over all connections. */
+static int first_reply(struct fake_daemon *d)
+{
+	int first;
+
+	pthread_mutex_lock(&d->lock);
+	first = d->served_total == 0;
+	d->served_total++;
+	pthread_mutex_unlock(&d->lock);
+	return first;
+}
+
 static void *serve_connection(void *arg)
 {
 	struct conn_arg *ca = arg;
@@ -270,28 +282,14 @@ static void *serve_connection(void *arg)
 			sleep_ms(d->delay_ms);
 			pthread_mutex_unlock(&d->queue);
 			break;
-		case FAKE_LATE_FIRST: {
-			int first;
-
-			pthread_mutex_lock(&d->lock);
-			first = d->served_total == 0;
-			d->served_total++;
-			pthread_mutex_unlock(&d->lock);
-			if (first)
+		case FAKE_LATE_FIRST:
+			if (first_reply(d))
 				sleep_ms(d->delay_ms);
 			break;
-		}
-		case FAKE_SLOW_LATER: {
-			int first;
-
-			pthread_mutex_lock(&d->lock);
-			first = d->served_total == 0;
-			d->served_total++;
-			pthread_mutex_unlock(&d->lock);
-			if (!first)
+		case FAKE_SLOW_LATER:
+			if (!first_reply(d))
 				sleep_ms(d->delay_ms);
 			break;
-		}
 		case FAKE_GARBAGE:
 			reply.magic = 0xdeadbeef;
 			break;

@@ -549,10 +549,8 @@ impl Checker<'_> {
 
     /// `patience_ms`, checked: a shim that waits for a daemon.
     fn patience(&self, key: &str, c: &ConfigSection) -> Result<Option<u32>, ExperimentError> {
+        self.daemon_flag(key, "patience_ms", c.patience_ms.map(|_| true), c)?;
         match c.patience_ms {
-            Some(_) if !matches!(c.libception, Some(Mode::Full | Mode::Serialize)) => {
-                Err(self.invalid(format!("{key}.patience_ms"), "needs the daemon: libception mode full or serialize"))
-            }
             Some(ms) if ms > 3_600_000 => Err(self.invalid(format!("{key}.patience_ms"), format!("{ms} is more than an hour (3600000 ms)"))),
             v => Ok(v),
         }

@@ -337,6 +337,14 @@ name = "wc"
 kind = "wc"
 "#;
 
+    /// Each experiment text is refused with an error that mentions its string.
+    fn assert_refused<'a>(cases: impl IntoIterator<Item = (String, &'a str)>) {
+        for (text, want) in cases {
+            let err = parse(&text).unwrap_err().to_string();
+            assert!(err.contains(want), "{err:?} should mention {want:?}");
+        }
+    }
+
     fn parse(text: &str) -> Result<Experiment, ExperimentError> {
         let dir = write_dir();
         let path = dir.path().join("e.toml");
@@ -545,10 +553,7 @@ kind = "wc"
         let gated = parse(&good.replace("hold_s = 60 }", "hold_s = 60, gate_pct = 3, max_settle_s = 900, lru_pct = 2 }")).unwrap();
         let st = gated.run.steady.unwrap();
         assert_eq!((st.gate_pct, st.max_settle_s, st.lru_pct), (Some(3.0), Some(900.0), Some(2.0)));
-        for (text, want) in cases {
-            let err = parse(&text).unwrap_err().to_string();
-            assert!(err.contains(want), "{err:?} should mention {want:?}");
-        }
+        assert_refused(cases);
     }
 
     #[test]
@@ -572,10 +577,7 @@ kind = "wc"
             (gated.replace("ramp_s = 600", "ramp_s = 25"), "shorter than run.steady.join_s"),
             (GOOD.replace("name = \"vanilla\"\nserver = \"nginx\"", "name = \"vanilla\"\nserver = \"nginx\"\nramp_s = 600"), "needs the steady protocol"),
         ];
-        for (text, want) in cases {
-            let err = parse(&text).unwrap_err().to_string();
-            assert!(err.contains(want), "{err:?} should mention {want:?}");
-        }
+        assert_refused(cases);
     }
 
     #[test]
@@ -583,10 +585,10 @@ kind = "wc"
         // The shim's patience, for a mode with a daemon only.
         let patient = GOOD.replace("prefetch_kb = [1024, 2048]", "prefetch_kb = 2048\npatience_ms = 0");
         assert_eq!(parse(&patient).unwrap().config("lib").unwrap().patience_ms, Some(0));
-        let err = parse(&GOOD.replace("name = \"vanilla\"\nserver = \"nginx\"", "name = \"vanilla\"\nserver = \"nginx\"\npatience_ms = 10"))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("config[0] (\"vanilla\").patience_ms"), "{err}");
+        assert_refused([(
+            GOOD.replace("name = \"vanilla\"\nserver = \"nginx\"", "name = \"vanilla\"\nserver = \"nginx\"\npatience_ms = 10"),
+            "config[0] (\"vanilla\").patience_ms",
+        )]);
     }
 
     #[test]
@@ -608,10 +610,7 @@ kind = "wc"
             (GOOD.replace("duration_s = 60", "duration_s = 60\nwarm_fill_pct = 101"), "run.warm_fill_pct"),
         ];
         assert_eq!(parse(&GOOD.replace("duration_s = 60", "duration_s = 60\nwarm_fill_pct = 90")).unwrap().run.warm_fill_pct, Some(90.0));
-        for (text, want) in cases {
-            let err = parse(&text).unwrap_err().to_string();
-            assert!(err.contains(want), "{err:?} should mention {want:?}");
-        }
+        assert_refused(cases);
     }
 
     #[test]
@@ -737,10 +736,7 @@ kind = "wc"
                 "config[0] (\"vanilla\").scheduler: a sweep of a block-only key needs [disk] mode = \"block\"",
             ),
         ];
-        for (text, want) in cases {
-            let err = parse(&text).unwrap_err().to_string();
-            assert!(err.contains(want), "{err:?} should mention {want:?}");
-        }
+        assert_refused(cases);
         let err = parse(&block("scheduler = \"cfq\"")).unwrap_err().to_string();
         assert!(err.contains("cfq") && err.contains("line "), "{err}");
     }
