@@ -286,10 +286,8 @@ fn expand_steps(base: Run, steps: &Value) -> anyhow::Result<Vec<Run>> {
             bytes: f(&["disk", "bytes"]).unwrap_or(0.0),
             busy_s: f(&["disk", "busy_s"]).unwrap_or(0.0),
         });
-        let repetition = runs.iter().filter(|r| r.rate == Some(rate)).count() as u32;
         runs.push(Run {
             rate: Some(rate),
-            repetition,
             // A step without a measured session has no failure figure; the
             // driver refuses such steps, so this is only an old or edited file.
             failure_pct: f(&["failure_percent"]).context("a step has no failure_percent")?,
@@ -339,6 +337,15 @@ impl Results {
                     incomplete.push(rdir);
                 }
             }
+        }
+        // Steps at one rate are its repetitions, in the order played: the
+        // parts of a resumed search (`steps-partNN`) sort before the run
+        // that finished it (`steps-rep0`).
+        let mut played: BTreeMap<(String, RateKey), u32> = BTreeMap::new();
+        for r in runs.iter_mut().filter(|r| r.window_s.is_some()) {
+            let n = played.entry((r.config.clone(), RateKey(r.rate.unwrap_or(0.0)))).or_insert(0);
+            r.repetition = *n;
+            *n += 1;
         }
         Ok(Results { dir: dir.to_owned(), experiment, machine, order, runs, incomplete })
     }

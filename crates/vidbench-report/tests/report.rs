@@ -237,3 +237,38 @@ fn trace_figures_cover_the_window_at_the_result_rate() {
     // A window trace is not windowed again.
     assert!(vidbench_report::write_trace_windows(&Results::load(root).unwrap()).unwrap().is_empty());
 }
+
+/// A search resumed in parts: the steps of `steps-part01` (the interrupted
+/// run's finished ones) and of `steps-rep0` (the run that went on after
+/// them) are one configuration's steps, a rate's steps its repetitions in
+/// the order played, whichever directory holds them.
+#[test]
+fn a_search_resumed_in_parts_is_read_as_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let step = |rate: f64, from: f64, failure: f64, mbs: f64| {
+        serde_json::json!({"index": 0, "spec": {"rate": rate}, "window_s": [from, from + 90.0], "failure_percent": failure, "throughput_mb_s": mbs})
+    };
+    let last = stepped_run(root, "srv", "nginx", serde_json::json!([step(5.0, 1300.0, 0.0, 41.0), step(5.5, 1500.0, 2.0, 43.0)]));
+    std::fs::write(last.join("DONE"), "").unwrap();
+    let part = root.join("runs/srv/steps-part01");
+    std::fs::create_dir_all(&part).unwrap();
+    for f in ["run.json", "result.json"] {
+        std::fs::copy(last.join(f), part.join(f)).unwrap();
+    }
+    std::fs::write(part.join("steps.json"), serde_json::json!([step(4.0, 1300.0, 0.0, 33.0), step(5.0, 1500.0, 0.1, 40.0)]).to_string()).unwrap();
+    std::fs::write(part.join("DONE"), "").unwrap();
+
+    let results = Results::load(root).unwrap();
+    let played: Vec<(f64, u32, f64)> = results.runs.iter().map(|r| (r.rate.unwrap(), r.repetition, r.throughput_mbs)).collect();
+    assert_eq!(played, vec![(4.0, 0, 33.0), (5.0, 0, 40.0), (5.0, 1, 41.0), (5.5, 0, 43.0)]);
+    let at_5 = &results.by_rate("srv")[&vidbench_report::RateKey(5.0)];
+    assert_eq!(at_5.len(), 2, "both parts' steps at 5.0 are its repetitions");
+    let out = root.join("report/report.md");
+    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+    vidbench_report::write_report(&results, &out).unwrap();
+    let md = std::fs::read_to_string(&out).unwrap();
+    for d in ["runs/srv/steps-part01", "runs/srv/steps-rep0"] {
+        assert_eq!(md.matches(&format!("| `{d}` |")).count(), 1, "{d} is one row of the setup table:\n{md}");
+    }
+}

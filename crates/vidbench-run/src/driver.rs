@@ -11,13 +11,16 @@
 //! OUT/runs/CONFIG/rate-R-repK/ one run: run.json, setup.json, load/, disk-*.json,
 //!                              daemon.json, shim/, resources.json, result.json, DONE
 //! OUT/runs/CONFIG/wc-repK/     one wc run: wc.json instead of load/
+//! OUT/runs/CONFIG/steps-rep0/  a stepped run: every step's window in steps.json
+//! OUT/runs/CONFIG/steps-partNN/ an interrupted stepped search's finished steps (parts.rs)
 //! OUT/runs/CONFIG/search.json  the search's decisions (search plans)
 //! OUT/summary.json             one line per configuration
 //! ```
 //!
 //! A run directory is complete when it holds `DONE` (written last); `--resume`
 //! reuses complete runs and redoes incomplete ones, and a search replays its
-//! finished runs from disk, so it takes the same decisions as before.
+//! finished runs (and a stepped search the steps it kept) from disk, so it
+//! takes the same decisions as before.
 //! One run ([`Driver::run_server`]) builds its guards in order (disk, cgroup,
 //! daemon, server) and stops them in reverse, on success, error or Ctrl-C alike.
 
@@ -27,6 +30,7 @@ use crate::daemon::{Daemon, DaemonOptions};
 use crate::disk::{self, BlockOptions, Disk, DiskOptions, Disks};
 use crate::experiment::{Config, DiskMode, Experiment, Mode, Prefetch, RatePlan, RunKind, WorkloadSource};
 use crate::interrupt::{self, Interrupted};
+use crate::parts;
 use crate::process::{tail, Child, Spawn};
 use crate::progress::{fmt_duration, Progress};
 use crate::reader::{self, ReadReport};
@@ -1018,23 +1022,66 @@ impl Driver {
                 Err(_) => Ok(ConfigSummary::from_points(cfg, threshold_pct, &steps_by_rate(&records)?)),
             };
         }
+        // A search keeps the finished steps of an interrupted run as a part
+        // and goes on after them; a fixed schedule starts again.
+        let searching = matches!(cfg.rates, RatePlan::Search { .. } | RatePlan::Bracket { .. });
         if dir.exists() {
-            std::fs::remove_dir_all(&dir).with_context(|| format!("cannot remove the incomplete run {}", dir.display()))?;
+            let kept = if searching { parts::keep(&cdir, &dir, &cfg.name, cfg.kind) } else { Ok(None) };
+            match kept {
+                Ok(Some(part)) => self.progress.printer().line(&format!("{}: the interrupted run's finished steps are kept in {}", cfg.name, part.display())),
+                Ok(None) => {}
+                Err(e) => self.progress.printer().line(&format!("{}: the interrupted run's steps cannot be kept ({e:#}); it starts again", cfg.name)),
+            }
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir).with_context(|| format!("cannot remove the incomplete run {}", dir.display()))?;
+            }
         }
+        let parts::Kept { records: mut earlier, outcomes: recorded } = if searching { parts::recorded(&cdir)? } else { Default::default() };
+        let plan = cfg.rates.clone();
+        let search = |prober: &mut dyn Prober| match &plan {
+            RatePlan::Search { search, threshold_pct } => search::find_max_failure_free(search, *threshold_pct, prober),
+            RatePlan::Bracket { bracket, threshold_pct } => search::bracket_max_failure_free(bracket, *threshold_pct, prober),
+            _ => unreachable!("only searches replay steps"),
+        };
+        // Whether the parts alone finish the search (interrupted between its
+        // last step and the end of the run).
+        let finished_by_parts = match recorded.is_empty() {
+            true => None,
+            false => match search(&mut search::Replay::new(&recorded, None)) {
+                Ok(r) => Some(r),
+                Err(e) if e.is::<search::ReplayExhausted>() => {
+                    let next = e.downcast_ref::<search::ReplayExhausted>().map_or(0.0, |x| x.next_rate);
+                    self.progress.printer().line(&format!(
+                        "{}: the search goes on after the {} steps of its earlier parts, at {next:.2} sessions/s after a new ramp",
+                        cfg.name,
+                        recorded.len()
+                    ));
+                    None
+                }
+                Err(e) => {
+                    let parts: Vec<String> = parts::parts(&cdir).iter().map(|p| p.display().to_string()).collect();
+                    return Err(e.context(format!(
+                        "cannot resume the search of `{}` from its kept steps (remove {} to search from scratch)",
+                        cfg.name,
+                        parts.join(", ")
+                    )));
+                }
+            },
+        };
         std::fs::create_dir_all(&dir)?;
         let what = format!("{}, every rate a step of one run", cfg.name);
         self.progress.start_run(&what);
         let started = Instant::now();
+        let continues: Vec<String> = parts::parts(&cdir).iter().filter_map(|p| Some(p.file_name()?.to_str()?.to_string())).collect();
         write_json(
             &dir.join("run.json"),
-            &json!({"experiment": self.exp.name, "config": cfg, "rate": null, "steps": true, "repetition": 0, "seed": self.exp.run.seed, "started_unix_s": now_unix()}),
+            &json!({"experiment": self.exp.name, "config": cfg, "rate": null, "steps": true, "repetition": 0, "seed": self.exp.run.seed,
+                    "started_unix_s": now_unix(), "continues": continues, "replayed_steps": recorded.len()}),
         )?;
-        let plan = cfg.rates.clone();
-        let played = self.serve(cfg, 0, &dir, json!("steps"), |d, children| {
-            d.play_steady(children, timing, 0, &dir, |ch| {
-                match &plan {
-                    RatePlan::Search { search, threshold_pct } => search::find_max_failure_free(search, *threshold_pct, ch).map(Some),
-                    RatePlan::Bracket { bracket, threshold_pct } => search::bracket_max_failure_free(bracket, *threshold_pct, ch).map(Some),
+        let played = match finished_by_parts {
+            Some(r) => write_json(&dir.join("steps.json"), &Vec::<StepRecord>::new()).map(|_| (Some(r), Vec::new())),
+            None => self.serve(cfg, 0, &dir, json!("steps"), |d, children| {
+                d.play_steady(children, timing, 0, &dir, |ch| match &plan {
                     RatePlan::Fixed { rates, repetitions, .. } => {
                         for rate in rates {
                             for _ in 0..*repetitions {
@@ -1044,11 +1091,15 @@ impl Driver {
                         Ok(None)
                     }
                     RatePlan::None { .. } => unreachable!("wc configurations have no rates"),
-                }
-            })
-        });
+                    _ => search(&mut search::Replay::new(&recorded, Some(ch as &mut dyn Prober))).map(Some),
+                })
+            }),
+        };
         let (search_result, records) = match played {
-            Ok(p) => p,
+            Ok((r, records)) => {
+                earlier.extend(records);
+                (r, earlier)
+            }
             Err(e) => {
                 let _ = std::fs::write(dir.join("error.txt"), format!("{e:#}\n"));
                 return Err(e.context(format!("run {} failed (its files are in {})", what, dir.display())));

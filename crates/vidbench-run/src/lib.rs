@@ -39,6 +39,7 @@ mod disk;
 mod driver;
 mod experiment;
 mod interrupt;
+mod parts;
 mod process;
 pub mod reclaim;
 mod progress;

@@ -54,6 +54,65 @@ pub trait Prober {
     fn probe(&mut self, rate: f64, repetition: u32) -> anyhow::Result<Outcome>;
 }
 
+/// Answers a search's first probes from outcomes played before, in order
+/// (the finished steps of an interrupted stepped run), then hands the rest
+/// to `live`. The search is deterministic, so it asks again for the rates
+/// it asked for then; a different rate means the search or its settings
+/// changed, and the recorded outcomes cannot stand for it. Without `live`,
+/// a probe past the record fails with [`ReplayExhausted`]: whether the
+/// record alone finishes the search is then known without running anything.
+pub struct Replay<'a> {
+    recorded: &'a [(f64, Outcome)],
+    next: usize,
+    live: Option<&'a mut dyn Prober>,
+}
+
+/// The record ran out before the search ended (a [`Replay`] without `live`).
+#[derive(Debug)]
+pub struct ReplayExhausted {
+    pub next_rate: f64,
+}
+
+impl std::fmt::Display for ReplayExhausted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the recorded steps end before the search does (next rate {:.2} sessions/s)", self.next_rate)
+    }
+}
+
+impl std::error::Error for ReplayExhausted {}
+
+impl<'a> Replay<'a> {
+    pub fn new(recorded: &'a [(f64, Outcome)], live: Option<&'a mut dyn Prober>) -> Replay<'a> {
+        Replay { recorded, next: 0, live }
+    }
+
+    /// How many recorded outcomes the search has taken so far.
+    #[cfg(test)]
+    pub fn replayed(&self) -> usize {
+        self.next
+    }
+}
+
+impl Prober for Replay<'_> {
+    fn probe(&mut self, rate: f64, repetition: u32) -> anyhow::Result<Outcome> {
+        if let Some(&(played, outcome)) = self.recorded.get(self.next) {
+            if !same(played, rate) {
+                anyhow::bail!(
+                    "the search asks for {rate:.2} sessions/s as its probe {} where the recorded step played {played:.2}: \
+                     the search or its settings changed since those steps ran",
+                    self.next + 1
+                );
+            }
+            self.next += 1;
+            return Ok(outcome);
+        }
+        match self.live.as_mut() {
+            Some(live) => live.probe(rate, repetition),
+            None => Err(ReplayExhausted { next_rate: rate }.into()),
+        }
+    }
+}
+
 /// One probe the search made, in order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Step {
@@ -529,5 +588,45 @@ mod tests {
         }
         let err = find_max_failure_free(&section(), 0.3, &mut Broken).unwrap_err();
         assert!(err.to_string().contains("did not start"));
+    }
+
+    #[test]
+    fn a_search_resumed_from_recorded_steps_takes_the_same_decisions() {
+        let whole = bracket_max_failure_free(&bracket(), 0.3, &mut SimulatedServer::new(30.0, 0.1, 7)).unwrap();
+        assert!(whole.steps.len() > 4);
+        // Interrupted after its first four probes: those are the record.
+        let recorded: Vec<(f64, Outcome)> = whole.steps[..4].iter().map(|s| (s.rate, s.outcome)).collect();
+        // The record alone does not finish the search, and says where it goes next.
+        let err = bracket_max_failure_free(&bracket(), 0.3, &mut Replay::new(&recorded, None)).unwrap_err();
+        let exhausted = err.downcast_ref::<ReplayExhausted>().expect("the record ran out");
+        assert_eq!(exhausted.next_rate, whole.steps[4].rate);
+        // The rest runs live, on a server that gives the same outcomes for
+        // the probes after the record (same seed, its first four draws spent).
+        let mut live = SimulatedServer::new(30.0, 0.1, 7);
+        for s in &whole.steps[..4] {
+            live.probe(s.rate, s.repetition).unwrap();
+        }
+        live.calls.clear();
+        let resumed = {
+            let mut replay = Replay::new(&recorded, Some(&mut live));
+            let r = bracket_max_failure_free(&bracket(), 0.3, &mut replay).unwrap();
+            assert_eq!(replay.replayed(), 4);
+            r
+        };
+        assert_eq!(resumed, whole);
+        assert_eq!(live.calls.len(), whole.steps.len() - 4, "the recorded probes were not run again");
+        // A whole record finishes the search without a live prober.
+        let all: Vec<(f64, Outcome)> = whole.steps.iter().map(|s| (s.rate, s.outcome)).collect();
+        assert_eq!(bracket_max_failure_free(&bracket(), 0.3, &mut Replay::new(&all, None)).unwrap(), whole);
+    }
+
+    #[test]
+    fn a_record_from_another_search_is_refused() {
+        let whole = bracket_max_failure_free(&bracket(), 0.3, &mut SimulatedServer::new(30.0, 0.1, 7)).unwrap();
+        let recorded: Vec<(f64, Outcome)> = whole.steps.iter().map(|s| (s.rate, s.outcome)).collect();
+        let moved = BracketSection { start: bracket().start * 1.5, ..bracket() };
+        let err = bracket_max_failure_free(&moved, 0.3, &mut Replay::new(&recorded, None)).unwrap_err();
+        assert!(err.downcast_ref::<ReplayExhausted>().is_none());
+        assert!(err.to_string().contains("changed since those steps ran"), "{err}");
     }
 }

@@ -1,0 +1,208 @@
+//! The finished steps of an interrupted stepped search, kept as parts.
+//!
+//! A configuration searched by steps of one run (`run.steady.one_run`) spends
+//! most of an hour in one run directory, `steps-rep0`. When that run is
+//! interrupted (Ctrl-C, the end of a working session) or fails, the steps it
+//! finished are complete measurements: each window opened on a settled system
+//! and was judged on its own. On `--resume` the directory becomes a part,
+//! `steps-partNN` (NN from 01, oldest first), its `steps.json` rebuilt from
+//! the load client's `load/steps.json` and `samples.csv` as the driver would
+//! have written it, and the search replays the parts' outcomes
+//! ([`crate::search::Replay`]) and goes on in a new `steps-rep0` whose first
+//! step ramps afresh, as a separate run at that rate does (steps and separate
+//! runs were shown to agree: `docs/results/steps-vs-runs-2026-11-25`).
+//!
+//! Fixed schedules are time series (how long the system has run is part of
+//! what they measure, and a controller's state with it), so they restart from
+//! scratch instead; only searches keep parts.
+
+use crate::driver::{now_unix, RunResult, DONE};
+use crate::experiment::RunKind;
+use crate::search::Outcome;
+use crate::steady::{self, Sample, StepRecord};
+use anyhow::Context;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use vidbench_load::StepResult;
+
+/// Part directories are named this, then two digits.
+const PART_PREFIX: &str = "steps-part";
+
+/// Written into a part beside `DONE`: where it came from.
+pub const PART_FILE: &str = "part.json";
+
+/// The parts of a configuration (complete ones only), oldest first.
+pub fn parts(config_dir: &Path) -> Vec<PathBuf> {
+    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir(config_dir)
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| {
+                    let n: u32 = e.file_name().to_str()?.strip_prefix(PART_PREFIX)?.parse().ok()?;
+                    e.path().join(DONE).exists().then(|| (n, e.path()))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    found.into_iter().map(|(_, p)| p).collect()
+}
+
+/// The steps the interrupted `run` finished, in order, with the disk's and
+/// the memory's figures over each window; stops at the first step without a
+/// measured session (the search could not have taken it). Empty when the
+/// load client finished none.
+fn finished_steps(run: &Path) -> anyhow::Result<Vec<StepRecord>> {
+    let path = run.join("load/steps.json");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    let steps: Vec<StepResult> = serde_json::from_str(&text).with_context(|| format!("{} is not a list of steps", path.display()))?;
+    // The sampler flushes every row; a row cut by a crash ends the list.
+    let samples: Vec<Sample> = match csv::Reader::from_path(run.join("samples.csv")) {
+        Ok(mut r) => r.deserialize().map_while(Result::ok).collect(),
+        Err(_) => Vec::new(),
+    };
+    Ok(steps.into_iter().take_while(|s| s.failure_percent.is_some()).map(|s| StepRecord::new(s, &samples)).collect())
+}
+
+/// Turns the interrupted stepped run `run` of configuration `name` into the configuration's
+/// next part when it finished a step, and returns the part's directory;
+/// `None` when it finished none (the caller removes it). The part is complete
+/// like any run: `run.json`, `steps.json`, `result.json` (the last step's
+/// outcome; `wall_s` the load's time until its last sample), `part.json`
+/// and `DONE`, so reports and records read it as one.
+pub fn keep(config_dir: &Path, run: &Path, name: &str, kind: RunKind) -> anyhow::Result<Option<PathBuf>> {
+    let records = finished_steps(run)?;
+    let Some(last) = records.last() else { return Ok(None) };
+    let write = |name: &str, text: String| std::fs::write(run.join(name), text).with_context(|| format!("cannot write {}", run.join(name).display()));
+    write("steps.json", serde_json::to_string_pretty(&records)? + "\n")?;
+    let last_sample_s = csv::Reader::from_path(run.join("samples.csv"))
+        .ok()
+        .and_then(|mut r| r.deserialize::<Sample>().map_while(Result::ok).last())
+        .map_or(last.load.window_s.1, |s| s.t_s);
+    let outcome = steady::outcome(&last.load)?;
+    let result = RunResult { config: name.to_string(), kind, rate: None, repetition: 0, outcome, wall_s: last_sample_s };
+    write("result.json", serde_json::to_string_pretty(&result)? + "\n")?;
+    let part = config_dir.join(format!("{PART_PREFIX}{:02}", parts(config_dir).len() + 1));
+    anyhow::ensure!(!part.exists(), "{} exists but is not a complete part: remove it", part.display());
+    write(
+        PART_FILE,
+        serde_json::to_string_pretty(&json!({
+            "kept_from": run.file_name().and_then(|n| n.to_str()),
+            "steps": records.len(),
+            "interrupted_after_s": last_sample_s,
+            "kept_unix_s": now_unix(),
+            "why": "an interrupted stepped search; its finished steps stand, and the search went on after them in a new run",
+        }))? + "\n",
+    )?;
+    write(DONE, format!("{}\n", now_unix()))?;
+    std::fs::rename(run, &part).with_context(|| format!("cannot rename {} to {}", run.display(), part.display()))?;
+    Ok(Some(part))
+}
+
+/// The kept steps of every part of a configuration, oldest first.
+#[derive(Debug, Default)]
+pub struct Kept {
+    pub records: Vec<StepRecord>,
+    /// (rate, outcome) of each, as a resumed search replays them.
+    pub outcomes: Vec<(f64, Outcome)>,
+}
+
+/// The kept steps of every part of the configuration.
+pub fn recorded(config_dir: &Path) -> anyhow::Result<Kept> {
+    let mut records = Vec::new();
+    for part in parts(config_dir) {
+        let path = part.join("steps.json");
+        let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let steps: Vec<StepRecord> = serde_json::from_str(&text).with_context(|| format!("{} is not a list of steps", path.display()))?;
+        records.extend(steps);
+    }
+    let outcomes = records.iter().map(|r| Ok((r.load.spec.rate, steady::outcome(&r.load)?))).collect::<anyhow::Result<_>>()?;
+    Ok(Kept { records, outcomes })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(index: u32, rate: f64, window: (f64, f64), failure: Option<f64>) -> serde_json::Value {
+        json!({
+            "index": index,
+            "spec": {"rate": rate, "settle_s": 10.0, "measure_s": window.1 - window.0, "hold_s": 5.0, "gate_pct": 0.0, "max_settle_s": 0.0, "join_s": 0.0},
+            "start_s": window.0 - 10.0,
+            "window_s": [window.0, window.1],
+            "end_s": window.1 + 5.0,
+            "sessions_started": 30,
+            "sessions_measured": 20,
+            "sessions_failed": 0,
+            "failed_by_cause": {},
+            "failure_percent": failure,
+            "throughput_mb_s": 10.0 * rate,
+            "received_mb_s": null,
+            "samples_mb_s": [null, null],
+            "samples": 0,
+            "active_sessions": null,
+            "settled_s": 10.0,
+        })
+    }
+
+    /// An interrupted run directory: two finished steps (`failures` their
+    /// failure %) and the samples of 60 s, the disk reading 1 MB a second.
+    fn interrupted(dir: &Path, failures: [Option<f64>; 2]) {
+        std::fs::create_dir_all(dir.join("load")).unwrap();
+        let steps = json!([step(0, 2.0, (10.0, 20.0), failures[0]), step(1, 2.4, (30.0, 40.0), failures[1])]);
+        std::fs::write(dir.join("load/steps.json"), steps.to_string()).unwrap();
+        let mut w = csv::Writer::from_path(dir.join("samples.csv")).unwrap();
+        for k in 0..=60 {
+            let t = k as f64;
+            w.serialize(Sample { t_s: t, disk_bytes: Some(t * 1e6), ..Sample::default() }).unwrap();
+        }
+        w.flush().unwrap();
+        // A row cut by the interruption.
+        std::fs::OpenOptions::new().append(true).open(dir.join("samples.csv")).map(|mut f| std::io::Write::write_all(&mut f, b"61.0,6")).unwrap().unwrap();
+    }
+
+    #[test]
+    fn an_interrupted_search_keeps_its_finished_steps_as_numbered_parts() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cdir = tmp.path();
+        let run = cdir.join("steps-rep0");
+        interrupted(&run, [Some(0.0), Some(1.5)]);
+        let part = keep(cdir, &run, "srv", RunKind::default()).unwrap().expect("two finished steps");
+        assert_eq!(part, cdir.join("steps-part01"));
+        assert!(!run.exists() && part.join(DONE).exists() && part.join(PART_FILE).exists());
+        let Kept { records, outcomes } = recorded(cdir).unwrap();
+        assert_eq!(outcomes, vec![(2.0, Outcome { failure_pct: 0.0, throughput_mbs: 20.0 }), (2.4, Outcome { failure_pct: 1.5, throughput_mbs: 24.0 })]);
+        // The disk's figures over each window, as the driver computes them.
+        let disk = records[1].disk.expect("disk window");
+        assert!((disk.mb_s - 1.0).abs() < 1e-9, "{disk:?}");
+        assert_eq!(records[1].disk_bytes_per_delivered_byte, Some(1.0 / 24.0));
+        let result: RunResult = serde_json::from_str(&std::fs::read_to_string(part.join("result.json")).unwrap()).unwrap();
+        assert_eq!((result.rate, result.outcome.failure_pct, result.wall_s), (None, 1.5, 60.0));
+
+        // A second interruption becomes the second part; both replay in order.
+        interrupted(&run, [Some(0.1), Some(0.2)]);
+        assert_eq!(keep(cdir, &run, "srv", RunKind::default()).unwrap(), Some(cdir.join("steps-part02")));
+        let outcomes = recorded(cdir).unwrap().outcomes;
+        assert_eq!(outcomes.iter().map(|o| o.1.failure_pct).collect::<Vec<_>>(), vec![0.0, 1.5, 0.1, 0.2]);
+    }
+
+    #[test]
+    fn a_run_without_a_finished_step_is_not_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = tmp.path().join("steps-rep0");
+        std::fs::create_dir_all(run.join("load")).unwrap();
+        // Interrupted during its ramp: the load client wrote no steps.
+        assert_eq!(keep(tmp.path(), &run, "srv", RunKind::default()).unwrap(), None);
+        // A first step without a measured session ends the list there.
+        interrupted(&run, [None, Some(0.0)]);
+        assert_eq!(keep(tmp.path(), &run, "srv", RunKind::default()).unwrap(), None);
+        assert!(parts(tmp.path()).is_empty());
+        // A corrupt list is an error naming the file, not a part.
+        std::fs::write(run.join("load/steps.json"), "[{\"index\": 0,").unwrap();
+        let err = keep(tmp.path(), &run, "srv", RunKind::default()).unwrap_err();
+        assert!(format!("{err:#}").contains("load/steps.json"), "{err:#}");
+    }
+}

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# A stepped search interrupted after some of its steps goes on after them on
+# --resume, with real nginx on the emulated disk:
+#  - the interrupted run becomes runs/srv/steps-part01 (DONE, part.json, its
+#    finished steps in steps.json with their disk windows);
+#  - the resumed run steps-rep0 ramps afresh, says how many steps it
+#    replayed, and plays only the search's remaining probes;
+#  - search.json holds every probe, the part's first and with the outcomes
+#    the part measured;
+#  - the report reads both directories as the configuration's steps.
+# Needs root, /dev/fuse, a cgroup memory controller, nginx and jq.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+source tests/integration/lib/scratch.sh
+nginx_run_prereqs
+scratch run-resume-steps
+
+"$VB" workload gen bench/specs/small.toml --out "$tmp/w" > /dev/null
+cat > "$tmp/exp.toml" <<EOT
+name = "resume-steps"
+templates = "$PWD/bench/servers"
+[workload]
+dir = "$tmp/w"
+[disk]
+mode = "fuse"
+preset = "wd-red-1tb"
+[memory]
+limit_mb = 256
+[run]
+warm = false
+port = 18099
+steady = { ramp_s = 15, settle_s = 10, measure_s = 15, hold_s = 5 }
+[rates]
+bracket = { start = 1, step_pct = 20, resolution_pct = 5, repetitions = 2, max_probes = 4 }
+[[config]]
+name = "srv"
+server = "nginx"
+EOT
+out=$tmp/r
+
+# Interrupted once its second step has been reported.
+"$VB" run "$tmp/exp.toml" --out "$out" > /dev/null 2> "$tmp/log" & driver=$!
+for _ in $(seq 1800); do grep -q "    step 2 at" "$tmp/log" && break; kill -0 $driver 2>/dev/null || break; sleep 0.1; done
+grep -q "    step 2 at" "$tmp/log" || fail "the run never reached its second step"
+kill -INT $driver
+if wait $driver; then fail "an interrupted experiment exited 0"; fi
+driver=
+run=$out/runs/srv/steps-rep0
+[ -d "$run" ] && [ ! -e "$run/DONE" ] || fail "the interrupted run is not left incomplete"
+[ -f "$run/load/steps.json" ] || fail "the load client did not keep its finished steps"
+kept=$(jq length "$run/load/steps.json")
+[ "$kept" -ge 2 ] || fail "only $kept finished steps were written"
+
+"$VB" run "$tmp/exp.toml" --out "$out" --resume > /dev/null 2> "$tmp/log" || fail "the resumed search failed"
+part=$out/runs/srv/steps-part01
+grep -q "finished steps are kept in $part" "$tmp/log" || fail "the resume did not say where the steps were kept"
+grep -q "goes on after the $kept steps of its earlier parts" "$tmp/log" || fail "the resume did not say it replays $kept steps"
+for f in DONE part.json steps.json result.json run.json samples.csv; do
+  [ -f "$part/$f" ] || fail "the part has no $f"
+done
+[ "$(jq length "$part/steps.json")" = "$kept" ] || fail "the part holds $(jq length "$part/steps.json") steps, not $kept"
+jq -e 'all(.[]; .disk.mb_s != null and .disk_bytes_per_delivered_byte != null)' "$part/steps.json" > /dev/null \
+  || fail "the part's steps lack their disk windows"
+[ -f "$run/DONE" ] || fail "the resumed run did not finish"
+[ "$(jq .replayed_steps "$run/run.json")" = "$kept" ] || fail "run.json does not record the replayed steps"
+jq -e '.continues == ["steps-part01"]' "$run/run.json" > /dev/null || fail "run.json does not name the part it continues"
+search=$out/runs/srv/search.json
+probes=$(jq '.steps | length' "$search")
+[ "$probes" = 4 ] || fail "the search made $probes probes, not its max_probes of 4"
+[ "$(jq length "$run/steps.json")" = $((probes - kept)) ] || fail "the resumed run played $(jq length "$run/steps.json") steps, not the $((probes - kept)) left"
+# The resumed run's first step ramps (15 s) rather than settling (10 s).
+[ "$(jq '.[0].spec.settle_s' "$run/steps.json")" = 15 ] || fail "the resumed run's first step did not ramp"
+# The search took the part's outcomes for its first probes.
+jq -n --slurpfile s "$search" --slurpfile p "$part/steps.json" \
+  '[$s[0].steps[:($p[0] | length)][] | [.rate, .outcome.failure_pct]] == [$p[0][] | [.spec.rate, .failure_percent]]' \
+  | grep -qx true || fail "search.json does not start with the part's steps"
+
+"$VB" report "$out" --out "$tmp/report.md" > /dev/null 2>> "$tmp/log" || fail "the report failed"
+grep -q '| `runs/srv/steps-part01` |' "$tmp/report.md" || fail "the report does not list the part"
+grep -q '| `runs/srv/steps-rep0` |' "$tmp/report.md" || fail "the report does not list the resumed run"
+echo "run-resume-steps: ok ($kept steps kept, $((probes - kept)) played after the resume)"
