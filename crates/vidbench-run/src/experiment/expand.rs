@@ -341,24 +341,20 @@ impl Checker<'_> {
         Ok(())
     }
 
-    /// A configuration's own `ramp_s`, checked as `run.steady.ramp_s` is
-    /// against the rest of the experiment's timings.
+    /// A configuration's own `ramp_s`: the experiment's timings with it in
+    /// place of `run.steady.ramp_s` must pass the checks of [`Self::steady`].
     fn own_ramp(&self, key: &str, c: &ConfigSection, steady: Option<&SteadySection>) -> Result<(), ExperimentError> {
         let Some(ramp) = c.ramp_s else { return Ok(()) };
         let k = format!("{key}.ramp_s");
         let Some(st) = steady else {
             return Err(self.invalid(k, "a ramp of its own needs the steady protocol (run.steady)"));
         };
-        if !(ramp.is_finite() && ramp > 0.0 && (ramp / SAMPLE_INTERVAL_S).fract() == 0.0) {
-            return Err(self.invalid(k, format!("{ramp} must be a positive number of seconds, a multiple of the {SAMPLE_INTERVAL_S} s sample interval")));
+        match self.steady(&SteadySection { ramp_s: ramp, ..*st }) {
+            Err(ExperimentError::Invalid { key: theirs, message, .. }) => {
+                Err(self.invalid(k, format!("{ramp} s in place of run.steady.ramp_s fails {theirs}: {message}")))
+            }
+            other => other,
         }
-        if st.max_settle_s.is_some_and(|max| ramp > max) {
-            return Err(self.invalid(k, format!("{ramp} is longer than run.steady.max_settle_s, the longest the gate waits")));
-        }
-        if st.join_s.is_some_and(|j| ramp < j) {
-            return Err(self.invalid(k, format!("{ramp} is shorter than run.steady.join_s")));
-        }
-        Ok(())
     }
 
     /// A `[rates]` table (top-level or a configuration's) as a rate plan.

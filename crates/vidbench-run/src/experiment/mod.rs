@@ -573,8 +573,8 @@ kind = "wc"
         let cases = [
             (gated.replace("ramp_s = 600", "ramp_s = 602"), "config[0] (\"vanilla\").ramp_s"),
             (gated.replace("ramp_s = 600", "ramp_s = 0"), "config[0] (\"vanilla\").ramp_s"),
-            (gated.replace("ramp_s = 600", "ramp_s = 1200"), "longer than run.steady.max_settle_s"),
-            (gated.replace("ramp_s = 600", "ramp_s = 25"), "shorter than run.steady.join_s"),
+            (gated.replace("ramp_s = 600", "ramp_s = 1200"), "config[0] (\"vanilla\").ramp_s: 1200 s in place of run.steady.ramp_s fails run.steady.max_settle_s"),
+            (gated.replace("ramp_s = 600", "ramp_s = 25"), "fails run.steady.join_s"),
             (GOOD.replace("name = \"vanilla\"\nserver = \"nginx\"", "name = \"vanilla\"\nserver = \"nginx\"\nramp_s = 600"), "needs the steady protocol"),
         ];
         assert_refused(cases);
