@@ -25,13 +25,15 @@ finish "$tmp/into/runs/a" into-a
 mkdir -p "$tmp/into/runs/b/steps-rep0"   # b interrupted in INTO: no DONE
 results "$tmp/from" 8589934592 abc 2048
 finish "$tmp/from/runs/b" from-b
-mkdir -p "$tmp/from/runs/a/steps-rep0"   # a unfinished in FROM: not copied
+mkdir -p "$tmp/from/runs/a/steps-rep0"   # a unfinished in FROM: not copied,
+finish "$tmp/from/runs/a" from-a-part    # even with a part kept from an earlier run
+mv "$tmp/from/runs/a/steps-rep0" "$tmp/from/runs/a/steps-part01" && mkdir "$tmp/from/runs/a/steps-rep0"
 scripts/merge-results "$tmp/from" "$tmp/into" > "$tmp/out"
 grep -qx "merged b" "$tmp/out" && [ "$(wc -l < "$tmp/out")" -eq 1 ] || fail "merged: $(cat "$tmp/out")"
 [ "$(cat "$tmp/into/runs/b/steps-rep0/steps.json")" = from-b ] && [ -f "$tmp/into/runs/b/steps-rep0/DONE" ] || fail "b was not copied whole"
 [ "$(cat "$tmp/into/runs/a/steps-rep0/steps.json")" = into-a ] || fail "INTO's finished a was touched"
 [ -f "$tmp/from/runs/b/steps-rep0/DONE" ] || fail "FROM was changed"
-echo "ok: a finished configuration joined, an interrupted one replaced, FROM kept"
+echo "ok: a finished configuration joined, an interrupted one replaced, one with only a kept part left, FROM kept"
 
 refused() { # what, expected words, FROM
   if scripts/merge-results "$3" "$tmp/into" > /dev/null 2> "$tmp/err"; then fail "$1 was accepted"; fi

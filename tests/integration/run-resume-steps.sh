@@ -55,21 +55,21 @@ kept=$(jq length "$run/load/steps.json")
 part=$out/runs/srv/steps-part01
 grep -q "finished steps are kept in $part" "$tmp/log" || fail "the resume did not say where the steps were kept"
 grep -q "goes on after the $kept steps of its earlier parts" "$tmp/log" || fail "the resume did not say it replays $kept steps"
-for f in DONE part.json steps.json result.json run.json samples.csv; do
+for f in DONE part.json steps.json result.json run.json samples.csv setup.json; do
   [ -f "$part/$f" ] || fail "the part has no $f"
 done
 [ "$(jq length "$part/steps.json")" = "$kept" ] || fail "the part holds $(jq length "$part/steps.json") steps, not $kept"
 jq -e 'all(.[]; .disk.mb_s != null and .disk_bytes_per_delivered_byte != null)' "$part/steps.json" > /dev/null \
   || fail "the part's steps lack their disk windows"
 [ -f "$run/DONE" ] || fail "the resumed run did not finish"
-[ "$(jq .replayed_steps "$run/run.json")" = "$kept" ] || fail "run.json does not record the replayed steps"
+jq -e --argjson k "$kept" '.replayed_steps == $k' "$run/run.json" > /dev/null || fail "run.json does not record the replayed steps"
 jq -e '.continues == ["steps-part01"]' "$run/run.json" > /dev/null || fail "run.json does not name the part it continues"
 search=$out/runs/srv/search.json
 probes=$(jq '.steps | length' "$search")
 [ "$probes" = 4 ] || fail "the search made $probes probes, not its max_probes of 4"
 [ "$(jq length "$run/steps.json")" = $((probes - kept)) ] || fail "the resumed run played $(jq length "$run/steps.json") steps, not the $((probes - kept)) left"
 # The resumed run's first step ramps (15 s) rather than settling (10 s).
-[ "$(jq '.[0].spec.settle_s' "$run/steps.json")" = 15 ] || fail "the resumed run's first step did not ramp"
+jq -e '.[0].spec.settle_s == 15' "$run/steps.json" > /dev/null || fail "the resumed run's first step did not ramp"
 # The search took the part's outcomes for its first probes.
 jq -n --slurpfile s "$search" --slurpfile p "$part/steps.json" \
   '[$s[0].steps[:($p[0] | length)][] | [.rate, .outcome.failure_pct]] == [$p[0][] | [.spec.rate, .failure_percent]]' \

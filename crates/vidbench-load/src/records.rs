@@ -408,14 +408,19 @@ impl Collector {
     }
 
     /// Ends the current step: its result joins `steps`, and `steps.json` in
-    /// `dir` is rewritten so that finished steps survive an interrupted run.
+    /// `dir` is replaced so that finished steps survive an interrupted run
+    /// (the driver keeps them: vidbench-run's `parts.rs`).
     pub fn finish_step(&mut self, dir: &Path) -> Result<StepResult, crate::LoadError> {
         let step = self.step.take().expect("finish_step is called in a stepped run");
         let result = step.finish(&self.completed, &self.intervals);
         self.steps.push(result.clone());
+        // Through a temporary file and a rename, so that a kill mid-write
+        // leaves the previous list whole.
         let path = dir.join("steps.json");
+        let temporary = dir.join("steps.json.tmp");
         let text = serde_json::to_string_pretty(&self.steps).expect("steps serialize") + "\n";
-        std::fs::write(&path, text).map_err(|error| crate::LoadError::Output { path, error })?;
+        std::fs::write(&temporary, text).map_err(|error| crate::LoadError::Output { path: temporary.clone(), error })?;
+        std::fs::rename(&temporary, &path).map_err(|error| crate::LoadError::Output { path, error })?;
         Ok(result)
     }
 

@@ -199,6 +199,11 @@ pub(crate) fn read_trace_text(path: &Path) -> anyhow::Result<String> {
         std::io::Read::read_to_string(&mut std::io::BufReader::new(file), &mut text)
     };
     read.with_context(|| format!("cannot read {}", path.display()))?;
+    // A trace whose writer was killed (a kept part of an interrupted run)
+    // can end in a line without its newline: that request is left out.
+    if !text.ends_with('\n') {
+        text.truncate(text.rfind('\n').map_or(0, |k| k + 1));
+    }
     Ok(text)
 }
 

@@ -196,6 +196,9 @@ pub struct Results {
     pub runs: Vec<Run>,
     /// Run directories without DONE (interrupted or failed), for the record.
     pub incomplete: Vec<PathBuf>,
+    /// Configurations whose stepped search has only kept parts
+    /// (`steps-partNN`) and no finished run: their search is not over.
+    pub unfinished: Vec<String>,
 }
 
 fn read_json(path: &Path) -> anyhow::Result<Value> {
@@ -327,7 +330,13 @@ impl Results {
             .filter(|p| p.is_dir())
             .collect();
         config_dirs.sort();
+        let mut unfinished = Vec::new();
         for cdir in config_dirs {
+            let name = |p: &Path| p.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+            let part = |p: &Path| name(p).starts_with("steps-part") && p.join("DONE").exists();
+            if std::fs::read_dir(&cdir)?.flatten().any(|e| part(&e.path())) && !cdir.join("steps-rep0/DONE").exists() {
+                unfinished.push(name(&cdir));
+            }
             let mut run_dirs: Vec<PathBuf> = std::fs::read_dir(&cdir)?.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
             run_dirs.sort();
             for rdir in run_dirs {
@@ -338,16 +347,18 @@ impl Results {
                 }
             }
         }
-        // Steps at one rate are its repetitions, in the order played: the
-        // parts of a resumed search (`steps-partNN`) sort before the run
-        // that finished it (`steps-rep0`).
+        // A stepped run's steps at one rate are its repetitions, in the
+        // order played: the parts of a resumed search (`steps-partNN`) sort
+        // before the run that went on after them (`steps-rep0`). Separate
+        // runs keep the repetition their run.json gives.
+        let stepped = |r: &Run| r.dir.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("steps-"));
         let mut played: BTreeMap<(String, RateKey), u32> = BTreeMap::new();
-        for r in runs.iter_mut().filter(|r| r.window_s.is_some()) {
+        for r in runs.iter_mut().filter(|r| stepped(r)) {
             let n = played.entry((r.config.clone(), RateKey(r.rate.unwrap_or(0.0)))).or_insert(0);
             r.repetition = *n;
             *n += 1;
         }
-        Ok(Results { dir: dir.to_owned(), experiment, machine, order, runs, incomplete })
+        Ok(Results { dir: dir.to_owned(), experiment, machine, order, runs, incomplete, unfinished })
     }
 
     /// Configuration names with runs, in experiment order.

@@ -94,6 +94,13 @@ fn header(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
         ctx.results.runs.len(),
         if ctx.results.incomplete.is_empty() { String::new() } else { format!(", {} incomplete runs ignored", ctx.results.incomplete.len()) }
     )?;
+    if !ctx.results.unfinished.is_empty() {
+        writeln!(
+            ctx.md,
+            "**Searches not finished**: {} (only the steps kept from interrupted runs; their rows are what those steps give, not a search's answer).\n",
+            ctx.results.unfinished.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ")
+        )?;
+    }
     let m = &ctx.results.machine;
     let s = |k: &str| m.get(k).map(|v| v.to_string().trim_matches('"').to_string()).unwrap_or_else(|| "?".into());
     writeln!(ctx.md, "Machine: {} CPUs ({}), {} kB RAM, kernel {}, {}; git {}{}.\n", s("cpus"), s("cpu_model"), s("mem_total_kb"), s("kernel"), s("os_release"), s("git_commit"), if m.get("git_dirty").and_then(Value::as_bool) == Some(true) { " (with local changes)" } else { "" })?;
@@ -525,7 +532,8 @@ fn windows_with<'a, 'c>(ctx: &Ctx<'a>, configs: &'c [String], has: fn(&Run) -> b
         .iter()
         .map(|c| {
             let mut runs: Vec<&Run> = ctx.results.runs.iter().filter(|r| r.config == *c && has(r)).collect();
-            runs.sort_by(|a, b| a.window_s.map(|w| w.0).unwrap_or(0.0).total_cmp(&b.window_s.map(|w| w.0).unwrap_or(0.0)));
+            // Each run directory has its own clock (a resumed search's parts).
+            runs.sort_by(|a, b| a.dir.cmp(&b.dir).then(a.window_s.map(|w| w.0).unwrap_or(0.0).total_cmp(&b.window_s.map(|w| w.0).unwrap_or(0.0))));
             (c, runs)
         })
         .filter(|(_, runs)| !runs.is_empty())
@@ -622,10 +630,13 @@ fn prefetch_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()>
         let style = configs.iter().position(|x| x == *c).unwrap_or(0);
         let mut dirs: Vec<&std::path::PathBuf> = ctx.results.runs_of(c).filter(|r| r.prefetch.is_some()).map(|r| &r.dir).collect();
         dirs.dedup();
-        for (k, dir) in dirs.iter().enumerate() {
+        for dir in &dirs {
             let points: Vec<(f64, f64)> = crate::data::prefetch_size_samples(dir).into_iter().map(|(t, b)| (t, mib(b))).collect();
             if points.len() > 1 {
-                let name = if dirs.len() > 1 { format!("{} #{}", ctx.results.label(c), k + 1) } else { ctx.results.label(c) };
+                let name = match dirs.len() {
+                    1 => ctx.results.label(c),
+                    _ => format!("{} ({})", ctx.results.label(c), dir.file_name().and_then(|n| n.to_str()).unwrap_or("?")),
+                };
                 series.push(Series::line(name, style, points));
             }
         }

@@ -271,4 +271,12 @@ fn a_search_resumed_in_parts_is_read_as_one() {
     for d in ["runs/srv/steps-part01", "runs/srv/steps-rep0"] {
         assert_eq!(md.matches(&format!("| `{d}` |")).count(), 1, "{d} is one row of the setup table:\n{md}");
     }
+    assert!(results.unfinished.is_empty() && !md.contains("Searches not finished"), "the search went on to its end");
+
+    // Before the resume: the part alone is an unfinished search, and says so.
+    std::fs::remove_dir_all(&last).unwrap();
+    let results = Results::load(root).unwrap();
+    assert_eq!(results.unfinished, ["srv"]);
+    vidbench_report::write_report(&results, &out).unwrap();
+    assert!(std::fs::read_to_string(&out).unwrap().contains("**Searches not finished**: `srv`"));
 }

@@ -810,6 +810,29 @@ impl Driver {
         let disk_before = disk.stats()?;
         write_json(&dir.join("disk-before.json"), &disk_before)?;
         let disk_setup = self.disk_setup(&disk_opts, &disk, &disk_before)?;
+        // Written now and again at the end with what only the end knows
+        // (`sharing`, `chaos_kills`), so that an interrupted run keeps it
+        // (a stepped search's kept steps are reported with it).
+        let mut setup_json = json!({
+            "machine": self.machine,
+            "experiment": {"name": self.exp.name, "source": self.exp.source, "description": self.exp.description},
+            "config": cfg,
+            "rate": rates,
+            "repetition": rep,
+            "load_seed": self.exp.run.seed + rep as u64,
+            "run": self.exp.run,
+            "memory_limit_bytes": self.exp.memory_limit_bytes,
+            "disk": disk_setup,
+            "network": setup::network(),
+            "daemon_command": daemon_command(cfg, &self.programs, dir, &self.exp.run.user),
+            "server": {"kind": kind.name(), "binary": binary, "template": template, "config": srv.config_path, "knobs": srv.knobs, "env": env},
+            "workload": self.workload,
+            "warm": warm,
+            "warm_fill": warm_fill,
+            "chaos_kills": null,
+            "sharing": null,
+        });
+        write_json(&dir.join("setup.json"), &setup_json)?;
         let cpu_before = (cgroup.cpu_seconds(Role::Server), cgroup.cpu_seconds(Role::Daemon));
         let load_started = Instant::now();
         let children = RunChildren { disk: &disk, cgroup: &cgroup, daemon: daemon.as_ref() };
@@ -851,25 +874,8 @@ impl Driver {
             }),
         )?;
         drop(cgroup);
-        let setup_json = json!({
-            "machine": self.machine,
-            "experiment": {"name": self.exp.name, "source": self.exp.source, "description": self.exp.description},
-            "config": cfg,
-            "rate": rates,
-            "repetition": rep,
-            "load_seed": self.exp.run.seed + rep as u64,
-            "run": self.exp.run,
-            "memory_limit_bytes": self.exp.memory_limit_bytes,
-            "disk": disk_setup,
-            "network": setup::network(),
-            "daemon_command": daemon_command(cfg, &self.programs, dir, &self.exp.run.user),
-            "server": {"kind": kind.name(), "binary": binary, "template": template, "config": srv.config_path, "knobs": srv.knobs, "env": env},
-            "workload": self.workload,
-            "warm": warm,
-            "warm_fill": warm_fill,
-            "chaos_kills": chaos_kills,
-            "sharing": self.sharing_record(sharing),
-        });
+        setup_json["chaos_kills"] = json!(chaos_kills);
+        setup_json["sharing"] = self.sharing_record(sharing);
         write_json(&dir.join("setup.json"), &setup_json)?;
         disk.unmount()?;
         Ok(played)
@@ -1013,6 +1019,10 @@ impl Driver {
         let cdir = self.out.join("runs").join(&cfg.name);
         let dir = cdir.join("steps-rep0");
         let threshold_pct = cfg.rates.threshold_pct().unwrap_or(0.3);
+        if parts::is_cut_keep(&dir) {
+            let part = parts::finish_cut_keep(&cdir, &dir)?;
+            self.progress.printer().line(&format!("{}: the interrupted run's finished steps are kept in {}", cfg.name, part.display()));
+        }
         if dir.join(DONE).exists() {
             self.progress.recalled_run();
             let records: Vec<StepRecord> = serde_json::from_str(&std::fs::read_to_string(dir.join("steps.json"))?)
@@ -1025,18 +1035,27 @@ impl Driver {
         // A search keeps the finished steps of an interrupted run as a part
         // and goes on after them; a fixed schedule starts again.
         let searching = matches!(cfg.rates, RatePlan::Search { .. } | RatePlan::Bracket { .. });
+        let identity = serde_json::to_value(cfg)?;
+        let seed = self.exp.run.seed;
         if dir.exists() {
-            let kept = if searching { parts::keep(&cdir, &dir, &cfg.name, cfg.kind) } else { Ok(None) };
+            let kept = match searching {
+                true => parts::keep(&cdir, &dir, &identity, seed).with_context(|| {
+                    format!("cannot keep the finished steps of {} (fix that, or remove it to start `{}` again)", dir.display(), cfg.name)
+                })?,
+                false => parts::Keep::NoStep,
+            };
+            let say = |what: String| self.progress.printer().line(&format!("{}: {what}", cfg.name));
             match kept {
-                Ok(Some(part)) => self.progress.printer().line(&format!("{}: the interrupted run's finished steps are kept in {}", cfg.name, part.display())),
-                Ok(None) => {}
-                Err(e) => self.progress.printer().line(&format!("{}: the interrupted run's steps cannot be kept ({e:#}); it starts again", cfg.name)),
+                parts::Keep::Part(part) => say(format!("the interrupted run's finished steps are kept in {}", part.display())),
+                parts::Keep::Changed => say("the interrupted run ran other settings than the experiment gives now: its steps are not kept".into()),
+                parts::Keep::NoStep => {}
             }
             if dir.exists() {
                 std::fs::remove_dir_all(&dir).with_context(|| format!("cannot remove the incomplete run {}", dir.display()))?;
             }
         }
-        let parts::Kept { records: mut earlier, outcomes: recorded } = if searching { parts::recorded(&cdir)? } else { Default::default() };
+        let parts::Kept { records: mut earlier, outcomes: recorded } =
+            if searching { parts::recorded(&cdir, &identity, seed)? } else { Default::default() };
         let plan = cfg.rates.clone();
         let search = |prober: &mut dyn Prober| match &plan {
             RatePlan::Search { search, threshold_pct } => search::find_max_failure_free(search, *threshold_pct, prober),
@@ -1045,9 +1064,13 @@ impl Driver {
         };
         // Whether the parts alone finish the search (interrupted between its
         // last step and the end of the run).
+        let remove_parts = || {
+            let parts: Vec<String> = parts::parts(&cdir).iter().map(|p| p.display().to_string()).collect();
+            format!("cannot resume the search of `{}` from its kept steps (remove {} to search from scratch)", cfg.name, parts.join(", "))
+        };
         let finished_by_parts = match recorded.is_empty() {
             true => None,
-            false => match search(&mut search::Replay::new(&recorded, None)) {
+            false => match search::Replay::replay_all(&recorded, search) {
                 Ok(r) => Some(r),
                 Err(e) if e.is::<search::ReplayExhausted>() => {
                     let next = e.downcast_ref::<search::ReplayExhausted>().map_or(0.0, |x| x.next_rate);
@@ -1058,14 +1081,7 @@ impl Driver {
                     ));
                     None
                 }
-                Err(e) => {
-                    let parts: Vec<String> = parts::parts(&cdir).iter().map(|p| p.display().to_string()).collect();
-                    return Err(e.context(format!(
-                        "cannot resume the search of `{}` from its kept steps (remove {} to search from scratch)",
-                        cfg.name,
-                        parts.join(", ")
-                    )));
-                }
+                Err(e) => return Err(e.context(remove_parts())),
             },
         };
         std::fs::create_dir_all(&dir)?;

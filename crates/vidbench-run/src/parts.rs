@@ -21,7 +21,7 @@ use crate::experiment::RunKind;
 use crate::search::Outcome;
 use crate::steady::{self, Sample, StepRecord};
 use anyhow::Context;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use vidbench_load::StepResult;
 
@@ -67,26 +67,61 @@ fn finished_steps(run: &Path) -> anyhow::Result<Vec<StepRecord>> {
     Ok(steps.into_iter().take_while(|s| s.failure_percent.is_some()).map(|s| StepRecord::new(s, &samples)).collect())
 }
 
-/// Turns the interrupted stepped run `run` of configuration `name` into the configuration's
-/// next part when it finished a step, and returns the part's directory;
-/// `None` when it finished none (the caller removes it). The part is complete
-/// like any run: `run.json`, `steps.json`, `result.json` (the last step's
-/// outcome; `wall_s` the load's time until its last sample), `part.json`
-/// and `DONE`, so reports and records read it as one.
-pub fn keep(config_dir: &Path, run: &Path, name: &str, kind: RunKind) -> anyhow::Result<Option<PathBuf>> {
+/// What became of an interrupted stepped run.
+#[derive(Debug, PartialEq)]
+pub enum Keep {
+    /// Its finished steps are the configuration's part in this directory.
+    Part(PathBuf),
+    /// It finished no step: nothing to keep.
+    NoStep,
+    /// It ran other settings of the configuration (or another seed) than
+    /// the experiment now gives: its steps cannot stand for this one.
+    Changed,
+}
+
+/// The configuration and seed a run recorded in its `run.json`.
+fn identity(run: &Path) -> anyhow::Result<(Value, Value)> {
+    let path = run.join("run.json");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let v: Value = serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))?;
+    Ok((v.get("config").cloned().unwrap_or(Value::Null), v.get("seed").cloned().unwrap_or(Value::Null)))
+}
+
+/// The number the next part takes: one above every `steps-partNN` there is,
+/// complete or not, so that no name is reused.
+fn next_part(config_dir: &Path) -> u32 {
+    std::fs::read_dir(config_dir)
+        .map(|d| d.flatten().filter_map(|e| e.file_name().to_str()?.strip_prefix(PART_PREFIX)?.parse::<u32>().ok()).max().unwrap_or(0))
+        .unwrap_or(0)
+        + 1
+}
+
+/// Turns the interrupted stepped run `run` into the configuration's next
+/// part when it finished a step under the settings the experiment gives now
+/// (`config`, the configuration as experiment.json records it, and `seed`).
+/// The part is complete like any run: `steps.json`, `result.json` (the last
+/// step's outcome; `wall_s` the load's time until its last sample) and
+/// `setup.json` (written when the load started) beside the run's raw files,
+/// `part.json`, then `DONE`, and only then the rename: a run directory
+/// holding `part.json` is a part whose rename was cut, which
+/// [`finish_cut_keep`] completes. An error leaves `run` as it was.
+pub fn keep(config_dir: &Path, run: &Path, config: &Value, seed: u64) -> anyhow::Result<Keep> {
     let records = finished_steps(run)?;
-    let Some(last) = records.last() else { return Ok(None) };
+    let Some(last) = records.last() else { return Ok(Keep::NoStep) };
+    if identity(run)? != (config.clone(), json!(seed)) {
+        return Ok(Keep::Changed);
+    }
     let write = |name: &str, text: String| std::fs::write(run.join(name), text).with_context(|| format!("cannot write {}", run.join(name).display()));
     write("steps.json", serde_json::to_string_pretty(&records)? + "\n")?;
     let last_sample_s = csv::Reader::from_path(run.join("samples.csv"))
         .ok()
         .and_then(|mut r| r.deserialize::<Sample>().map_while(Result::ok).last())
         .map_or(last.load.window_s.1, |s| s.t_s);
+    let name = config.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+    let kind: RunKind = config.get("kind").cloned().map(serde_json::from_value).transpose()?.unwrap_or_default();
     let outcome = steady::outcome(&last.load)?;
-    let result = RunResult { config: name.to_string(), kind, rate: None, repetition: 0, outcome, wall_s: last_sample_s };
+    let result = RunResult { config: name, kind, rate: None, repetition: 0, outcome, wall_s: last_sample_s };
     write("result.json", serde_json::to_string_pretty(&result)? + "\n")?;
-    let part = config_dir.join(format!("{PART_PREFIX}{:02}", parts(config_dir).len() + 1));
-    anyhow::ensure!(!part.exists(), "{} exists but is not a complete part: remove it", part.display());
     write(
         PART_FILE,
         serde_json::to_string_pretty(&json!({
@@ -98,8 +133,20 @@ pub fn keep(config_dir: &Path, run: &Path, name: &str, kind: RunKind) -> anyhow:
         }))? + "\n",
     )?;
     write(DONE, format!("{}\n", now_unix()))?;
+    finish_cut_keep(config_dir, run).map(Keep::Part)
+}
+
+/// Whether `run` is a part whose rename to `steps-partNN` did not happen
+/// (the driver was killed between [`keep`]'s `DONE` and its rename).
+pub fn is_cut_keep(run: &Path) -> bool {
+    run.join(PART_FILE).exists() && run.join(DONE).exists()
+}
+
+/// Renames the kept run `run` to the configuration's next part.
+pub fn finish_cut_keep(config_dir: &Path, run: &Path) -> anyhow::Result<PathBuf> {
+    let part = config_dir.join(format!("{PART_PREFIX}{:02}", next_part(config_dir)));
     std::fs::rename(run, &part).with_context(|| format!("cannot rename {} to {}", run.display(), part.display()))?;
-    Ok(Some(part))
+    Ok(part)
 }
 
 /// The kept steps of every part of a configuration, oldest first.
@@ -110,10 +157,16 @@ pub struct Kept {
     pub outcomes: Vec<(f64, Outcome)>,
 }
 
-/// The kept steps of every part of the configuration.
-pub fn recorded(config_dir: &Path) -> anyhow::Result<Kept> {
+/// The kept steps of every part of the configuration, each part checked to
+/// have run `config` with `seed` (a part of other settings is an error
+/// naming it: the resume's own checks refuse to change a configuration with
+/// a finished run, so only an edited results directory gets here).
+pub fn recorded(config_dir: &Path, config: &Value, seed: u64) -> anyhow::Result<Kept> {
     let mut records = Vec::new();
     for part in parts(config_dir) {
+        if identity(&part)? != (config.clone(), json!(seed)) {
+            anyhow::bail!("{} ran other settings of `{}` than the experiment gives now: remove it", part.display(), config.get("name").and_then(Value::as_str).unwrap_or("?"));
+        }
         let path = part.join("steps.json");
         let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
         let steps: Vec<StepRecord> = serde_json::from_str(&text).with_context(|| format!("{} is not a list of steps", path.display()))?;
@@ -127,7 +180,7 @@ pub fn recorded(config_dir: &Path) -> anyhow::Result<Kept> {
 mod tests {
     use super::*;
 
-    fn step(index: u32, rate: f64, window: (f64, f64), failure: Option<f64>) -> serde_json::Value {
+    fn step(index: u32, rate: f64, window: (f64, f64), failure: Option<f64>) -> Value {
         json!({
             "index": index,
             "spec": {"rate": rate, "settle_s": 10.0, "measure_s": window.1 - window.0, "hold_s": 5.0, "gate_pct": 0.0, "max_settle_s": 0.0, "join_s": 0.0},
@@ -148,10 +201,16 @@ mod tests {
         })
     }
 
-    /// An interrupted run directory: two finished steps (`failures` their
-    /// failure %) and the samples of 60 s, the disk reading 1 MB a second.
+    fn config() -> Value {
+        json!({"name": "srv", "kind": "server", "server": "nginx"})
+    }
+
+    /// An interrupted run directory of `config()` with seed 1: two finished
+    /// steps (`failures` their failure %) and the samples of 60 s, the disk
+    /// reading 1 MB a second, the last row cut by the interruption.
     fn interrupted(dir: &Path, failures: [Option<f64>; 2]) {
         std::fs::create_dir_all(dir.join("load")).unwrap();
+        std::fs::write(dir.join("run.json"), json!({"config": config(), "seed": 1, "steps": true}).to_string()).unwrap();
         let steps = json!([step(0, 2.0, (10.0, 20.0), failures[0]), step(1, 2.4, (30.0, 40.0), failures[1])]);
         std::fs::write(dir.join("load/steps.json"), steps.to_string()).unwrap();
         let mut w = csv::Writer::from_path(dir.join("samples.csv")).unwrap();
@@ -160,8 +219,8 @@ mod tests {
             w.serialize(Sample { t_s: t, disk_bytes: Some(t * 1e6), ..Sample::default() }).unwrap();
         }
         w.flush().unwrap();
-        // A row cut by the interruption.
-        std::fs::OpenOptions::new().append(true).open(dir.join("samples.csv")).map(|mut f| std::io::Write::write_all(&mut f, b"61.0,6")).unwrap().unwrap();
+        let mut f = std::fs::OpenOptions::new().append(true).open(dir.join("samples.csv")).unwrap();
+        std::io::Write::write_all(&mut f, b"61.0,6").unwrap();
     }
 
     #[test]
@@ -170,39 +229,69 @@ mod tests {
         let cdir = tmp.path();
         let run = cdir.join("steps-rep0");
         interrupted(&run, [Some(0.0), Some(1.5)]);
-        let part = keep(cdir, &run, "srv", RunKind::default()).unwrap().expect("two finished steps");
-        assert_eq!(part, cdir.join("steps-part01"));
+        let part = cdir.join("steps-part01");
+        assert_eq!(keep(cdir, &run, &config(), 1).unwrap(), Keep::Part(part.clone()));
         assert!(!run.exists() && part.join(DONE).exists() && part.join(PART_FILE).exists());
-        let Kept { records, outcomes } = recorded(cdir).unwrap();
+        let Kept { records, outcomes } = recorded(cdir, &config(), 1).unwrap();
         assert_eq!(outcomes, vec![(2.0, Outcome { failure_pct: 0.0, throughput_mbs: 20.0 }), (2.4, Outcome { failure_pct: 1.5, throughput_mbs: 24.0 })]);
         // The disk's figures over each window, as the driver computes them.
         let disk = records[1].disk.expect("disk window");
         assert!((disk.mb_s - 1.0).abs() < 1e-9, "{disk:?}");
         assert_eq!(records[1].disk_bytes_per_delivered_byte, Some(1.0 / 24.0));
         let result: RunResult = serde_json::from_str(&std::fs::read_to_string(part.join("result.json")).unwrap()).unwrap();
-        assert_eq!((result.rate, result.outcome.failure_pct, result.wall_s), (None, 1.5, 60.0));
+        assert_eq!((result.config.as_str(), result.rate, result.outcome.failure_pct, result.wall_s), ("srv", None, 1.5, 60.0));
 
         // A second interruption becomes the second part; both replay in order.
         interrupted(&run, [Some(0.1), Some(0.2)]);
-        assert_eq!(keep(cdir, &run, "srv", RunKind::default()).unwrap(), Some(cdir.join("steps-part02")));
-        let outcomes = recorded(cdir).unwrap().outcomes;
+        assert_eq!(keep(cdir, &run, &config(), 1).unwrap(), Keep::Part(cdir.join("steps-part02")));
+        let outcomes = recorded(cdir, &config(), 1).unwrap().outcomes;
         assert_eq!(outcomes.iter().map(|o| o.1.failure_pct).collect::<Vec<_>>(), vec![0.0, 1.5, 0.1, 0.2]);
+        // Another seed or other settings cannot replay them.
+        let err = recorded(cdir, &config(), 2).unwrap_err();
+        assert!(err.to_string().contains("steps-part01") && err.to_string().contains("remove it"), "{err}");
     }
 
     #[test]
-    fn a_run_without_a_finished_step_is_not_kept() {
+    fn a_keep_cut_before_its_rename_is_completed_and_no_name_is_reused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cdir = tmp.path();
+        // A directory in the way of part 01 (left by hand, incomplete).
+        std::fs::create_dir_all(cdir.join("steps-part01")).unwrap();
+        let run = cdir.join("steps-rep0");
+        interrupted(&run, [Some(0.0), Some(0.0)]);
+        // Everything of a keep but the rename.
+        std::fs::write(run.join(PART_FILE), "{}").unwrap();
+        std::fs::write(run.join("steps.json"), "[]").unwrap();
+        std::fs::write(run.join(DONE), "").unwrap();
+        assert!(is_cut_keep(&run));
+        assert_eq!(finish_cut_keep(cdir, &run).unwrap(), cdir.join("steps-part02"));
+        assert_eq!(parts(cdir), vec![cdir.join("steps-part02")], "only complete parts count");
+        // A finished run is not a cut keep.
+        std::fs::create_dir_all(&run).unwrap();
+        std::fs::write(run.join(DONE), "").unwrap();
+        assert!(!is_cut_keep(&run));
+    }
+
+    #[test]
+    fn a_run_without_a_finished_step_or_of_other_settings_is_not_kept() {
         let tmp = tempfile::tempdir().unwrap();
         let run = tmp.path().join("steps-rep0");
         std::fs::create_dir_all(run.join("load")).unwrap();
         // Interrupted during its ramp: the load client wrote no steps.
-        assert_eq!(keep(tmp.path(), &run, "srv", RunKind::default()).unwrap(), None);
+        assert_eq!(keep(tmp.path(), &run, &config(), 1).unwrap(), Keep::NoStep);
         // A first step without a measured session ends the list there.
         interrupted(&run, [None, Some(0.0)]);
-        assert_eq!(keep(tmp.path(), &run, "srv", RunKind::default()).unwrap(), None);
-        assert!(parts(tmp.path()).is_empty());
-        // A corrupt list is an error naming the file, not a part.
+        assert_eq!(keep(tmp.path(), &run, &config(), 1).unwrap(), Keep::NoStep);
+        // Steps of other settings, or of another seed, do not stand for these.
+        interrupted(&run, [Some(0.0), Some(0.0)]);
+        let edited = json!({"name": "srv", "kind": "server", "server": "nginx", "prefetch_kb": 4096});
+        assert_eq!(keep(tmp.path(), &run, &edited, 1).unwrap(), Keep::Changed);
+        assert_eq!(keep(tmp.path(), &run, &config(), 2).unwrap(), Keep::Changed);
+        assert!(parts(tmp.path()).is_empty() && run.exists());
+        // A corrupt list is an error naming the file, and the run stays.
         std::fs::write(run.join("load/steps.json"), "[{\"index\": 0,").unwrap();
-        let err = keep(tmp.path(), &run, "srv", RunKind::default()).unwrap_err();
+        let err = keep(tmp.path(), &run, &config(), 1).unwrap_err();
         assert!(format!("{err:#}").contains("load/steps.json"), "{err:#}");
+        assert!(run.join("load/steps.json").exists());
     }
 }

@@ -87,9 +87,29 @@ impl<'a> Replay<'a> {
     }
 
     /// How many recorded outcomes the search has taken so far.
-    #[cfg(test)]
     pub fn replayed(&self) -> usize {
         self.next
+    }
+
+    /// Runs `search` on the record alone: its result when the record
+    /// finishes it and every recorded outcome was asked for, a
+    /// [`ReplayExhausted`] error when the search goes on past the record,
+    /// and an error when it asks for other rates or ends before the record
+    /// does (its settings changed).
+    pub fn replay_all(
+        recorded: &'a [(f64, Outcome)],
+        search: impl FnOnce(&mut dyn Prober) -> anyhow::Result<SearchResult>,
+    ) -> anyhow::Result<SearchResult> {
+        let mut replay = Replay::new(recorded, None);
+        let r = search(&mut replay)?;
+        if replay.replayed() < recorded.len() {
+            anyhow::bail!(
+                "the search ends after {} of the {} recorded steps: the search or its settings changed since those steps ran",
+                replay.replayed(),
+                recorded.len()
+            );
+        }
+        Ok(r)
     }
 }
 
@@ -597,7 +617,7 @@ mod tests {
         // Interrupted after its first four probes: those are the record.
         let recorded: Vec<(f64, Outcome)> = whole.steps[..4].iter().map(|s| (s.rate, s.outcome)).collect();
         // The record alone does not finish the search, and says where it goes next.
-        let err = bracket_max_failure_free(&bracket(), 0.3, &mut Replay::new(&recorded, None)).unwrap_err();
+        let err = Replay::replay_all(&recorded, |p| bracket_max_failure_free(&bracket(), 0.3, p)).unwrap_err();
         let exhausted = err.downcast_ref::<ReplayExhausted>().expect("the record ran out");
         assert_eq!(exhausted.next_rate, whole.steps[4].rate);
         // The rest runs live, on a server that gives the same outcomes for
@@ -617,7 +637,11 @@ mod tests {
         assert_eq!(live.calls.len(), whole.steps.len() - 4, "the recorded probes were not run again");
         // A whole record finishes the search without a live prober.
         let all: Vec<(f64, Outcome)> = whole.steps.iter().map(|s| (s.rate, s.outcome)).collect();
-        assert_eq!(bracket_max_failure_free(&bracket(), 0.3, &mut Replay::new(&all, None)).unwrap(), whole);
+        assert_eq!(Replay::replay_all(&all, |p| bracket_max_failure_free(&bracket(), 0.3, p)).unwrap(), whole);
+        // A record longer than the search (its max_probes lowered since) is refused.
+        let fewer = BracketSection { max_probes: 3, ..bracket() };
+        let err = Replay::replay_all(&all, |p| bracket_max_failure_free(&fewer, 0.3, p)).unwrap_err();
+        assert!(err.to_string().contains("ends after 3 of the"), "{err}");
     }
 
     #[test]
