@@ -7,7 +7,9 @@
 #    replayed, and plays only the search's remaining probes;
 #  - search.json holds every probe, the part's first and with the outcomes
 #    the part measured;
-#  - the report reads both directories as the configuration's steps.
+#  - the report reads both directories as the configuration's steps;
+#  - a configuration added on a later resume, its rates fractions of the
+#    search's answer (rates.relative_to), plays them.
 # Needs root, /dev/fuse, a cgroup memory controller, nginx and jq.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -78,4 +80,22 @@ jq -n --slurpfile s "$search" --slurpfile p "$part/steps.json" \
 "$VB" report "$out" --out "$tmp/report.md" > /dev/null 2>> "$tmp/log" || fail "the report failed"
 grep -q '| `runs/srv/steps-part01` |' "$tmp/report.md" || fail "the report does not list the part"
 grep -q '| `runs/srv/steps-rep0` |' "$tmp/report.md" || fail "the report does not list the resumed run"
+# 3. Rates relative to the search's answer, in a configuration added later.
+max=$(jq '.max_rate' "$search")
+[ "$max" != null ] || fail "the search found no failure-free rate, so nothing can be relative to it"
+cat >> "$tmp/exp.toml" <<EOT
+[[config]]
+name = "rel"
+server = "nginx"
+rates = { fixed = [0.5], relative_to = { config = "srv" } }
+EOT
+"$VB" run "$tmp/exp.toml" --check > "$tmp/check" 2>> "$tmp/log" || fail "--check refused the relative plan"
+grep -q "50 % of \`srv\`'s maximum failure-free rate x 1" "$tmp/check" || fail "--check does not show the relative plan: $(cat "$tmp/check")"
+"$VB" run "$tmp/exp.toml" --out "$out" --resume > /dev/null 2> "$tmp/log" || fail "the relative configuration failed"
+want=$(sed -n "s/^rel: rates \([0-9.]*\) sessions\/s, 50 % of \`srv\`'s maximum failure-free rate.*/\1/p" "$tmp/log")
+[ -n "$want" ] || fail "the driver did not say the rate it plays for rel"
+python3 -c "import sys; sys.exit(abs($want - $max / 2) > 0.0051)" || fail "rel plays $want sessions/s, not half of $max"
+jq -e --argjson r "$want" '.[0].spec.rate == $r' "$out/runs/rel/steps-rep0/steps.json" > /dev/null || fail "rel did not play $want sessions/s"
+jq -e --argjson r "$want" '.fixed_rates == [$r]' "$out/runs/rel/steps-rep0/run.json" > /dev/null || fail "run.json does not record the rates played"
+
 echo "run-resume-steps: ok ($kept steps kept, $((probes - kept)) played after the resume)"

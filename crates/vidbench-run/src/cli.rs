@@ -145,7 +145,13 @@ fn print_plan(exp: &Experiment, out: &mut dyn Write) -> std::io::Result<()> {
             None => what,
         };
         let plan = match &c.rates {
-            RatePlan::Fixed { rates, repetitions, .. } => format!("rates {rates:?} x {repetitions}"),
+            RatePlan::Fixed { rates, repetitions, relative_to: None, .. } => format!("rates {rates:?} x {repetitions}"),
+            RatePlan::Fixed { rates, repetitions, relative_to: Some(r), .. } => format!(
+                "{} of `{}`'s maximum failure-free rate{} x {repetitions}",
+                rates.iter().map(|f| format!("{:.0} %", f * 100.0)).collect::<Vec<_>>().join(", "),
+                r.config,
+                r.results.as_ref().map_or(String::new(), |d| format!(" in {}", d.display()))
+            ),
             RatePlan::Search { search, threshold_pct } => format!(
                 "search {}..{} (resolution {}, {} repetitions, threshold {threshold_pct} %)",
                 search.low, search.high, search.resolution, search.repetitions

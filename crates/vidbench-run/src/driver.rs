@@ -28,7 +28,7 @@ use crate::cgroup::{self, Role, RunCgroup};
 use crate::chaos;
 use crate::daemon::{Daemon, DaemonOptions};
 use crate::disk::{self, BlockOptions, Disk, DiskOptions, Disks};
-use crate::experiment::{Config, DiskMode, Experiment, Mode, Prefetch, RatePlan, RunKind, WorkloadSource};
+use crate::experiment::{Config, DiskMode, Experiment, Mode, Prefetch, RatePlan, RelativeTo, RunKind, WorkloadSource};
 use crate::interrupt::{self, Interrupted};
 use crate::parts;
 use crate::process::{tail, Child, Spawn};
@@ -361,6 +361,7 @@ impl Driver {
 
     /// Runs every configuration; returns the per-configuration summary.
     pub fn run_all(&mut self) -> anyhow::Result<Vec<ConfigSummary>> {
+        self.check_relative_rates()?;
         self.prepare_image()?;
         let mut summaries = Vec::new();
         let configs = self.exp.configs.clone();
@@ -377,6 +378,18 @@ impl Driver {
         Ok(summaries)
     }
 
+    /// Before anything runs: every plan relative to a configuration of this
+    /// experiment finds it among those to run (`--only`) or finished here.
+    fn check_relative_rates(&self) -> anyhow::Result<()> {
+        for cfg in &self.exp.configs {
+            let RatePlan::Fixed { relative_to: Some(r @ RelativeTo { results: None, .. }), .. } = &cfg.rates else { continue };
+            if !self.exp.configs.iter().any(|c| c.name == r.config) {
+                r.max_rate(&self.out).with_context(|| format!("configuration `{}` (add `{}` to --only)", cfg.name, r.config))?;
+            }
+        }
+        Ok(())
+    }
+
     fn run_config(&mut self, cfg: &Config) -> anyhow::Result<ConfigSummary> {
         let dir = self.out.join("runs").join(&cfg.name);
         std::fs::create_dir_all(&dir)?;
@@ -384,9 +397,9 @@ impl Driver {
             return self.run_stepped(cfg, timing);
         }
         match cfg.rates.clone() {
-            RatePlan::Fixed { rates, repetitions, threshold_pct } => {
+            RatePlan::Fixed { rates, repetitions, threshold_pct, relative_to } => {
                 let mut points = Vec::new();
-                for rate in rates {
+                for rate in self.fixed_rates(cfg, &rates, relative_to.as_ref())? {
                     let mut outcomes = Vec::new();
                     for rep in 0..repetitions {
                         outcomes.push(self.probe(cfg, Some(rate), rep)?);
@@ -415,6 +428,26 @@ impl Driver {
                 Ok(ConfigSummary::from_points(cfg, 100.0, &[(0.0, outcomes)]))
             }
         }
+    }
+
+    /// A fixed plan's rates: as given, or its fractions times the maximum
+    /// failure-free rate they are relative to (said on the progress output).
+    fn fixed_rates(&self, cfg: &Config, rates: &[f64], relative_to: Option<&RelativeTo>) -> anyhow::Result<Vec<f64>> {
+        let Some(r) = relative_to else { return Ok(rates.to_vec()) };
+        let max = r.max_rate(&self.out).with_context(|| format!("configuration `{}`", cfg.name))?;
+        let played: Vec<f64> = rates.iter().map(|f| search::round_rate(f * max)).collect();
+        let from = r.results.as_ref().map_or(String::new(), |d| format!(" in {}", d.display()));
+        self.progress.printer().line(&format!(
+            "{}: rates {} sessions/s, {} of `{}`'s maximum failure-free rate {max:.2}{from}",
+            cfg.name,
+            played.iter().map(|r| format!("{r:.2}")).collect::<Vec<_>>().join(", "),
+            rates.iter().map(|f| format!("{:.0} %", f * 100.0)).collect::<Vec<_>>().join(", "),
+            r.config
+        ));
+        if played.iter().any(|r| *r <= 0.0) {
+            bail!("configuration `{}`: a fraction of {max:.2} sessions/s rounds to no rate at all", cfg.name);
+        }
+        Ok(played)
     }
 
     fn run_dir(&self, cfg: &Config, rate: Option<f64>, rep: u32) -> PathBuf {
@@ -1084,6 +1117,10 @@ impl Driver {
                 Err(e) => return Err(e.context(remove_parts())),
             },
         };
+        let fixed = match &cfg.rates {
+            RatePlan::Fixed { rates, relative_to, .. } => self.fixed_rates(cfg, rates, relative_to.as_ref())?,
+            _ => Vec::new(),
+        };
         std::fs::create_dir_all(&dir)?;
         let what = format!("{}, every rate a step of one run", cfg.name);
         self.progress.start_run(&what);
@@ -1092,14 +1129,14 @@ impl Driver {
         write_json(
             &dir.join("run.json"),
             &json!({"experiment": self.exp.name, "config": cfg, "rate": null, "steps": true, "repetition": 0, "seed": self.exp.run.seed,
-                    "started_unix_s": now_unix(), "continues": continues, "replayed_steps": recorded.len()}),
+                    "started_unix_s": now_unix(), "continues": continues, "replayed_steps": recorded.len(), "fixed_rates": fixed}),
         )?;
         let played = match finished_by_parts {
             Some(r) => write_json(&dir.join("steps.json"), &Vec::<StepRecord>::new()).map(|_| (Some(r), Vec::new())),
             None => self.serve(cfg, 0, &dir, json!("steps"), |d, children| {
                 d.play_steady(children, timing, 0, &dir, |ch| match &plan {
-                    RatePlan::Fixed { rates, repetitions, .. } => {
-                        for rate in rates {
+                    RatePlan::Fixed { repetitions, .. } => {
+                        for rate in &fixed {
                             for _ in 0..*repetitions {
                                 ch.step(*rate)?;
                             }

@@ -11,7 +11,7 @@ use super::schema::{
 };
 use super::schema::OneOrMany;
 use libception_proto::AdaptiveParams;
-use super::{Config, Experiment, ExperimentError, Mode, RatePlan, SteadySection, WorkloadSource, SAMPLE_INTERVAL_S};
+use super::{Config, Experiment, ExperimentError, Mode, RatePlan, RelativeTo, SteadySection, WorkloadSource, SAMPLE_INTERVAL_S};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
@@ -59,6 +59,10 @@ fn resolve(base: &Path, p: &Path) -> PathBuf {
     }
 }
 
+/// The largest fraction of a maximum failure-free rate a relative plan may
+/// offer (overload experiments go above the maximum).
+const MAX_FRACTION: f64 = 4.0;
+
 /// Checks `file` (read from `path`; relative paths in it are relative to
 /// `base`) and expands its sweeps.
 pub(super) fn expand(file: ExperimentFile, path: &Path, base: &Path) -> Result<Experiment, ExperimentError> {
@@ -91,6 +95,7 @@ pub(super) fn expand(file: ExperimentFile, path: &Path, base: &Path) -> Result<E
         }
         check.own_ramp(&key, section, file.run.steady.as_ref())?;
         for config in check.config(&key, section, &disk, default_plan.as_ref(), &templates)? {
+            check.relative_rates(&key, &config, &configs)?;
             if !names.insert(config.name.clone()) {
                 return Err(check.invalid(format!("{key}.name"), format!("configuration name {:?} is used twice", config.name)));
             }
@@ -357,6 +362,20 @@ impl Checker<'_> {
         }
     }
 
+    /// Rates relative to a configuration of this experiment: it must come
+    /// earlier (`before`) and search for its maximum failure-free rate.
+    fn relative_rates(&self, key: &str, config: &Config, before: &[Config]) -> Result<(), ExperimentError> {
+        let RatePlan::Fixed { relative_to: Some(RelativeTo { config: of, results: None }), .. } = &config.rates else { return Ok(()) };
+        match before.iter().find(|c| &c.name == of) {
+            Some(c) if matches!(c.rates, RatePlan::Search { .. } | RatePlan::Bracket { .. }) => Ok(()),
+            Some(_) => Err(self.invalid(format!("{key}.rates.relative_to.config"), format!("`{of}` does not search for a maximum failure-free rate"))),
+            None => Err(self.invalid(
+                format!("{key}.rates.relative_to.config"),
+                format!("`{of}` is not a configuration before `{}` (give `results` for one in another results directory)", config.name),
+            )),
+        }
+    }
+
     /// A `[rates]` table (top-level or a configuration's) as a rate plan.
     fn rates(&self, key: &str, rates: &RatesSection) -> Result<RatePlan, ExperimentError> {
         if !(rates.threshold_pct.is_finite() && rates.threshold_pct > 0.0 && rates.threshold_pct < 100.0) {
@@ -364,6 +383,9 @@ impl Checker<'_> {
         }
         if rates.repetitions == 0 {
             return Err(self.invalid(format!("{key}.repetitions"), "must be at least 1"));
+        }
+        if rates.relative_to.is_some() && rates.fixed.is_none() {
+            return Err(self.invalid(format!("{key}.relative_to"), "goes with `fixed = [fractions...]`"));
         }
         let given = [rates.fixed.is_some(), rates.search.is_some(), rates.bracket.is_some()].iter().filter(|g| **g).count();
         if given != 1 {
@@ -395,11 +417,24 @@ impl Checker<'_> {
                     return Err(self.invalid(format!("{key}.fixed"), "is empty"));
                 }
                 for (i, r) in fixed.iter().enumerate() {
+                    if rates.relative_to.is_some() && !(r.is_finite() && *r > 0.0 && *r <= MAX_FRACTION) {
+                        return Err(self.invalid(
+                            format!("{key}.fixed[{i}]"),
+                            format!("{r} must be a fraction of the maximum failure-free rate above 0 and at most {MAX_FRACTION}"),
+                        ));
+                    }
                     if !(r.is_finite() && *r > 0.0) {
                         return Err(self.invalid(format!("{key}.fixed[{i}]"), format!("rate {r} must be a positive number of sessions per second")));
                     }
                 }
-                Ok(RatePlan::Fixed { rates: fixed.clone(), repetitions: rates.repetitions, threshold_pct: rates.threshold_pct })
+                let relative_to = rates.relative_to.as_ref().map(|r| RelativeTo { results: r.results.as_ref().map(|d| resolve(self.base, d)), ..r.clone() });
+                if let Some(RelativeTo { config, results: Some(dir) }) = &relative_to {
+                    let file = dir.join("runs").join(config).join("search.json");
+                    if !file.is_file() {
+                        return Err(self.invalid(format!("{key}.relative_to.results"), format!("{} is not there: no finished search of `{config}`", file.display())));
+                    }
+                }
+                Ok(RatePlan::Fixed { rates: fixed.clone(), repetitions: rates.repetitions, threshold_pct: rates.threshold_pct, relative_to })
             }
             (None, Some(s)) => {
                 let k = format!("{key}.search");

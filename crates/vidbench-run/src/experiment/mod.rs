@@ -68,11 +68,48 @@ pub enum WorkloadSource {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "plan", rename_all = "lowercase")]
 pub enum RatePlan {
-    Fixed { rates: Vec<f64>, repetitions: u32, threshold_pct: f64 },
+    /// These rates, each `repetitions` times; with `relative_to`, `rates`
+    /// are fractions of that configuration's maximum failure-free rate.
+    Fixed {
+        rates: Vec<f64>,
+        repetitions: u32,
+        threshold_pct: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        relative_to: Option<RelativeTo>,
+    },
     Search { search: SearchSection, threshold_pct: f64 },
     Bracket { bracket: BracketSection, threshold_pct: f64 },
     /// The `wc` bound has no rate: one run per repetition.
     None { repetitions: u32 },
+}
+
+/// Where the maximum failure-free rate comes from that a fixed plan's
+/// fractions multiply: the search of configuration `config`, in this
+/// experiment's results (it runs earlier in the file) or, with `results`, in
+/// that results directory (a committed record, say).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RelativeTo {
+    pub config: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub results: Option<PathBuf>,
+}
+
+impl RelativeTo {
+    /// The search's answer it names, from `OUT/runs/CONFIG/search.json` of
+    /// `results`, or of `own` (this experiment's results directory).
+    pub fn max_rate(&self, own: &Path) -> anyhow::Result<f64> {
+        let file = self.results.as_deref().unwrap_or(own).join("runs").join(&self.config).join("search.json");
+        let text = std::fs::read_to_string(&file).map_err(|e| {
+            anyhow::anyhow!("rates relative to `{}` need its maximum failure-free rate, from {}: {e} (its search has not finished there)", self.config, file.display())
+        })?;
+        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{} is not valid JSON: {e}", file.display()))?;
+        match v.get("max_rate") {
+            Some(serde_json::Value::Number(n)) => n.as_f64().filter(|r| *r > 0.0).ok_or_else(|| anyhow::anyhow!("{}: max_rate {n} is not a positive rate", file.display())),
+            Some(serde_json::Value::Null) => anyhow::bail!("`{}` has no failure-free rate ({}): there is nothing to take fractions of", self.config, file.display()),
+            _ => anyhow::bail!("{} has no max_rate: not a search's answer", file.display()),
+        }
+    }
 }
 
 impl RatePlan {
@@ -554,6 +591,57 @@ kind = "wc"
         let st = gated.run.steady.unwrap();
         assert_eq!((st.gate_pct, st.max_settle_s, st.lru_pct), (Some(3.0), Some(900.0), Some(2.0)));
         assert_refused(cases);
+    }
+
+    #[test]
+    fn rates_relative_to_a_search_are_fractions_of_its_answer() {
+        let searched = GOOD.replace(
+            "name = \"vanilla\"\nserver = \"nginx\"",
+            "name = \"vanilla\"\nserver = \"nginx\"\nrates = { bracket = { start = 2, step_pct = 20, resolution_pct = 5, repetitions = 3, max_probes = 14 } }",
+        );
+        let relative = searched.replace(
+            "prefetch_kb = [1024, 2048]",
+            "prefetch_kb = [1024, 2048]\nrates = { fixed = [0.8, 1.0], relative_to = { config = \"vanilla\" }, repetitions = 3 }",
+        );
+        let e = parse(&relative).unwrap();
+        let want = RelativeTo { config: "vanilla".into(), results: None };
+        assert!(matches!(&e.config("lib-p1024").unwrap().rates, RatePlan::Fixed { rates, repetitions: 3, relative_to: Some(r), .. } if rates == &[0.8, 1.0] && *r == want));
+        // A plan without it is recorded as before (resumed results compare it).
+        let plain = serde_json::to_value(&parse(GOOD).unwrap().config("vanilla").unwrap().rates).unwrap();
+        assert_eq!(plain, serde_json::json!({"plan": "fixed", "rates": [10.0, 20.0], "repetitions": 1, "threshold_pct": 0.3}));
+
+        // The answer is read from the search's search.json.
+        let out = tempfile::tempdir().unwrap();
+        let search = out.path().join("runs/vanilla/search.json");
+        let err = want.max_rate(out.path()).unwrap_err().to_string();
+        assert!(err.contains("has not finished") && err.contains("runs/vanilla/search.json"), "{err}");
+        std::fs::create_dir_all(search.parent().unwrap()).unwrap();
+        std::fs::write(&search, r#"{"max_rate": 2.77, "steps": []}"#).unwrap();
+        assert_eq!(want.max_rate(out.path()).unwrap(), 2.77);
+        std::fs::write(&search, r#"{"max_rate": null, "steps": []}"#).unwrap();
+        assert!(want.max_rate(out.path()).unwrap_err().to_string().contains("no failure-free rate"));
+        std::fs::write(&search, "{\"max_rate\": ").unwrap();
+        assert!(want.max_rate(out.path()).unwrap_err().to_string().contains("not valid JSON"));
+
+        // Another results directory (relative to the experiment file) must hold the search.
+        let dir = write_dir();
+        std::fs::create_dir_all(dir.path().join("rec/runs/vanilla")).unwrap();
+        std::fs::write(dir.path().join("rec/runs/vanilla/search.json"), r#"{"max_rate": 3.0}"#).unwrap();
+        let elsewhere = GOOD.replace("fixed = [10, 20]", "fixed = [1.0]\nrelative_to = { config = \"vanilla\", results = \"rec\" }");
+        std::fs::write(dir.path().join("e.toml"), &elsewhere).unwrap();
+        let e = Experiment::from_file(&dir.path().join("e.toml")).unwrap();
+        let RatePlan::Fixed { relative_to: Some(r), .. } = &e.config("vanilla").unwrap().rates else { panic!("not relative") };
+        assert_eq!(r.results.as_deref(), Some(dir.path().join("rec").as_path()));
+        assert_eq!(r.max_rate(Path::new("/nonexistent")).unwrap(), 3.0);
+
+        assert_refused([
+            (relative.replace("config = \"vanilla\"", "config = \"nobody\""), "`nobody` is not a configuration before `lib-p1024`"),
+            (GOOD.replace("fixed = [10, 20]", "fixed = [0.5]\nrelative_to = { config = \"lib-p1024\" }"), "is not a configuration before `vanilla`"),
+            (relative.replace("rates = { bracket = { start = 2, step_pct = 20, resolution_pct = 5, repetitions = 3, max_probes = 14 } }", ""), "`vanilla` does not search"),
+            (relative.replace("fixed = [0.8, 1.0]", "fixed = [0.8, 5.0]"), "fixed[1]"),
+            (GOOD.replace("fixed = [10, 20]", "bracket = { start = 2, step_pct = 20, resolution_pct = 5, repetitions = 3, max_probes = 14 }\nrelative_to = { config = \"vanilla\" }"), "rates.relative_to: goes with `fixed"),
+            (GOOD.replace("fixed = [10, 20]", "fixed = [1.0]\nrelative_to = { config = \"vanilla\", results = \"nowhere\" }"), "no finished search of `vanilla`"),
+        ]);
     }
 
     #[test]

@@ -335,6 +335,11 @@ pub struct RatesSection {
     /// steady-state protocol's search; see `search.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bracket: Option<BracketSection>,
+    /// With `fixed`: its values are fractions of this configuration's
+    /// maximum failure-free rate (a search run before, here or in another
+    /// results directory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relative_to: Option<super::RelativeTo>,
     /// Runs per fixed rate.
     #[serde(default = "one_u32")]
     pub repetitions: u32,
