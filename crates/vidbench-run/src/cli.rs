@@ -3,6 +3,7 @@
 
 use crate::driver::{self, Driver};
 use crate::experiment::{Config, Experiment, Prefetch, RatePlan};
+use libception_proto::AdaptiveParams;
 use crate::{cgroup, cgroup_probe, interrupt, reader};
 use anyhow::Context;
 use std::io::Write;
@@ -105,6 +106,24 @@ fn unless_reader_left(written: std::io::Result<()>) -> std::io::Result<()> {
     }
 }
 
+/// What an adaptive controller's parameters change from paper 001's, the
+/// two an experiment sets most (start size and interval) spelled out.
+fn adaptive_summary(p: &AdaptiveParams) -> String {
+    let d = AdaptiveParams::default();
+    let mut parts = Vec::new();
+    if p.start != d.start {
+        parts.push(p.start.map_or("start probed".to_string(), |b| format!("from {} KiB", b / 1024)));
+    }
+    if p.interval != d.interval {
+        parts.push(format!("every {} s", p.interval.as_secs_f64()));
+    }
+    let others = AdaptiveParams { start: d.start, interval: d.interval, ..p.clone() } != d;
+    if others {
+        parts.push("other parameters changed (experiment.json)".into());
+    }
+    if parts.is_empty() { String::new() } else { format!(" {}", parts.join(", ")) }
+}
+
 fn print_plan(exp: &Experiment, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(
         out,
@@ -119,7 +138,7 @@ fn print_plan(exp: &Experiment, out: &mut dyn Write) -> std::io::Result<()> {
     for c in &exp.configs {
         let what = match (c.server, c.libception) {
             (Some(s), Some(m)) => format!("{} under Libception ({}{})", s.name(), m.name(), match &c.prefetch {
-                Some(Prefetch::Adaptive(_)) => ", prefetch adaptive".into(),
+                Some(Prefetch::Adaptive(p)) => format!(", prefetch adaptive{}", adaptive_summary(p)),
                 Some(Prefetch::Fixed(bytes)) => format!(", prefetch {} KiB", bytes / 1024),
                 None => String::new(),
             }),
