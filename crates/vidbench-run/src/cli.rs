@@ -107,7 +107,8 @@ fn unless_reader_left(written: std::io::Result<()>) -> std::io::Result<()> {
 }
 
 /// What an adaptive controller's parameters change from paper 001's, the
-/// two an experiment sets most (start size and interval) spelled out.
+/// ones an experiment sets most (start size, interval, gradual change)
+/// spelled out.
 fn adaptive_summary(p: &AdaptiveParams) -> String {
     let d = AdaptiveParams::default();
     let mut parts = Vec::new();
@@ -117,7 +118,10 @@ fn adaptive_summary(p: &AdaptiveParams) -> String {
     if p.interval != d.interval {
         parts.push(format!("every {} s", p.interval.as_secs_f64()));
     }
-    let others = AdaptiveParams { start: d.start, interval: d.interval, ..p.clone() } != d;
+    if p.ramp_rate != d.ramp_rate {
+        parts.push(format!("moving at most {} KiB/s", p.ramp_rate / 1024));
+    }
+    let others = AdaptiveParams { start: d.start, interval: d.interval, ramp_rate: d.ramp_rate, ..p.clone() } != d;
     if others {
         parts.push("other parameters changed (experiment.json)".into());
     }

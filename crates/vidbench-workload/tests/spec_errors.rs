@@ -136,7 +136,7 @@ fn bundled_specs() -> Vec<PathBuf> {
 fn bundled_specs_are_valid_and_state_their_memory_limit() {
     let specs = bundled_specs();
     let names: Vec<String> = specs.iter().map(|p| p.file_stem().unwrap().to_string_lossy().into_owned()).collect();
-    for want in ["sd-paper000", "sd-paper000-full", "sd-paper001", "hd-paper001", "hd-paper001-full", "mixed-sdhd", "mixed-sdhd-full", "small"] {
+    for want in ["sd-paper000", "sd-paper000-full", "sd-paper001", "sd-paper001-full", "hd-paper001", "hd-paper001-full", "mixed-sdhd", "mixed-sdhd-full", "small"] {
         assert!(names.iter().any(|n| n == want), "bench/specs/{want}.toml is missing: {names:?}");
     }
     for path in &specs {
@@ -184,14 +184,31 @@ fn the_first_requests_handshake_counts_against_the_deadline() {
     assert_mentions(&class(0.0, 2600), &["sessions.classes[0].delay_ms", "lower delay_ms"]);
 }
 
-/// Paper 001 Fig 7's specs extend the paper-scale SD spec: only the name, the
-/// description, the scaling note and Zipf alpha differ, and the text recorded
-/// beside a generated workload parses alone to the same spec.
+/// Paper 001's SD spec extends paper 000's: only the name, the description,
+/// the scaling note and memory and the client classes (paper 003's three)
+/// differ, so the library is the same files.
+#[test]
+fn paper_001_s_sd_spec_is_paper_000_s_with_paper_003_s_clients() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/specs");
+    let base = Spec::load(&dir.join("sd-paper000-full.toml")).unwrap().spec;
+    let mut spec = Spec::load(&dir.join("sd-paper001-full.toml")).unwrap().spec;
+    let rates: Vec<(f64, f64)> = spec.sessions.classes.iter().map(|c| (c.rate_mbps, c.share)).collect();
+    assert_eq!(rates, [(10.0, 0.4167), (3.5, 0.4167), (1.0, 0.1666)]);
+    assert_eq!(spec.scaling.memory_limit_mib, 4096);
+    (spec.name, spec.description, spec.scaling.note, spec.scaling.memory_limit_mib, spec.sessions.classes) =
+        (base.name.clone(), base.description.clone(), base.scaling.note.clone(), base.scaling.memory_limit_mib, base.sessions.classes.clone());
+    assert_eq!(spec, base);
+}
+
+/// Paper 001 Fig 7's specs extend the paper-scale SD spec of paper 001 (which
+/// extends paper 000's): only the name, the description, the scaling note and
+/// Zipf alpha differ, and the text recorded beside a generated workload
+/// parses alone to the same spec.
 #[test]
 fn a_spec_extending_another_changes_only_the_keys_it_gives() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/specs");
-    let base = Spec::load(&dir.join("sd-paper000-full.toml")).unwrap().spec;
-    for (file, alpha) in [("sd-paper000-full-alpha06.toml", 0.6), ("sd-paper000-full-alpha10.toml", 1.0)] {
+    let base = Spec::load(&dir.join("sd-paper001-full.toml")).unwrap().spec;
+    for (file, alpha) in [("sd-paper001-full-alpha06.toml", 0.6), ("sd-paper001-full-alpha10.toml", 1.0)] {
         let path = dir.join(file);
         let (v, recorded) = Spec::parse_recorded(&std::fs::read_to_string(&path).unwrap(), &path).unwrap();
         let mut spec = v.spec.clone();
