@@ -516,7 +516,9 @@ pub(crate) async fn play_session(shared: Rc<Shared>, session: Session, file_ids:
             catalogue: origin.catalogue,
         });
     }
-    collector.session_ended(&record, failure.as_ref().map(|f| f.kind.as_str()));
+    // When the request it ended on was issued (the failing one, for a failure).
+    let last_request_s = previous_start.map(|t| shared.seconds(t));
+    collector.session_ended(&record, failure.as_ref().map(|f| f.kind.as_str()), last_request_s);
     drop(collector);
     shared.session_done.notify_one();
 }

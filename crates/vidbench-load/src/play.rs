@@ -344,6 +344,7 @@ impl Catalogue {
 fn begin_step(shared: &Rc<Shared>, catalogue: &Rc<Catalogue>, index: usize, spec: StepSpec, start_s: f64, seed: u64) {
     let old_rate = shared.collector.borrow().steps.last().map_or(0.0, |s| s.spec.rate);
     let mut counters = StepCounters::new(index, spec, start_s);
+    counters.steady_sessions = Some(spec.rate * catalogue.durations.mean());
     counters.matched = match_population(shared, catalogue, old_rate, &spec, index, seed, start_s);
     shared.collector.borrow_mut().step = Some(counters);
 }

@@ -385,7 +385,9 @@ impl Collector {
         self.failed_sessions.iter().filter(|f| f.failed_at_s < failed_before).count()
     }
 
-    pub fn session_ended(&mut self, record: &SessionRecord, error_kind: Option<&str>) {
+    /// A session ended; `last_request_s`: when the request it ended on was
+    /// issued (the failing one, for a failure).
+    pub fn session_ended(&mut self, record: &SessionRecord, error_kind: Option<&str>, last_request_s: Option<f64>) {
         self.active -= 1;
         self.ended += 1;
         if record.outcome == Outcome::Withdrawn {
@@ -402,7 +404,7 @@ impl Collector {
         }
         self.by_phase.entry(record.phase).or_default().end(record.outcome);
         if let Some(step) = &mut self.step {
-            step.session_ended(record.scheduled_s, record.outcome);
+            step.session_ended(record, last_request_s);
         }
         Self::write(&mut self.sessions_out, &mut self.first_write_error, record);
     }

@@ -140,9 +140,39 @@ pub struct StepResult {
     /// Of those, failed before the step ended.
     pub sessions_failed: u64,
     pub failed_by_cause: std::collections::BTreeMap<String, u64>,
-    /// Failed measured sessions in percent of the measured ones; `None` when
-    /// no session arrived in the window.
+    /// The step's verdict, in percent: the largest of the measured sessions'
+    /// failure percentage (`measured_failure_percent`), that of the sessions
+    /// in progress during the window (`in_progress_failure_percent`), and,
+    /// when the window held fewer sessions than a steady state of its rate
+    /// would by more than the bound (`population_held` false), the share
+    /// missing. `None` when no session arrived in the window. Steps recorded
+    /// before the other two existed hold the measured percentage alone.
     pub failure_percent: Option<f64>,
+    /// Failed measured sessions (scheduled in the window, failed before the
+    /// step's end) in percent of the measured ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_failure_percent: Option<f64>,
+    /// Sessions in progress at some time in the window (those in play when
+    /// it opened and those started in it) and, of them, those that failed
+    /// on a request issued in the window (one issued before it, while the
+    /// step settled, belongs to the settling: the joins of a population
+    /// match and the repairs land there).
+    #[serde(default)]
+    pub in_progress_sessions: u64,
+    #[serde(default)]
+    pub in_progress_failed: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_progress_failure_percent: Option<f64>,
+    /// Mean sessions in play over the window in percent of a steady state
+    /// of the step's rate (rate x mean session length).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub population_percent: Option<f64>,
+    /// False when the window held fewer sessions than that steady state by
+    /// more than three standard deviations of its count (sqrt(N) of N under
+    /// Poisson arrivals): sessions lost to failures before the window, a
+    /// server recovering from a collapse rather than sustaining the rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub population_held: Option<bool>,
     /// Completed-request bytes inside the window, MB/s.
     pub throughput_mb_s: f64,
     /// Body bytes received inside the window (sample intervals wholly inside
@@ -215,7 +245,16 @@ pub(crate) struct StepCounters {
     /// unsettled, as the progress line says it.
     waiting: Option<&'static str>,
     pub matched: Option<Matched>,
+    /// Sessions in play in a steady state of the step's rate (rate x mean
+    /// session length), when the player knows the session lengths.
+    pub steady_sessions: Option<f64>,
+    /// Sessions that failed on a request issued in the window.
+    pub in_progress_failed: u64,
 }
+
+/// How far below its steady state, in standard deviations of the count,
+/// a window's mean population may fall and still count as holding it.
+pub const POPULATION_SIGMAS: f64 = 3.0;
 
 impl StepCounters {
     pub fn new(index: usize, spec: StepSpec, start_s: f64) -> StepCounters {
@@ -231,6 +270,8 @@ impl StepCounters {
             cache_settled: None,
             waiting: None,
             matched: None,
+            steady_sessions: None,
+            in_progress_failed: 0,
         }
     }
 
@@ -302,12 +343,19 @@ impl StepCounters {
         }
     }
 
-    /// A session ended (before this step's end, or it would have been closed).
-    pub fn session_ended(&mut self, scheduled_s: f64, outcome: crate::records::Outcome) {
-        if self.in_window(scheduled_s) && outcome.is_failure() {
+    /// A session ended (before this step's end, or it would have been
+    /// closed); `failed_request_s`: when the request it ended on was issued.
+    pub fn session_ended(&mut self, record: &crate::records::SessionRecord, failed_request_s: Option<f64>) {
+        if !record.outcome.is_failure() {
+            return;
+        }
+        if self.in_window(record.scheduled_s) {
             self.failures.started += 1;
             self.failures.failed += 1;
-            *self.failures.failed_by_cause.entry(outcome.name().to_owned()).or_default() += 1;
+            *self.failures.failed_by_cause.entry(record.outcome.name().to_owned()).or_default() += 1;
+        }
+        if failed_request_s.is_some_and(|t| self.in_window(t)) {
+            self.in_progress_failed += 1;
         }
     }
 
@@ -329,6 +377,20 @@ impl StepCounters {
             first_third: mean(&active[..third]).unwrap_or(0.0),
             last_third: mean(&active[active.len() - third..]).unwrap_or(0.0),
         });
+        // In play when the window opened (the interval ending there), and
+        // started in it.
+        let at_open = intervals.iter().find(|i| (i.end_s - a).abs() < 1e-6).map_or(0, |i| i.sessions_active);
+        let in_progress = at_open + inside.iter().map(|i| i.sessions_started).sum::<u64>();
+        let pct = |part: u64, whole: u64| (whole > 0).then(|| 100.0 * part as f64 / whole as f64);
+        let measured_failure_percent = pct(self.failures.failed, self.measured);
+        let in_progress_failure_percent = pct(self.in_progress_failed, in_progress);
+        let population = self.steady_sessions.filter(|n| *n > 0.0).zip(mean(&active)).map(|(steady, held)| {
+            let bound = steady - POPULATION_SIGMAS * steady.sqrt();
+            (100.0 * held / steady, held >= bound)
+        });
+        let missing = population.filter(|(_, held)| !held).map(|(p, _)| 100.0 - p);
+        let failure_percent = measured_failure_percent
+            .map(|m| [Some(m), in_progress_failure_percent, missing].into_iter().flatten().fold(m, f64::max));
         StepResult {
             index: self.index,
             spec: self.spec,
@@ -339,7 +401,13 @@ impl StepCounters {
             sessions_measured: self.measured,
             sessions_failed: self.failures.failed,
             failed_by_cause: self.failures.failed_by_cause.clone(),
-            failure_percent: (self.measured > 0).then(|| 100.0 * self.failures.failed as f64 / self.measured as f64),
+            failure_percent,
+            measured_failure_percent,
+            in_progress_sessions: in_progress,
+            in_progress_failed: self.in_progress_failed,
+            in_progress_failure_percent,
+            population_percent: population.map(|(p, _)| p),
+            population_held: population.map(|(_, held)| held),
             throughput_mb_s: figures.throughput_mb_s,
             received_mb_s: received,
             samples_mb_s: (figures.samples.mean_mb_s, figures.samples.ci95_mb_s),
@@ -378,6 +446,26 @@ mod tests {
         }
     }
 
+    /// A session that ran from `start` (scheduled at `scheduled`) to `end`
+    /// with `done` requests answered.
+    fn ended(scheduled: f64, start: f64, end: f64, done: usize, outcome: Outcome) -> crate::records::SessionRecord {
+        crate::records::SessionRecord {
+            session: 0,
+            phase: vidbench_library::Phase::Measure,
+            class: "c".into(),
+            video: 0,
+            scheduled_s: scheduled,
+            start_s: start,
+            end_s: end,
+            requests_done: done,
+            requests_total: 10,
+            bytes: 0,
+            reconnects: 0,
+            outcome,
+            detail: String::new(),
+        }
+    }
+
     #[test]
     fn only_sessions_scheduled_in_the_window_and_failed_before_the_end_count() {
         let mut s = StepCounters::new(1, spec(), 100.0);
@@ -387,16 +475,80 @@ mod tests {
             s.session_started(t);
         }
         assert_eq!((s.started, s.measured), (6, 3));
-        s.session_ended(105.0, Outcome::Timeout); // settling: not measured
-        s.session_ended(110.0, Outcome::Timeout);
-        s.session_ended(120.0, Outcome::Ok);
-        s.session_ended(139.9, Outcome::Interrupted); // the run ended: not a failure
-        s.session_ended(140.0, Outcome::Connect); // after the window
+        s.session_ended(&ended(105.0, 105.0, 108.0, 0, Outcome::Timeout), Some(105.0)); // settling: not measured
+        s.session_ended(&ended(110.0, 110.0, 121.0, 1, Outcome::Timeout), Some(111.0));
+        s.session_ended(&ended(120.0, 120.0, 125.0, 3, Outcome::Ok), Some(124.0));
+        s.session_ended(&ended(139.9, 139.9, 149.0, 2, Outcome::Interrupted), Some(145.0)); // the run ended: not a failure
+        s.session_ended(&ended(140.0, 140.0, 146.0, 0, Outcome::Connect), Some(140.0)); // after the window
         let r = s.finish(&[], &[]);
         assert_eq!(r.sessions_failed, 1);
         assert_eq!(r.failed_by_cause.get("timeout"), Some(&1));
-        let pct = r.failure_percent.unwrap();
+        let pct = r.measured_failure_percent.unwrap();
         assert!((pct - 100.0 / 3.0).abs() < 1e-9, "{pct}");
+        assert_eq!(r.failure_percent, Some(pct), "nothing else failed or went missing");
+    }
+
+    /// Sessions in progress during the window fail it too, whenever they
+    /// started, when the request they failed on was issued in the window
+    /// (one issued while the step settled belongs to the settling); the
+    /// share is of the sessions in play at the window's start plus those
+    /// started in it, and the verdict is the larger share.
+    #[test]
+    fn failures_of_sessions_in_progress_during_the_window_count() {
+        let mut s = StepCounters::new(1, spec(), 100.0); // window [110, 140), end 150
+        for t in [50.0, 60.0, 70.0, 80.0, 90.0] {
+            s.session_started(t);
+        }
+        s.session_ended(&ended(50.0, 50.0, 122.0, 6, Outcome::Timeout), Some(112.0)); // issued in the window: counts
+        s.session_ended(&ended(60.0, 60.0, 149.0, 8, Outcome::Status), Some(139.0)); // failed in the hold, issued in the window: counts
+        s.session_ended(&ended(20.0, 105.0, 115.0, 0, Outcome::Timeout), Some(105.0)); // a join's first request, issued while settling
+        s.session_ended(&ended(70.0, 70.0, 118.0, 3, Outcome::Timeout), Some(108.0)); // issued while settling, failed in the window
+        s.session_ended(&ended(80.0, 80.0, 148.0, 9, Outcome::Timeout), Some(141.0)); // issued in the hold
+        s.session_ended(&ended(90.0, 90.0, 120.0, 4, Outcome::Withdrawn), Some(115.0)); // not a failure
+        assert_eq!(s.in_progress_failed, 2);
+        // 40 in play when the window opened, 2 started in each of its six intervals.
+        let intervals: Vec<IntervalRecord> = (20..30)
+            .map(|k| {
+                let mut i = interval(k as f64 * 5.0, 1.0, 40);
+                i.sessions_started = if (22..28).contains(&k) { 2 } else { 9 };
+                i
+            })
+            .collect();
+        let r = s.finish(&[], &intervals);
+        assert_eq!((r.in_progress_sessions, r.in_progress_failed), (52, 2));
+        assert_eq!(r.measured_failure_percent, None);
+        assert_eq!(r.failure_percent, None, "no measured session: no verdict");
+        s.session_started(115.0);
+        let r = s.finish(&[], &intervals);
+        assert_eq!(r.measured_failure_percent, Some(0.0));
+        let in_progress = 100.0 * 2.0 / 52.0;
+        assert_eq!(r.in_progress_failure_percent, Some(in_progress));
+        assert_eq!(r.failure_percent, Some(in_progress));
+    }
+
+    /// A window holding fewer sessions than a steady state of its rate by
+    /// more than three standard deviations fails by the share missing.
+    #[test]
+    fn a_window_short_of_its_steady_population_fails() {
+        let held = |active: u64| {
+            let mut s = StepCounters::new(1, spec(), 100.0);
+            s.steady_sessions = Some(400.0); // bound: 400 - 3 x 20 = 340
+            s.session_started(120.0);
+            let intervals: Vec<IntervalRecord> = (22..28).map(|k| interval(k as f64 * 5.0, 1.0, active)).collect();
+            s.finish(&[], &intervals)
+        };
+        let r = held(372);
+        assert_eq!((r.population_percent, r.population_held), (Some(93.0), Some(true)));
+        assert_eq!(r.failure_percent, Some(0.0));
+        let r = held(340);
+        assert_eq!(r.population_held, Some(true), "at the bound");
+        let r = held(320);
+        assert_eq!((r.population_percent, r.population_held), (Some(80.0), Some(false)));
+        assert_eq!(r.failure_percent, Some(20.0));
+        assert_eq!(r.measured_failure_percent, Some(0.0));
+        // Without the session lengths there is no population verdict.
+        let s = StepCounters::new(1, spec(), 100.0);
+        assert_eq!(s.finish(&[], &[]).population_held, None);
     }
 
     #[test]

@@ -1004,8 +1004,17 @@ impl Driver {
                 ),
                 None => String::new(),
             };
+            let in_progress = match r.population_percent {
+                Some(p) => format!(
+                    ", {} of {} in progress, {p:.0} % of the steady-state population{}",
+                    r.in_progress_failed,
+                    r.in_progress_sessions,
+                    if r.population_held == Some(false) { " (NOT held: the share missing counts as failed)" } else { "" }
+                ),
+                None => String::new(),
+            };
             say.line(&format!(
-                "    step {} at {:.2} sessions/s: {:.2} MB/s delivered, {} of {} measured sessions failed{settling}{matched}",
+                "    step {} at {:.2} sessions/s: {:.2} MB/s delivered, {} of {} measured sessions failed{in_progress}{settling}{matched}",
                 r.index + 1,
                 r.spec.rate,
                 r.throughput_mb_s,
