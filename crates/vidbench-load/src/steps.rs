@@ -171,6 +171,7 @@ pub struct StepResult {
     /// more than three standard deviations of its count (sqrt(N) of N under
     /// Poisson arrivals): sessions lost to failures before the window, a
     /// server recovering from a collapse rather than sustaining the rate.
+    /// Part of the verdict under the settling gate only (`gate_pct`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub population_held: Option<bool>,
     /// Completed-request bytes inside the window, MB/s.
@@ -388,7 +389,11 @@ impl StepCounters {
             let bound = steady - POPULATION_SIGMAS * steady.sqrt();
             (100.0 * held / steady, held >= bound)
         });
-        let missing = population.filter(|(_, held)| !held).map(|(p, _)| 100.0 - p);
+        // Judged under the settling gate only: the gate is what claims the
+        // window holds the steady state (without it, a short ramp from idle
+        // leaves the window short by design, and the figure is recorded).
+        let judged = self.spec.gate_pct > 0.0;
+        let missing = population.filter(|(_, held)| judged && !held).map(|(p, _)| 100.0 - p);
         let failure_percent = measured_failure_percent
             .map(|m| [Some(m), in_progress_failure_percent, missing].into_iter().flatten().fold(m, f64::max));
         StepResult {
@@ -526,12 +531,14 @@ mod tests {
         assert_eq!(r.failure_percent, Some(in_progress));
     }
 
-    /// A window holding fewer sessions than a steady state of its rate by
-    /// more than three standard deviations fails by the share missing.
+    /// Under the gate, a window holding fewer sessions than a steady state
+    /// of its rate by more than three standard deviations fails by the share
+    /// missing.
     #[test]
     fn a_window_short_of_its_steady_population_fails() {
         let held = |active: u64| {
-            let mut s = StepCounters::new(1, spec(), 100.0);
+            let gated = StepSpec { gate_pct: 3.0, max_settle_s: 10.0, ..spec() };
+            let mut s = StepCounters::new(1, gated, 100.0);
             s.steady_sessions = Some(400.0); // bound: 400 - 3 x 20 = 340
             s.session_started(120.0);
             let intervals: Vec<IntervalRecord> = (22..28).map(|k| interval(k as f64 * 5.0, 1.0, active)).collect();
@@ -549,6 +556,12 @@ mod tests {
         // Without the session lengths there is no population verdict.
         let s = StepCounters::new(1, spec(), 100.0);
         assert_eq!(s.finish(&[], &[]).population_held, None);
+        // Without the gate the population is recorded, not judged.
+        let mut s = StepCounters::new(1, spec(), 100.0);
+        s.steady_sessions = Some(400.0);
+        s.session_started(120.0);
+        let r = s.finish(&[], &(22..28).map(|k| interval(k as f64 * 5.0, 1.0, 100)).collect::<Vec<_>>());
+        assert_eq!((r.population_percent, r.population_held, r.failure_percent), (Some(25.0), Some(false), Some(0.0)));
     }
 
     #[test]
