@@ -10,12 +10,15 @@ largest of three shares:
     of the sessions in play when it opened plus those started in it;
   - missing: under the settling gate (gate_pct), when the window's mean
     population (sessions in play) is more than three standard deviations
-    (sqrt(N)) below a steady state of its rate (rate x mean session length,
-    N), the share of N missing.
+    (sqrt(N)) below a steady state of its rate (rate x mean paced session
+    length, N), the share of N missing.
 A step passes below 0.3 %. This script recomputes the last two from
 `load/sessions.csv`, `load/requests.csv` and `load/intervals.csv` (kept in a
 results directory, left out of committed records) and the workload's session
-list, and prints each step's shares and both verdicts, marking changes.
+list, and prints each step's shares and both verdicts, marking changes. A
+failed session's failing request is the failed request of the same session
+id that ended nearest the session's end (ids repeat: joins and repairs reuse
+them).
 
     rejudge.py WORKLOAD_DIR RUN_DIR...     (RUN_DIR: RESULTS/runs/CONFIG/steps-rep0)
 """
@@ -29,37 +32,43 @@ THRESHOLD_PCT = 0.3
 SIGMAS = 3.0
 
 
-def mean_session_length(workload: Path) -> float:
-    """Mean paced length of the workload's sessions (the load client's
-    `Durations::length_of`: the paces after the first request)."""
-    total, n = 0.0, 0
+def session_lengths(workload: Path) -> dict:
+    """Paced length of each session of the workload, by id (the load
+    client's `Durations::length_of`: the paces after the first request)."""
+    lengths = {}
     with open(workload / "sessions.jsonl") as f:
         for line in f:
             s = json.loads(line)
-            total += sum(r.get("pace_s") or 0.0 for r in s["requests"][1:])
-            n += 1
-    if n == 0:
+            lengths[str(s["id"])] = sum(r.get("pace_s") or 0.0 for r in s["requests"][1:])
+    if not lengths:
         sys.exit(f"rejudge: {workload}/sessions.jsonl holds no sessions")
-    return total / n
+    return lengths
 
 
 def failure(outcome: str) -> bool:
     return outcome not in ("ok", "interrupted", "withdrawn", "", None)
 
 
-def rejudge(run: Path, mean_len: float) -> None:
+def rejudge(run: Path, lengths: dict) -> None:
     load = run / "load"
     for f in ("steps.json", "sessions.csv", "requests.csv", "intervals.csv"):
         if not (load / f).is_file():
             sys.exit(f"rejudge: {load / f} is missing (a committed record keeps no per-session logs)")
-    # When each failed session's failing request was issued.
-    failing_request = {}
+    mean_len = sum(lengths.values()) / len(lengths)
+    # Each failed request (ended, issued) by session id.
+    failed_requests = {}
     with open(load / "requests.csv") as f:
         for q in csv.DictReader(f):
-            if failure(q["outcome"]) and q["start_s"]:
-                failing_request[(q["session"], q["phase"])] = float(q["start_s"])
+            if failure(q["outcome"]) and q["start_s"] and q["end_s"]:
+                failed_requests.setdefault(q["session"], []).append((float(q["end_s"]), float(q["start_s"])))
+    issued = []  # when each failed session's failing request was issued
     with open(load / "sessions.csv") as f:
-        failed = [failing_request.get((r["session"], r["phase"])) for r in csv.DictReader(f) if failure(r["outcome"])]
+        for r in csv.DictReader(f):
+            if failure(r["outcome"]) and r["end_s"]:
+                end = float(r["end_s"])
+                candidates = failed_requests.get(r["session"], [])
+                if candidates:
+                    issued.append(min(candidates, key=lambda q: abs(q[0] - end))[1])
     with open(load / "intervals.csv") as f:
         intervals = [(float(i["start_s"]), float(i["end_s"]), int(i["sessions_started"]), int(i["sessions_active"])) for i in csv.DictReader(f)]
     print(f"== {run}")
@@ -73,7 +82,7 @@ def rejudge(run: Path, mean_len: float) -> None:
         at_open = sum(act for _, end, _, act in intervals if abs(end - a) < 1e-6)
         started = sum(n for start, end, n, _ in intervals if start >= a - 1e-6 and end <= b + 1e-6)
         in_progress = at_open + started
-        failed_in = sum(1 for t in failed if t is not None and a <= t < b)
+        failed_in = sum(1 for t in issued if a <= t < b)
         in_pct = 100.0 * failed_in / in_progress if in_progress else 0.0
         steady = rate * mean_len
         held = s["active_sessions"]["mean"]
@@ -93,9 +102,9 @@ def rejudge(run: Path, mean_len: float) -> None:
 def main() -> None:
     if len(sys.argv) < 3:
         sys.exit(__doc__)
-    mean_len = mean_session_length(Path(sys.argv[1]))
+    lengths = session_lengths(Path(sys.argv[1]))
     for run in sys.argv[2:]:
-        rejudge(Path(run), mean_len)
+        rejudge(Path(run), lengths)
 
 
 if __name__ == "__main__":

@@ -401,7 +401,7 @@ fn match_population(shared: &Rc<Shared>, catalogue: &Rc<Catalogue>, old_rate: f6
         }
     }
     joins.extend((0..plan.add).map_while(|_| catalogue.stationary.draw(&mut rng)));
-    let (added, finished) = join_in_progress(shared, catalogue, joins, t0, spec.join_s, &mut rng);
+    let (added, finished, _) = join_in_progress(shared, catalogue, joins, t0, spec.join_s, f64::INFINITY, &mut rng);
     matched.added = added;
     matched.finished = finished;
     Some(matched)
@@ -427,32 +427,42 @@ fn repair_population(shared: &Rc<Shared>, catalogue: &Rc<Catalogue>, t: f64, spr
         return;
     }
     let joins = failed.iter().map(|f| (f.catalogue, t - f.scheduled_s)).collect();
-    let (resumed, _) = join_in_progress(shared, catalogue, joins, t, spread_s.min(window_start - t), rng);
-    if let Some(m) = shared.collector.borrow_mut().step.as_mut().and_then(|s| s.matched.as_mut()) {
+    // A resume whose first request would come after the window opened is
+    // not made: the session stays failed (and lost to the window).
+    let (resumed, _, too_late) = join_in_progress(shared, catalogue, joins, t, spread_s.min(window_start - t), window_start, rng);
+    let mut collector = shared.collector.borrow_mut();
+    collector.failed_sessions.extend(too_late.into_iter().map(|k| failed[k].clone()));
+    if let Some(m) = collector.step.as_mut().and_then(|s| s.matched.as_mut()) {
         m.repaired += resumed;
     }
 }
 
 /// Schedules sessions in progress to join: `joins` holds (session index,
 /// its age at `t0`); each joins at `t0` + U[0, `spread_s`), at its age then,
-/// from the first request not yet made. Returns how many will join and how
-/// many had nothing left to play.
+/// from the first request not yet made, unless that request would come at
+/// or after `before`. Returns how many will join, how many had nothing left
+/// to play, and the positions in `joins` of those left out for `before`.
 fn join_in_progress(
     shared: &Rc<Shared>,
     catalogue: &Rc<Catalogue>,
     joins: Vec<(usize, f64)>,
     t0: f64,
     spread_s: f64,
+    before: f64,
     rng: &mut ChaCha8Rng,
-) -> (u64, u64) {
-    let (mut added, mut finished) = (0, 0);
-    for (i, age) in joins {
+) -> (u64, u64, Vec<usize>) {
+    let (mut added, mut finished, mut too_late) = (0, 0, Vec::new());
+    for (position, (i, age)) in joins.into_iter().enumerate() {
         let join = rng.gen::<f64>() * spread_s.max(0.0);
         let (session, ids) = &catalogue.sessions[i];
         let Some((first, wait)) = in_progress(session, age + join) else {
             finished += 1;
             continue;
         };
+        if t0 + join + wait >= before {
+            too_late.push(position);
+            continue;
+        }
         let mut joining = session.clone();
         joining.requests.drain(..first);
         joining.phase = Phase::RampUp;
@@ -468,7 +478,7 @@ fn join_in_progress(
         });
         added += 1;
     }
-    (added, finished)
+    (added, finished, too_late)
 }
 
 /// Checks the sessions before anything is sent and finds, when verifying,

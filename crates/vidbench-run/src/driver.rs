@@ -1004,14 +1004,15 @@ impl Driver {
                 ),
                 None => String::new(),
             };
-            let in_progress = match r.population_percent {
-                Some(p) => format!(
-                    ", {} of {} in progress, {p:.0} % of the steady-state population{}",
+            let in_progress = match (r.measured_failure_percent, r.population_percent) {
+                (Some(_), Some(p)) => format!(
+                    ", {} of {} in progress failed, {p:.0} % of the steady-state population in play{}",
                     r.in_progress_failed,
                     r.in_progress_sessions,
                     if r.population_held == Some(false) { " (NOT held: the share missing counts as failed)" } else { "" }
                 ),
-                None => String::new(),
+                (Some(_), None) => format!(", {} of {} in progress failed", r.in_progress_failed, r.in_progress_sessions),
+                _ => String::new(),
             };
             say.line(&format!(
                 "    step {} at {:.2} sessions/s: {:.2} MB/s delivered, {} of {} measured sessions failed{in_progress}{settling}{matched}",
@@ -1090,6 +1091,7 @@ impl Driver {
             match kept {
                 parts::Keep::Part(part) => say(format!("the interrupted run's finished steps are kept in {}", part.display())),
                 parts::Keep::Changed => say("the interrupted run ran other settings than the experiment gives now: its steps are not kept".into()),
+                parts::Keep::OlderVerdict => say("the interrupted run's steps were judged by an older verdict (the measured sessions alone): they are not kept".into()),
                 parts::Keep::NoStep => {}
             }
             if dir.exists() {

@@ -77,6 +77,10 @@ pub enum Keep {
     /// It ran other settings of the configuration (or another seed) than
     /// the experiment now gives: its steps cannot stand for this one.
     Changed,
+    /// Its steps were judged by the load client's verdict before 2026-11-26
+    /// (the measured sessions' share alone, no `measured_failure_percent`):
+    /// replayed beside today's verdicts they would mix two rules.
+    OlderVerdict,
 }
 
 /// The configuration and seed a run recorded in its `run.json`.
@@ -110,6 +114,9 @@ pub fn keep(config_dir: &Path, run: &Path, config: &Value, seed: u64) -> anyhow:
     let Some(last) = records.last() else { return Ok(Keep::NoStep) };
     if identity(run)? != (config.clone(), json!(seed)) {
         return Ok(Keep::Changed);
+    }
+    if records.iter().any(|r| r.load.measured_failure_percent.is_none()) {
+        return Ok(Keep::OlderVerdict);
     }
     let write = |name: &str, text: String| std::fs::write(run.join(name), text).with_context(|| format!("cannot write {}", run.join(name).display()));
     write("steps.json", serde_json::to_string_pretty(&records)? + "\n")?;
@@ -192,6 +199,7 @@ mod tests {
             "sessions_failed": 0,
             "failed_by_cause": {},
             "failure_percent": failure,
+            "measured_failure_percent": failure,
             "throughput_mb_s": 10.0 * rate,
             "received_mb_s": null,
             "samples_mb_s": [null, null],
@@ -273,7 +281,7 @@ mod tests {
     }
 
     #[test]
-    fn a_run_without_a_finished_step_or_of_other_settings_is_not_kept() {
+    fn a_run_without_a_finished_step_or_of_other_settings_or_verdict_is_not_kept() {
         let tmp = tempfile::tempdir().unwrap();
         let run = tmp.path().join("steps-rep0");
         std::fs::create_dir_all(run.join("load")).unwrap();
@@ -287,6 +295,10 @@ mod tests {
         let edited = json!({"name": "srv", "kind": "server", "server": "nginx", "prefetch_kb": 4096});
         assert_eq!(keep(tmp.path(), &run, &edited, 1).unwrap(), Keep::Changed);
         assert_eq!(keep(tmp.path(), &run, &config(), 2).unwrap(), Keep::Changed);
+        // Steps judged by the older verdict (the measured share alone) neither.
+        let steps = std::fs::read_to_string(run.join("load/steps.json")).unwrap().replace("\"measured_failure_percent\":0.0,", "");
+        std::fs::write(run.join("load/steps.json"), steps).unwrap();
+        assert_eq!(keep(tmp.path(), &run, &config(), 1).unwrap(), Keep::OlderVerdict);
         assert!(parts(tmp.path()).is_empty() && run.exists());
         // A corrupt list is an error naming the file, and the run stays.
         std::fs::write(run.join("load/steps.json"), "[{\"index\": 0,").unwrap();
