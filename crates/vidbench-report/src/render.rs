@@ -157,7 +157,8 @@ fn table3(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<String, Vec<P
     }
     writeln!(
         ctx.md,
-        "The highest offered rate at which fewer than the threshold of measured sessions failed, the MB/s delivered there \
+        "The highest offered rate at which the failed share stayed below the threshold (measured sessions; for a step \
+         recorded since 2026-11-26, its verdict: also the sessions in progress and the population, docs/run.md), the MB/s delivered there \
          (mean of its runs, with the 95 % confidence interval over repetitions, or of the load's 5-second samples for a \
          single run), and the ratio to the same server's vanilla configuration. `>=` marks a maximum that no failing \
          rate bounds from above (the true maximum may be higher).\n"
@@ -231,7 +232,7 @@ fn versus_rate(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<String, 
     thresholds.dedup();
     let references = thresholds.into_iter().map(|t| Reference { y: t, name: format!("failure threshold ({t} %)") }).collect();
     ctx.figure("throughput-vs-rate", Chart { title: "Delivered throughput", x_label: "offered rate (sessions/s)", y_label: "MB/s", log_x: false, y_range: None, references: Vec::new() }, tput)?;
-    ctx.figure("failures-vs-rate", Chart { title: "Failed sessions", x_label: "offered rate (sessions/s)", y_label: "% of measured sessions", log_x: false, y_range: None, references }, fail)?;
+    ctx.figure("failures-vs-rate", Chart { title: "Failed sessions", x_label: "offered rate (sessions/s)", y_label: "failed % (a step: its verdict)", log_x: false, y_range: None, references }, fail)?;
     writeln!(ctx.md, "Bars: 95 % confidence interval over the repetitions of a rate (points run once have none).\n")?;
     per_rate_table(ctx, configs, points, &["runs", "MB/s", "± CI", "failed %", "± CI", "server CPU %"], |p| {
         vec![
