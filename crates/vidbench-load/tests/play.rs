@@ -652,6 +652,34 @@ fn population_matching_resumes_failed_sessions_at_their_age() {
     assert!(resumed.iter().all(|s| s.outcome != "status"), "{resumed:?}");
 }
 
+/// A resumed session's first request comes when its next one is due; a
+/// resume that would make it after the window opened is not made (it would
+/// be a cold start inside the window, not part of its steady state).
+#[test]
+fn no_repair_starts_a_session_inside_the_window() {
+    use vidbench_load::StepSpec;
+    let server = TestServer::start();
+    // Requests every 2 s (longer than the 0.5 s sample interval, as a 10 s
+    // pace is longer than the 5 s one of real runs); each session fails at
+    // its second request, 2 s after its first. A session arriving at 1.2 s
+    // fails at 3.2 s, is up for repair at 3.5 s, and its next request is due
+    // at 5.2 s: inside the window, which opens at 4 s.
+    let sessions: Vec<Session> = (0..40)
+        .map(|i| {
+            let requests = (0..10).map(|k| req(if k == 1 { "/f?size=100&status=500" } else { "/f?size=100" }, None, (k > 0).then_some(2.0), 5.0)).collect();
+            session(i, Phase::RampDown, 0, 0, requests)
+        })
+        .collect();
+    let spec = StepSpec { rate: 4.0, settle_s: 4.0, measure_s: 1.0, hold_s: 0.5, gate_pct: 0.0, max_settle_s: 0.0, join_s: 0.5 };
+    let (seen, _, dir) = play_stepped(&server, sessions, &[spec], 3);
+    let (a, _) = seen[0].window_s;
+    assert!(seen[0].matched.expect("matched").repaired > 0);
+    let rows: Vec<Sess> = read_csv(&dir.path().join("out/sessions.csv"));
+    // Joined: started well after its scheduled time (an arrival starts on time).
+    let late: Vec<&Sess> = rows.iter().filter(|s| s.start_s > s.scheduled_s + 0.25 && s.start_s >= a).collect();
+    assert!(late.is_empty(), "resumed inside the window opening at {a}: {late:?}");
+}
+
 #[test]
 fn the_repair_stops_once_a_step_resumed_its_steady_state_population() {
     use vidbench_load::StepSpec;
