@@ -5,7 +5,7 @@ load client, from their raw logs, beside the verdict they were recorded with.
 A step's verdict (crates/vidbench-load/src/steps.rs, `StepResult`) is the
 largest of three shares:
   - measured: sessions scheduled in the window that failed before the step
-    ended, of those scheduled in it (the only share before 2026-11-26);
+    ended, of those scheduled in it (the only share before build a144130);
   - in progress: sessions whose failing request was issued in the window,
     of the sessions in play when it opened plus those started in it;
   - missing: under the settling gate (gate_pct), when the window's mean
@@ -85,6 +85,9 @@ def rejudge(run: Path, lengths: dict) -> None:
         failed_in = sum(1 for t in issued if a <= t < b)
         in_pct = 100.0 * failed_in / in_progress if in_progress else 0.0
         steady = rate * mean_len
+        if not s.get("active_sessions"):
+            print(f"  {rate:.2f}/s: no sample interval inside the window: no population figure")
+            continue
         held = s["active_sessions"]["mean"]
         population = 100.0 * held / steady
         holds = held >= steady - SIGMAS * math.sqrt(steady)

@@ -16,6 +16,10 @@ cd "$(dirname "$0")/../.."
 source tests/integration/lib/scratch.sh
 nginx_run_prereqs
 scratch run-resume-steps
+# A driver still running when the test fails is stopped (it cleans up its
+# mounts and cgroups) before the scratch directory goes.
+driver=
+trap '[ -n "$driver" ] && kill -INT "$driver" 2>/dev/null && wait "$driver" 2>/dev/null; scratch_cleanup' EXIT
 
 "$VB" workload gen bench/specs/small.toml --out "$tmp/w" > /dev/null
 cat > "$tmp/exp.toml" <<EOT

@@ -417,9 +417,10 @@ fn match_population(shared: &Rc<Shared>, catalogue: &Rc<Catalogue>, old_rate: f6
 /// add cold starts to a window that fails anyway (nginx under Libception at
 /// twice its limit resumed 8,590 in a 450 s ramp), so the repair stops.
 fn repair_population(shared: &Rc<Shared>, catalogue: &Rc<Catalogue>, t: f64, spread_s: f64, rng: &mut ChaCha8Rng) {
-    let steady_sessions = |step: &StepCounters| step.spec.rate * catalogue.durations.mean();
     let window_start = match shared.collector.borrow().step.as_ref() {
-        Some(step) if t < step.window().0 && step.matched.is_some_and(|m| (m.repaired as f64) < steady_sessions(step)) => step.window().0,
+        Some(step) if t < step.window().0 && step.matched.is_some_and(|m| (m.repaired as f64) < step.steady_sessions.unwrap_or(0.0)) => {
+            step.window().0
+        }
         _ => return,
     };
     let failed = shared.collector.borrow_mut().take_failed(t);
@@ -431,7 +432,7 @@ fn repair_population(shared: &Rc<Shared>, catalogue: &Rc<Catalogue>, t: f64, spr
     // not made: the session stays failed (and lost to the window).
     let (resumed, _, too_late) = join_in_progress(shared, catalogue, joins, t, spread_s.min(window_start - t), window_start, rng);
     let mut collector = shared.collector.borrow_mut();
-    collector.failed_sessions.extend(too_late.into_iter().map(|k| failed[k].clone()));
+    collector.failed_sessions.extend(too_late.into_iter().map(|k| failed[k]));
     if let Some(m) = collector.step.as_mut().and_then(|s| s.matched.as_mut()) {
         m.repaired += resumed;
     }

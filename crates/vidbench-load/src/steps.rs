@@ -8,8 +8,13 @@
 //! gives the last of them `hold_s` seconds at the same rate to show a late
 //! failure); a measured session still running when the step ends is counted as
 //! not failed (it is censored: what happens to it later happens under another
-//! rate). Delivered MB/s is that of requests completed inside the window, so a
-//! driver that samples the disk at the same times reports both over one window.
+//! rate). The step's verdict (`StepResult::failure_percent`) is the largest of
+//! the measured sessions' failure share, the share of the sessions in progress
+//! that failed on a request issued in the window, and, under the settling
+//! gate, the share of the steady-state population the window lacked beyond
+//! three standard deviations. Delivered MB/s is that of requests completed
+//! inside the window, so a driver that samples the disk at the same times
+//! reports both over one window.
 //!
 //! What comes next is decided by a [`StepPlan`] when each step ends, from the
 //! step's result: a fixed list of rates, or a search for the maximum
@@ -144,9 +149,10 @@ pub struct StepResult {
     /// failure percentage (`measured_failure_percent`), that of the sessions
     /// in progress during the window (`in_progress_failure_percent`), and,
     /// when the window held fewer sessions than a steady state of its rate
-    /// would by more than the bound (`population_held` false), the share
-    /// missing. `None` when no session arrived in the window. Steps recorded
-    /// before the other two existed hold the measured percentage alone.
+    /// would by more than the bound (`population_held` false) under the
+    /// settling gate, the share missing. `None` when no session arrived in
+    /// the window. Steps recorded before build a144130 hold the measured
+    /// percentage alone and have no `measured_failure_percent`.
     pub failure_percent: Option<f64>,
     /// Failed measured sessions (scheduled in the window, failed before the
     /// step's end) in percent of the measured ones.
@@ -395,7 +401,7 @@ impl StepCounters {
         let judged = self.spec.gate_pct > 0.0;
         let missing = population.filter(|(_, held)| judged && !held).map(|(p, _)| 100.0 - p);
         let failure_percent = measured_failure_percent
-            .map(|m| [Some(m), in_progress_failure_percent, missing].into_iter().flatten().fold(m, f64::max));
+            .map(|m| [in_progress_failure_percent, missing].into_iter().flatten().fold(m, f64::max));
         StepResult {
             index: self.index,
             spec: self.spec,
@@ -451,6 +457,19 @@ mod tests {
         }
     }
 
+    /// Sample intervals from 100 to 150 s around the window [110, 140) of
+    /// `spec()` from 100 s: `active` in play at every edge, `started` sessions
+    /// started in each interval inside the window and `outside` in the others.
+    fn window_intervals(active: u64, started: u64, outside: u64) -> Vec<IntervalRecord> {
+        (20..30)
+            .map(|k| {
+                let mut i = interval(k as f64 * 5.0, 1.0, active);
+                i.sessions_started = if (22..28).contains(&k) { started } else { outside };
+                i
+            })
+            .collect()
+    }
+
     /// A session that ran from `start` (scheduled at `scheduled`) to `end`
     /// with `done` requests answered.
     fn ended(scheduled: f64, start: f64, end: f64, done: usize, outcome: Outcome) -> crate::records::SessionRecord {
@@ -485,12 +504,15 @@ mod tests {
         s.session_ended(&ended(120.0, 120.0, 125.0, 3, Outcome::Ok), Some(124.0));
         s.session_ended(&ended(139.9, 139.9, 149.0, 2, Outcome::Interrupted), Some(145.0)); // the run ended: not a failure
         s.session_ended(&ended(140.0, 140.0, 146.0, 0, Outcome::Connect), Some(140.0)); // after the window
-        let r = s.finish(&[], &[]);
+        // 20 in play when the window opened, one started in each of its six intervals.
+        let r = s.finish(&[], &window_intervals(20, 1, 0));
         assert_eq!(r.sessions_failed, 1);
         assert_eq!(r.failed_by_cause.get("timeout"), Some(&1));
         let pct = r.measured_failure_percent.unwrap();
         assert!((pct - 100.0 / 3.0).abs() < 1e-9, "{pct}");
-        assert_eq!(r.failure_percent, Some(pct), "nothing else failed or went missing");
+        // The one failure was on a request issued in the window: 1 of 26 in progress.
+        assert_eq!((r.in_progress_failed, r.in_progress_sessions), (1, 26));
+        assert_eq!(r.failure_percent, Some(pct), "the measured share is the larger");
     }
 
     /// Sessions in progress during the window fail it too, whenever they
@@ -512,13 +534,7 @@ mod tests {
         s.session_ended(&ended(90.0, 90.0, 120.0, 4, Outcome::Withdrawn), Some(115.0)); // not a failure
         assert_eq!(s.in_progress_failed, 2);
         // 40 in play when the window opened, 2 started in each of its six intervals.
-        let intervals: Vec<IntervalRecord> = (20..30)
-            .map(|k| {
-                let mut i = interval(k as f64 * 5.0, 1.0, 40);
-                i.sessions_started = if (22..28).contains(&k) { 2 } else { 9 };
-                i
-            })
-            .collect();
+        let intervals = window_intervals(40, 2, 9);
         let r = s.finish(&[], &intervals);
         assert_eq!((r.in_progress_sessions, r.in_progress_failed), (52, 2));
         assert_eq!(r.measured_failure_percent, None);
@@ -554,8 +570,10 @@ mod tests {
         assert_eq!(r.failure_percent, Some(20.0));
         assert_eq!(r.measured_failure_percent, Some(0.0));
         // Without the session lengths there is no population verdict.
-        let s = StepCounters::new(1, spec(), 100.0);
-        assert_eq!(s.finish(&[], &[]).population_held, None);
+        let mut s = StepCounters::new(1, spec(), 100.0);
+        s.session_started(120.0);
+        let r = s.finish(&[], &(22..28).map(|k| interval(k as f64 * 5.0, 1.0, 100)).collect::<Vec<_>>());
+        assert_eq!((r.population_percent, r.population_held, r.failure_percent), (None, None, Some(0.0)));
         // Without the gate the population is recorded, not judged.
         let mut s = StepCounters::new(1, spec(), 100.0);
         s.steady_sessions = Some(400.0);

@@ -272,8 +272,9 @@ fn load_run(dir: &Path) -> anyhow::Result<Vec<Run>> {
 }
 
 /// A steady-state run as one entry per step (`steps.json`, written by the
-/// driver): rate, failure %, delivered and disk figures of the step's window;
-/// repeated rates are numbered as repetitions. The run's own CPU figures
+/// driver): rate, failure %, delivered and disk figures of the step's window
+/// (repeated rates are numbered as repetitions by [`Results::load`], across
+/// the directories of a search resumed in parts). The run's own CPU figures
 /// cover the whole run, not a window, so a step has CPU only from its own
 /// window's samples.
 fn expand_steps(base: Run, steps: &Value) -> anyhow::Result<Vec<Run>> {

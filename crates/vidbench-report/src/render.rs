@@ -157,8 +157,9 @@ fn table3(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<String, Vec<P
     }
     writeln!(
         ctx.md,
-        "The highest offered rate at which the failed share stayed below the threshold (measured sessions; for a step \
-         recorded since 2026-11-26, its verdict: also the sessions in progress and the population, docs/run.md), the MB/s delivered there \
+        "The highest offered rate at which the failed share stayed below the threshold (of the measured sessions; for a \
+         step that records `measured_failure_percent`, its verdict, which also counts the sessions in progress and the \
+         population: docs/run.md), the MB/s delivered there \
          (mean of its runs, with the 95 % confidence interval over repetitions, or of the load's 5-second samples for a \
          single run), and the ratio to the same server's vanilla configuration. `>=` marks a maximum that no failing \
          rate bounds from above (the true maximum may be higher).\n"

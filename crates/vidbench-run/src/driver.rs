@@ -444,8 +444,8 @@ impl Driver {
             rates.iter().map(|f| format!("{:.0} %", f * 100.0)).collect::<Vec<_>>().join(", "),
             r.config
         ));
-        if played.iter().any(|r| *r <= 0.0) {
-            bail!("configuration `{}`: a fraction of {max:.2} sessions/s rounds to no rate at all", cfg.name);
+        if let Some(f) = rates.iter().zip(&played).find(|(_, r)| **r <= 0.0).map(|(f, _)| f) {
+            bail!("configuration `{}`: the fraction {f} of {max:.2} sessions/s rounds to no rate at all (1/100 session/s is the least)", cfg.name);
         }
         Ok(played)
     }
@@ -1009,7 +1009,11 @@ impl Driver {
                     ", {} of {} in progress failed, {p:.0} % of the steady-state population in play{}",
                     r.in_progress_failed,
                     r.in_progress_sessions,
-                    if r.population_held == Some(false) { " (NOT held: the share missing counts as failed)" } else { "" }
+                    match (r.population_held, r.spec.gate_pct > 0.0) {
+                        (Some(false), true) => " (NOT held: the share missing counts as failed)",
+                        (Some(false), false) => " (short of it: recorded, not judged without the gate)",
+                        _ => "",
+                    }
                 ),
                 (Some(_), None) => format!(", {} of {} in progress failed", r.in_progress_failed, r.in_progress_sessions),
                 _ => String::new(),

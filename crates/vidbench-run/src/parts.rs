@@ -31,18 +31,17 @@ const PART_PREFIX: &str = "steps-part";
 /// Written into a part beside `DONE`: where it came from.
 pub const PART_FILE: &str = "part.json";
 
+/// Every `steps-partNN` directory of a configuration, complete or not, with
+/// its number.
+fn numbered(config_dir: &Path) -> Vec<(u32, PathBuf)> {
+    std::fs::read_dir(config_dir)
+        .map(|d| d.flatten().filter_map(|e| Some((e.file_name().to_str()?.strip_prefix(PART_PREFIX)?.parse().ok()?, e.path()))).collect())
+        .unwrap_or_default()
+}
+
 /// The parts of a configuration (complete ones only), oldest first.
 pub fn parts(config_dir: &Path) -> Vec<PathBuf> {
-    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir(config_dir)
-        .map(|d| {
-            d.flatten()
-                .filter_map(|e| {
-                    let n: u32 = e.file_name().to_str()?.strip_prefix(PART_PREFIX)?.parse().ok()?;
-                    e.path().join(DONE).exists().then(|| (n, e.path()))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut found: Vec<(u32, PathBuf)> = numbered(config_dir).into_iter().filter(|(_, p)| p.join(DONE).exists()).collect();
     found.sort();
     found.into_iter().map(|(_, p)| p).collect()
 }
@@ -77,9 +76,10 @@ pub enum Keep {
     /// It ran other settings of the configuration (or another seed) than
     /// the experiment now gives: its steps cannot stand for this one.
     Changed,
-    /// Its steps were judged by the load client's verdict before 2026-11-26
-    /// (the measured sessions' share alone, no `measured_failure_percent`):
-    /// replayed beside today's verdicts they would mix two rules.
+    /// Its steps were judged by the load client's verdict before build
+    /// a144130 (the measured sessions' share alone, no
+    /// `measured_failure_percent`): replayed beside today's verdicts they
+    /// would mix two rules.
     OlderVerdict,
 }
 
@@ -94,10 +94,7 @@ fn identity(run: &Path) -> anyhow::Result<(Value, Value)> {
 /// The number the next part takes: one above every `steps-partNN` there is,
 /// complete or not, so that no name is reused.
 fn next_part(config_dir: &Path) -> u32 {
-    std::fs::read_dir(config_dir)
-        .map(|d| d.flatten().filter_map(|e| e.file_name().to_str()?.strip_prefix(PART_PREFIX)?.parse::<u32>().ok()).max().unwrap_or(0))
-        .unwrap_or(0)
-        + 1
+    numbered(config_dir).into_iter().map(|(n, _)| n).max().unwrap_or(0) + 1
 }
 
 /// Turns the interrupted stepped run `run` into the configuration's next
@@ -125,7 +122,13 @@ pub fn keep(config_dir: &Path, run: &Path, config: &Value, seed: u64) -> anyhow:
         .and_then(|mut r| r.deserialize::<Sample>().map_while(Result::ok).last())
         .map_or(last.load.window_s.1, |s| s.t_s);
     let name = config.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
-    let kind: RunKind = config.get("kind").cloned().map(serde_json::from_value).transpose()?.unwrap_or_default();
+    let kind: RunKind = config
+        .get("kind")
+        .cloned()
+        .map(serde_json::from_value)
+        .transpose()
+        .with_context(|| format!("{}: the configuration's kind is not one vidbench knows", run.join("run.json").display()))?
+        .unwrap_or_default();
     let outcome = steady::outcome(&last.load)?;
     let result = RunResult { config: name, kind, rate: None, repetition: 0, outcome, wall_s: last_sample_s };
     write("result.json", serde_json::to_string_pretty(&result)? + "\n")?;
@@ -177,6 +180,9 @@ pub fn recorded(config_dir: &Path, config: &Value, seed: u64) -> anyhow::Result<
         let path = part.join("steps.json");
         let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
         let steps: Vec<StepRecord> = serde_json::from_str(&text).with_context(|| format!("{} is not a list of steps", path.display()))?;
+        if steps.iter().any(|r| r.load.measured_failure_percent.is_none()) {
+            anyhow::bail!("{} holds steps judged by an older verdict (no measured_failure_percent): remove it", part.display());
+        }
         records.extend(steps);
     }
     let outcomes = records.iter().map(|r| Ok((r.load.spec.rate, steady::outcome(&r.load)?))).collect::<anyhow::Result<_>>()?;
