@@ -16,7 +16,7 @@ command -v mkfs.ext4 >/dev/null || { echo "skip: mkfs.ext4 is not installed (scr
 tmp=$(mktemp -d /tmp/kernel-sendfile-lru.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; cat "$tmp/log" 2>/dev/null | tail -20; exit 1; }
-loops_before=$(losetup -a | wc -l)
+work_before=$(ls -d /var/tmp/sendfile-lru-* 2>/dev/null || true)
 bench/kernel/sendfile-lru.py --fs ext4 --size-mb 16 --ra "16 128" --out "$tmp/out" > "$tmp/log" 2>&1 || fail "sendfile-lru.py failed"
 python3 - "$tmp/out" <<'PY' || fail "the results are wrong"
 import csv, json, sys
@@ -32,7 +32,10 @@ for r in rows:
 setup = json.load(open(f"{sys.argv[1]}/setup.json"))
 assert setup["fs"] == "ext4" and setup["file_mb"] == 16, setup
 PY
-[ "$(losetup -a | wc -l)" = "$loops_before" ] || fail "a loop device was left behind: $(losetup -a)"
+# Its own: backed by an image in its work directory (/var/tmp/sendfile-lru-*);
+# another experiment's loop devices may come and go meanwhile.
+! losetup -a | grep -q "/var/tmp/sendfile-lru-" || fail "a loop device was left behind: $(losetup -a | grep /var/tmp/sendfile-lru-)"
+[ "$(ls -d /var/tmp/sendfile-lru-* 2>/dev/null || true)" = "$work_before" ] || fail "the work directory was left behind: $(ls -d /var/tmp/sendfile-lru-*)"
 ! grep -q sendfile-lru /proc/mounts || fail "a mount was left behind"
 ! ls -d /sys/fs/cgroup/sendfile-lru-* /sys/fs/cgroup/memory/sendfile-lru-* 2>/dev/null | grep -q . || fail "a cgroup was left behind"
 echo "ok: kernel-sendfile-lru"
