@@ -49,12 +49,12 @@ pub fn parts(config_dir: &Path) -> Vec<PathBuf> {
 /// The steps the interrupted `run` finished, in order, with the disk's and
 /// the memory's figures over each window; stops at the first step without a
 /// measured session (the search could not have taken it). Empty when the
-/// load client finished none.
-fn finished_steps(run: &Path) -> anyhow::Result<Vec<StepRecord>> {
+/// load client finished none. Also the time of the last sample taken.
+fn finished_steps(run: &Path) -> anyhow::Result<(Vec<StepRecord>, Option<f64>)> {
     let path = run.join("load/steps.json");
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), None)),
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
     };
     let steps: Vec<StepResult> = serde_json::from_str(&text).with_context(|| format!("{} is not a list of steps", path.display()))?;
@@ -63,7 +63,8 @@ fn finished_steps(run: &Path) -> anyhow::Result<Vec<StepRecord>> {
         Ok(mut r) => r.deserialize().map_while(Result::ok).collect(),
         Err(_) => Vec::new(),
     };
-    Ok(steps.into_iter().take_while(|s| s.failure_percent.is_some()).map(|s| StepRecord::new(s, &samples)).collect())
+    let records = steps.into_iter().take_while(|s| s.failure_percent.is_some()).map(|s| StepRecord::new(s, &samples)).collect();
+    Ok((records, samples.last().map(|s| s.t_s)))
 }
 
 /// What became of an interrupted stepped run.
@@ -107,7 +108,7 @@ fn next_part(config_dir: &Path) -> u32 {
 /// holding `part.json` is a part whose rename was cut, which
 /// [`finish_cut_keep`] completes. An error leaves `run` as it was.
 pub fn keep(config_dir: &Path, run: &Path, config: &Value, seed: u64) -> anyhow::Result<Keep> {
-    let records = finished_steps(run)?;
+    let (records, last_sample_s) = finished_steps(run)?;
     let Some(last) = records.last() else { return Ok(Keep::NoStep) };
     if identity(run)? != (config.clone(), json!(seed)) {
         return Ok(Keep::Changed);
@@ -117,10 +118,7 @@ pub fn keep(config_dir: &Path, run: &Path, config: &Value, seed: u64) -> anyhow:
     }
     let write = |name: &str, text: String| std::fs::write(run.join(name), text).with_context(|| format!("cannot write {}", run.join(name).display()));
     write("steps.json", serde_json::to_string_pretty(&records)? + "\n")?;
-    let last_sample_s = csv::Reader::from_path(run.join("samples.csv"))
-        .ok()
-        .and_then(|mut r| r.deserialize::<Sample>().map_while(Result::ok).last())
-        .map_or(last.load.window_s.1, |s| s.t_s);
+    let last_sample_s = last_sample_s.unwrap_or(last.load.window_s.1);
     let name = config.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
     let kind: RunKind = config
         .get("kind")
