@@ -21,27 +21,12 @@ scratch run-resume-steps
 driver=
 trap '[ -n "$driver" ] && kill -INT "$driver" 2>/dev/null && wait "$driver" 2>/dev/null; scratch_cleanup' EXIT
 
-"$VB" workload gen bench/specs/small.toml --out "$tmp/w" > /dev/null
-cat > "$tmp/exp.toml" <<EOT
-name = "resume-steps"
-templates = "$PWD/bench/servers"
-[workload]
-dir = "$tmp/w"
-[disk]
-mode = "fuse"
-preset = "wd-red-1tb"
-[memory]
-limit_mb = 256
-[run]
-warm = false
-port = 18099
-steady = { ramp_s = 15, settle_s = 10, measure_s = 15, hold_s = 5 }
-[rates]
-bracket = { start = 1, step_pct = 20, resolution_pct = 5, repetitions = 2, max_probes = 4 }
-[[config]]
-name = "srv"
-server = "nginx"
-EOT
+{
+  small_experiment resume-steps 18099 \
+    'steady = { ramp_s = 15, settle_s = 10, measure_s = 15, hold_s = 5 }' \
+    'bracket = { start = 1, step_pct = 20, resolution_pct = 5, repetitions = 2, max_probes = 4 }'
+  printf '[[config]]\nname = "srv"\nserver = "nginx"\n'
+} > "$tmp/exp.toml"
 out=$tmp/r
 
 # Interrupted once its second step has been reported.

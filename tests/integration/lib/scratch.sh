@@ -33,9 +33,10 @@ scratch() {
   trap scratch_cleanup EXIT
 }
 fail() { echo "FAIL: $*"; [ -f "$tmp/log" ] && tail -30 "$tmp/log"; exit 1; }
-# small_experiment NAME PORT: small.toml generated into $tmp/w, the
-# emulated WD Red in FUSE mode, 256 MiB, no warming, 60 s of arrivals at 2
-# sessions/s with every byte verified; [[config]] tables follow.
+# small_experiment NAME PORT [RUN [RATES]]: small.toml generated into $tmp/w,
+# the emulated WD Red in FUSE mode, 256 MiB, no warming; by default 60 s of
+# arrivals at 2 sessions/s with every byte verified, else RUN's lines in [run]
+# (after warm and port) and RATES's in [rates]; [[config]] tables follow.
 small_experiment() {
   [ -d "$tmp/w" ] || "$VB" workload gen bench/specs/small.toml --out "$tmp/w" > /dev/null
   cat <<EOT
@@ -51,10 +52,10 @@ limit_mb = 256
 [run]
 warm = false
 port = $2
-duration_s = 60
+${3:-duration_s = 60
 max_session_s = 20
-verify = true
+verify = true}
 [rates]
-fixed = [2]
+${4:-fixed = [2]}
 EOT
 }
