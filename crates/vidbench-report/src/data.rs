@@ -114,6 +114,81 @@ pub fn prefetch_size_samples(run_dir: &Path) -> Vec<(f64, f64)> {
     sample_column(run_dir, "prefetch_bytes")
 }
 
+/// One interval an adaptive prefetch controller closed (a row of the run's
+/// `controller.csv`, written by the driver's sampler): its end on the load's
+/// clock, the disk worker, the size in force, and the score and the mean
+/// prefetch eviction time when the interval had them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ControllerInterval {
+    pub t_s: f64,
+    pub worker: u64,
+    pub prefetch_bytes: f64,
+    pub score: Option<f64>,
+    pub eviction_time_s: Option<f64>,
+}
+
+/// The adaptive controller's intervals of a run, in file order; empty
+/// without `controller.csv` (no adaptive controller, or an older run). A
+/// malformed file is an error naming it and the row.
+pub fn controller_intervals(run_dir: &Path) -> anyhow::Result<Vec<ControllerInterval>> {
+    let path = run_dir.join("controller.csv");
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let mut reader = csv::Reader::from_path(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let headers = reader.headers().with_context(|| format!("{}: no header", path.display()))?.clone();
+    let col = |name: &str| headers.iter().position(|h| h == name).with_context(|| format!("{}: no column {name}", path.display()));
+    let (t, worker, size, score, eviction) = (col("t_s")?, col("worker")?, col("prefetch_bytes")?, col("score")?, col("eviction_time_s")?);
+    let mut out = Vec::new();
+    for (i, record) in reader.records().enumerate() {
+        let row = i + 2;
+        let record = record.with_context(|| format!("{}: row {row}", path.display()))?;
+        let number = |c: usize, name: &str| -> anyhow::Result<f64> {
+            record.get(c).and_then(|v| v.parse().ok()).with_context(|| format!("{}: row {row}: {name} is not a number", path.display()))
+        };
+        let optional = |c: usize, name: &str| -> anyhow::Result<Option<f64>> {
+            match record.get(c) {
+                Some("") | None => Ok(None),
+                Some(_) => number(c, name).map(Some),
+            }
+        };
+        out.push(ControllerInterval {
+            t_s: number(t, "t_s")?,
+            worker: number(worker, "worker")? as u64,
+            prefetch_bytes: number(size, "prefetch_bytes")?,
+            score: optional(score, "score")?,
+            eviction_time_s: optional(eviction, "eviction_time_s")?,
+        });
+    }
+    Ok(out)
+}
+
+/// Delivered MB/s of a run over bins of `bin_s` seconds of the load's clock,
+/// from the load client's `load/intervals.csv` (bytes received per sample
+/// interval): (end of the bin, MB/s), bins with no interval left out; empty
+/// without the file.
+pub fn delivered_mb_s_over_time(run_dir: &Path, bin_s: f64) -> Vec<(f64, f64)> {
+    let Ok(mut reader) = csv::Reader::from_path(run_dir.join("load").join("intervals.csv")) else { return Vec::new() };
+    let Ok(headers) = reader.headers().cloned() else { return Vec::new() };
+    let (Some(start), Some(end), Some(bytes)) =
+        (headers.iter().position(|h| h == "start_s"), headers.iter().position(|h| h == "end_s"), headers.iter().position(|h| h == "received_bytes"))
+    else {
+        return Vec::new();
+    };
+    let mut bins: BTreeMap<u64, (f64, f64)> = BTreeMap::new(); // bin -> (bytes, seconds)
+    for r in reader.records().flatten() {
+        let parse = |c: usize| r.get(c).and_then(|v| v.parse::<f64>().ok());
+        let (Some(a), Some(b), Some(n)) = (parse(start), parse(end), parse(bytes)) else { continue };
+        if b <= a {
+            continue;
+        }
+        let e = bins.entry((a / bin_s).floor() as u64).or_default();
+        e.0 += n;
+        e.1 += b - a;
+    }
+    bins.into_iter().filter(|(_, (_, secs))| *secs > 0.0).map(|(k, (n, secs))| ((k + 1) as f64 * bin_s, n / secs / 1e6)).collect()
+}
+
 /// One column of a stepped run's samples.csv against the load's clock:
 /// (t_s, value) for the rows that have a value; empty without the file or
 /// the column.

@@ -22,7 +22,7 @@ mod figures;
 mod render;
 
 pub use analysis::{bytes_cdf, positionings, read_trace, sequences, Positionings, TraceRequest};
-pub use data::{DiskDelta, RateKey, Results, Run};
+pub use data::{controller_intervals, delivered_mb_s_over_time, ControllerInterval, DiskDelta, RateKey, Results, Run};
 pub use render::{rate_table, write_report, write_trace_windows};
 
 pub mod cli {

@@ -650,6 +650,59 @@ fn prefetch_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()>
             series,
         )?;
     }
+    controller_figures(ctx, configs, &with)
+}
+
+/// Paper 001 Figs 3-4 for every run of an adaptive controller: the size in
+/// force and the score per interval, and beside them the delivered MB/s (in
+/// bins of the run's controller interval) and the mean prefetch eviction time.
+fn controller_figures(ctx: &mut Ctx<'_>, configs: &[String], with: &[(&String, Vec<&Run>)]) -> anyhow::Result<()> {
+    let mib = |b: f64| b / (1u64 << 20) as f64;
+    for (c, runs) in with {
+        let style = configs.iter().position(|x| x == *c).unwrap_or(0);
+        let mut dirs: Vec<&std::path::PathBuf> = runs.iter().map(|r| &r.dir).collect();
+        dirs.dedup();
+        let several = dirs.len() > 1;
+        for dir in dirs {
+            let intervals = crate::data::controller_intervals(dir)?;
+            if intervals.is_empty() {
+                continue;
+            }
+            let (name, label) = match several {
+                false => (format!("controller-{c}"), ctx.results.label(c)),
+                true => {
+                    let d = dir.file_name().and_then(|n| n.to_str()).unwrap_or("run");
+                    (format!("controller-{c}-{d}"), format!("{} ({d})", ctx.results.label(c)))
+                }
+            };
+            let mut workers: Vec<u64> = intervals.iter().map(|i| i.worker).collect();
+            workers.sort_unstable();
+            workers.dedup();
+            let mut left = Vec::new();
+            let mut right = Vec::new();
+            for (k, w) in workers.iter().enumerate() {
+                let of = || intervals.iter().filter(move |i| i.worker == *w);
+                let suffix = if workers.len() > 1 { format!(", worker {w}") } else { String::new() };
+                left.push(Series::line(format!("size in force (MiB){suffix}"), style + 2 * k, of().map(|i| (i.t_s, mib(i.prefetch_bytes))).collect()));
+                left.push(Series::line(format!("score{suffix}"), style + 2 * k + 1, of().filter_map(|i| Some((i.t_s, i.score?))).collect()));
+                right.push(Series::line(format!("eviction time (s){suffix}"), style + 2 * k + 1, of().filter_map(|i| Some((i.t_s, i.eviction_time_s?))).collect()));
+            }
+            // Bins as long as the controller's intervals (their median spacing).
+            let mut gaps: Vec<f64> = intervals.windows(2).filter(|p| p[0].worker == p[1].worker).map(|p| p[1].t_s - p[0].t_s).filter(|g| *g > 0.0).collect();
+            gaps.sort_by(f64::total_cmp);
+            let bin_s = gaps.get(gaps.len() / 2).copied().unwrap_or(60.0).max(5.0);
+            right.insert(0, Series::line(format!("delivered MB/s ({bin_s:.0} s means)"), style, crate::data::delivered_mb_s_over_time(dir, bin_s)));
+            left.retain(|s| !s.points.is_empty());
+            right.retain(|s| !s.points.is_empty());
+            let x_label = "time since the load started (s)";
+            let title = format!("Adaptive controller, {label}: size and score");
+            ctx.figure(&format!("{name}-size-score"), Chart { title: &title, x_label, y_label: "MiB / score (disk ms per transaction x miss ratio)", log_x: false, y_range: None, references: Vec::new() }, left)?;
+            if !right.is_empty() {
+                let title = format!("Adaptive controller, {label}: throughput, eviction time");
+                ctx.figure(&format!("{name}-throughput"), Chart { title: &title, x_label, y_label: "MB/s / s", log_x: false, y_range: None, references: Vec::new() }, right)?;
+            }
+        }
+    }
     Ok(())
 }
 

@@ -126,6 +126,65 @@ fn prefetch_windows_and_the_size_over_time() {
     assert!(setup_rows[0].contains("| nginx | full, promoted |"), "{}", setup_rows[0]);
 }
 
+/// A run of the adaptive controller with its `controller.csv` (paper 001
+/// Figs 3-4): one figure of the size and the score per interval, and one of
+/// the delivered MB/s (in bins of the controller's interval, from the load
+/// client's intervals) and the eviction time; a malformed row is an error
+/// naming the file and the row.
+#[test]
+fn the_adaptive_controller_over_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let step = serde_json::json!({
+        "index": 0, "spec": {"rate": 4.0}, "window_s": [450.0, 540.0], "failure_percent": 0.0, "throughput_mb_s": 30.0,
+        "prefetch": {"size_mean_bytes": 4194304.0, "size_end_bytes": 4194304.0, "read_mb_s": 30.0, "used_mb_s": 29.0,
+                     "evicted_mb_s": 1.0, "wasted_mb_s": 0.0, "reread_mb_s": 0.0}
+    });
+    let run = stepped_run(root, "adaptive", "nginx + Libception (adaptive)", serde_json::json!([step]));
+    let config = serde_json::json!({"name": "adaptive", "label": "nginx + Libception (adaptive)", "server": "nginx", "libception": "full"});
+    std::fs::write(run.join("run.json"), serde_json::json!({"config": config, "steps": true}).to_string()).unwrap();
+    // Intervals of 60 s: 8 MiB, then 7.5 after the eviction time showed; the first has no score.
+    let mut controller = String::from("t_s,worker,index,length_s,prefetch_bytes,next_bytes,decision,score,eviction_time_s\n");
+    for k in 1..=6u64 {
+        let size = if k < 3 { 8 << 20 } else { (15 << 20) / 2 };
+        let score = if k == 1 { String::new() } else { format!("{}", 3.0 + k as f64 / 10.0) };
+        controller.push_str(&format!("{},0,{k},60,{size},{size},stay,{score},{}\n", 60 * k, 50 + k));
+    }
+    std::fs::write(run.join("controller.csv"), &controller).unwrap();
+    // The load delivered 25 MB/s for 180 s, then 30 MB/s (5 s intervals).
+    std::fs::create_dir_all(run.join("load")).unwrap();
+    let mut intervals = String::from("start_s,end_s,received_bytes\n");
+    for k in 0..72 {
+        let mb_s = if k < 36 { 25.0 } else { 30.0 };
+        intervals.push_str(&format!("{},{},{}\n", k * 5, k * 5 + 5, mb_s * 5e6));
+    }
+    std::fs::write(run.join("load/intervals.csv"), intervals).unwrap();
+    std::fs::write(run.join("DONE"), "").unwrap();
+
+    let bins = vidbench_report::delivered_mb_s_over_time(&run, 60.0);
+    assert_eq!(bins, vec![(60.0, 25.0), (120.0, 25.0), (180.0, 25.0), (240.0, 30.0), (300.0, 30.0), (360.0, 30.0)]);
+    let got = vidbench_report::controller_intervals(&run).unwrap();
+    assert_eq!(got.len(), 6);
+    assert_eq!((got[0].score, got[1].score, got[2].prefetch_bytes), (None, Some(3.2), 7864320.0));
+
+    let results = Results::load(root).unwrap();
+    let out = root.join("report/report.md");
+    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+    vidbench_report::write_report(&results, &out).unwrap();
+    let md = std::fs::read_to_string(&out).unwrap();
+    assert!(md.contains("figures/controller-adaptive-size-score.svg"), "{md}");
+    assert!(md.contains("figures/controller-adaptive-throughput.svg"), "{md}");
+    let svg = std::fs::read_to_string(root.join("report/figures/controller-adaptive-size-score.svg")).unwrap();
+    assert!(svg.contains("size in force (MiB)") && svg.contains("score"), "{svg}");
+    let svg = std::fs::read_to_string(root.join("report/figures/controller-adaptive-throughput.svg")).unwrap();
+    assert!(svg.contains("delivered MB/s (60 s means)") && svg.contains("eviction time (s)"), "{svg}");
+
+    controller.push_str("420,0,7,60,eight,0,stay,,\n");
+    std::fs::write(run.join("controller.csv"), &controller).unwrap();
+    let err = format!("{:#}", vidbench_report::write_report(&Results::load(root).unwrap(), &out).unwrap_err());
+    assert!(err.contains("controller.csv: row 8: prefetch_bytes is not a number"), "{err}");
+}
+
 /// Steps that carry the cgroup's LRU lists: the page-cache table shows each
 /// window's lists and its refaults as a share of what the drive read, and
 /// marks a window the gate's cap opened on moving lists; steps without them

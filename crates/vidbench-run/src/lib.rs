@@ -33,6 +33,7 @@
 mod cgroup;
 mod chaos;
 mod cgroup_probe;
+mod controller_log;
 pub mod cli;
 mod daemon;
 mod disk;

@@ -257,7 +257,8 @@ fn prefetch_fields(stats: &Value, row: &mut Sample) {
 }
 
 impl Sample {
-    fn read(t_s: f64, children: &RunChildren<'_>) -> Sample {
+    /// The row at `t_s`, and the daemon's stats document when one was read.
+    fn read(t_s: f64, children: &RunChildren<'_>) -> (Sample, Option<Value>) {
         let stats = children.disk.stats().unwrap_or(Value::Null);
         let at = |path: &[&str]| path.iter().try_fold(&stats, |v, k| v.get(*k)).and_then(Value::as_f64);
         // A sample with no memory figures rather than no sample (as for the disk).
@@ -280,6 +281,7 @@ impl Sample {
             server_cpu_s: children.cgroup.cpu_usage(Role::Server).ok().flatten(),
             ..Sample::default()
         };
+        let mut daemon_stats = None;
         if let Some(daemon) = children.daemon {
             row.daemon_cpu_s = children.cgroup.cpu_usage(Role::Daemon).ok().flatten();
             // As for the disk: a sample without these figures rather than
@@ -287,9 +289,10 @@ impl Sample {
             let stats = daemon.lock().unwrap_or_else(|e| e.into_inner()).stats();
             if let Ok(v) = stats {
                 prefetch_fields(&v, &mut row);
+                daemon_stats = Some(v);
             }
         }
-        row
+        (row, daemon_stats)
     }
 }
 
@@ -306,9 +309,11 @@ const SOCKETS_AT_S: f64 = 60.0;
 /// Samples every sample interval from `epoch` until `stop`, writing each row
 /// to `path` and appending it to `log` as it is taken; once, `SOCKETS_AT_S`
 /// in, records the send buffers of the server's connections on `port` in
-/// `sockets.json` beside `path`.
+/// `sockets.json` beside `path`; an adaptive controller's intervals go to
+/// `controller.csv` beside it as they close ([`crate::controller_log`]).
 pub fn sample(epoch: Instant, children: &RunChildren<'_>, port: u16, path: &Path, log: &SampleLog, stop: &AtomicBool) -> anyhow::Result<()> {
     let mut out = csv::Writer::from_path(path).with_context(|| format!("cannot create {}", path.display()))?;
+    let mut controller = crate::controller_log::ControllerLog::new(&path.with_file_name("controller.csv"));
     let mut k = 0u32;
     while !stop.load(Ordering::Relaxed) {
         let at = epoch + Duration::from_secs_f64(SAMPLE_INTERVAL_S) * k;
@@ -317,7 +322,10 @@ pub fn sample(epoch: Instant, children: &RunChildren<'_>, port: u16, path: &Path
             std::thread::sleep((at - now).min(Duration::from_millis(200)));
             continue;
         }
-        let row = Sample::read(k as f64 * SAMPLE_INTERVAL_S, children);
+        let (row, daemon_stats) = Sample::read(k as f64 * SAMPLE_INTERVAL_S, children);
+        if let Some(stats) = &daemon_stats {
+            controller.record(row.t_s, stats)?;
+        }
         out.serialize(row).and_then(|_| out.flush().map_err(Into::into)).with_context(|| format!("cannot write {}", path.display()))?;
         log.lock().unwrap_or_else(|e| e.into_inner()).push(row);
         if row.t_s == SOCKETS_AT_S {

@@ -1,0 +1,188 @@
+//! `controller.csv`: every interval the daemon's adaptive prefetch controller
+//! closed during a run, on the load's clock (paper 001 Figs 3-4: the size,
+//! the score and the eviction time over time).
+//!
+//! The daemon's stats keep only its last intervals (`history`, 32 by
+//! default), fewer than a paper-scale run closes, so the sampler hands every
+//! stats document it fetches to a [`ControllerLog`], which appends the
+//! intervals it has not written yet. An interval's end is on the daemon's
+//! clock (seconds since it started); the document's `daemon.uptime_s` at the
+//! sample's load time puts it on the load's. A daemon that restarted (its
+//! uptime went back) numbers its intervals from 1 again, and they are
+//! written. Without an adaptive controller the file is never created.
+
+use anyhow::Context;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// One closed interval: a row of `controller.csv`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(test, derive(serde::Deserialize))]
+pub struct ControllerRow {
+    /// End of the interval, seconds on the load's clock.
+    pub t_s: f64,
+    /// The disk worker whose controller closed it, and its number there (from 1).
+    pub worker: u64,
+    pub index: u64,
+    pub length_s: f64,
+    /// Size in force during the interval, and the target decided at its end.
+    pub prefetch_bytes: u64,
+    pub next_bytes: u64,
+    pub decision: String,
+    pub busy_fraction: f64,
+    pub bytes_read: u64,
+    /// The score's factors (disk ms per transaction, data read from disk per
+    /// data requested) and the score; empty when the interval had none.
+    pub disk_ms_per_transaction: Option<f64>,
+    pub miss_ratio: Option<f64>,
+    pub score: Option<f64>,
+    pub evicted_bytes: u64,
+    pub evicted_fraction: f64,
+    /// Mean prefetch eviction time as discovered (an upper bound), and the
+    /// estimate the eviction-time jump uses, seconds.
+    pub eviction_time_s: Option<f64>,
+    pub eviction_time_estimate_s: Option<f64>,
+    pub stream_rate_bps: Option<f64>,
+}
+
+impl ControllerRow {
+    /// The row of one `history` record of the stats, `offset_s` being load
+    /// time minus daemon time; `None` for a record without its identity.
+    fn from_record(worker: u64, r: &Value, offset_s: f64) -> Option<ControllerRow> {
+        let f = |k: &str| r.get(k).and_then(Value::as_f64);
+        let u = |k: &str| r.get(k).and_then(Value::as_u64).unwrap_or(0);
+        Some(ControllerRow {
+            t_s: f("end_s")? + offset_s,
+            worker,
+            index: r.get("index").and_then(Value::as_u64)?,
+            length_s: f("length_s").unwrap_or(0.0),
+            prefetch_bytes: u("prefetch_bytes"),
+            next_bytes: u("next_bytes"),
+            decision: r.get("decision").and_then(Value::as_str).unwrap_or("").to_string(),
+            busy_fraction: f("busy_fraction").unwrap_or(0.0),
+            bytes_read: u("bytes_read"),
+            disk_ms_per_transaction: f("disk_ms_per_transaction"),
+            miss_ratio: f("miss_ratio"),
+            score: f("score"),
+            evicted_bytes: u("evicted_bytes"),
+            evicted_fraction: f("evicted_fraction").unwrap_or(0.0),
+            eviction_time_s: f("eviction_time_s"),
+            eviction_time_estimate_s: f("eviction_time_estimate_s"),
+            stream_rate_bps: f("stream_rate_bps"),
+        })
+    }
+}
+
+/// Appends to `controller.csv` the intervals each stats document adds.
+pub struct ControllerLog {
+    path: PathBuf,
+    out: Option<csv::Writer<std::fs::File>>,
+    /// The last interval written, per worker.
+    written: BTreeMap<u64, u64>,
+    /// The daemon's uptime in the last document: one that went back is a new daemon.
+    uptime_s: f64,
+}
+
+impl ControllerLog {
+    pub fn new(path: &Path) -> ControllerLog {
+        ControllerLog { path: path.to_path_buf(), out: None, written: BTreeMap::new(), uptime_s: 0.0 }
+    }
+
+    /// Writes the intervals of `stats` (a `libception stat --json` document
+    /// fetched at `t_s` on the load's clock) not written before.
+    pub fn record(&mut self, t_s: f64, stats: &Value) -> anyhow::Result<()> {
+        let (Some(queues), Some(uptime)) = (stats.pointer("/controller/queues").and_then(Value::as_array), stats.pointer("/daemon/uptime_s").and_then(Value::as_f64))
+        else {
+            return Ok(());
+        };
+        if uptime < self.uptime_s {
+            self.written.clear();
+        }
+        self.uptime_s = uptime;
+        let offset_s = t_s - uptime;
+        let mut rows = Vec::new();
+        for q in queues {
+            let worker = q.get("worker").and_then(Value::as_u64).unwrap_or(0);
+            let last = self.written.get(&worker).copied().unwrap_or(0);
+            let history = q.get("history").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
+            let new: Vec<ControllerRow> = history.iter().filter_map(|r| ControllerRow::from_record(worker, r, offset_s)).filter(|r| r.index > last).collect();
+            if let Some(max) = new.iter().map(|r| r.index).max() {
+                self.written.insert(worker, max);
+            }
+            rows.extend(new);
+        }
+        if rows.is_empty() {
+            return Ok(());
+        }
+        rows.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
+        let path = &self.path;
+        if self.out.is_none() {
+            self.out = Some(csv::Writer::from_path(path).with_context(|| format!("cannot create {}", path.display()))?);
+        }
+        let out = self.out.as_mut().expect("created above");
+        for row in rows {
+            out.serialize(row).with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        out.flush().with_context(|| format!("cannot write {}", path.display()))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn read(path: &Path) -> Vec<ControllerRow> {
+        csv::Reader::from_path(path).unwrap().deserialize().map(Result::unwrap).collect()
+    }
+
+    fn record(index: u64, end_s: f64, size: u64, score: Option<f64>) -> Value {
+        json!({"index": index, "end_s": end_s, "length_s": 60.0, "prefetch_bytes": size, "next_bytes": size + 524288,
+               "decision": "move", "busy_fraction": 0.9, "bytes_read": 1000, "disk_ms_per_transaction": 8.0,
+               "miss_ratio": 0.5, "score": score, "evicted_bytes": 10, "evicted_fraction": 0.01,
+               "eviction_time_s": 50.0, "eviction_time_estimate_s": 40.0, "stream_rate_bps": 52500.0})
+    }
+    fn stats(uptime: f64, workers: &[(u64, Vec<Value>)]) -> Value {
+        let queues: Vec<Value> = workers.iter().map(|(w, h)| json!({"worker": w, "history": h})).collect();
+        json!({"daemon": {"uptime_s": uptime}, "controller": {"queues": queues}})
+    }
+
+    #[test]
+    fn every_interval_is_written_once_on_the_loads_clock() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("controller.csv");
+        let mut log = ControllerLog::new(&path);
+        // Fixed-size daemon (no controller) and a controller with no interval yet: no file.
+        log.record(5.0, &json!({"daemon": {"uptime_s": 7.0}})).unwrap();
+        log.record(10.0, &stats(12.0, &[(0, vec![])])).unwrap();
+        assert!(!path.exists());
+        // The daemon started 2 s before the load: its 60 s is the load's 58 s.
+        log.record(60.0, &stats(62.0, &[(0, vec![record(1, 60.0, 2097152, None)])])).unwrap();
+        // The ring still holds interval 1 when interval 2 (and worker 1's first) close.
+        log.record(125.0, &stats(127.0, &[(0, vec![record(1, 60.0, 2097152, None), record(2, 120.0, 2621440, Some(4.0))]), (1, vec![record(1, 121.0, 2097152, Some(5.0))])]))
+            .unwrap();
+        let rows = read(&path);
+        let got: Vec<(u64, u64, f64)> = rows.iter().map(|r| (r.worker, r.index, r.t_s)).collect();
+        assert_eq!(got, [(0, 1, 58.0), (0, 2, 118.0), (1, 1, 119.0)]);
+        assert_eq!(rows[0].score, None);
+        assert_eq!(rows[1].score, Some(4.0));
+        assert_eq!((rows[1].prefetch_bytes, rows[1].next_bytes, rows[1].decision.as_str()), (2621440, 3145728, "move"));
+        assert_eq!(rows[1].eviction_time_estimate_s, Some(40.0));
+    }
+
+    #[test]
+    fn a_restarted_daemon_numbers_from_one_again_and_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("controller.csv");
+        let mut log = ControllerLog::new(&path);
+        log.record(130.0, &stats(130.0, &[(0, vec![record(1, 60.0, 2097152, Some(3.0)), record(2, 120.0, 2097152, Some(3.5))])])).unwrap();
+        // Killed and restarted at load time 140 s: uptime 65 s at 205 s.
+        log.record(205.0, &stats(65.0, &[(0, vec![record(1, 60.0, 2097152, Some(6.0))])])).unwrap();
+        let rows = read(&path);
+        let got: Vec<(u64, f64)> = rows.iter().map(|r| (r.index, r.t_s)).collect();
+        assert_eq!(got, [(1, 60.0), (2, 120.0), (1, 200.0)]);
+    }
+}
