@@ -185,6 +185,47 @@ fn the_adaptive_controller_over_time() {
     assert!(err.contains("controller.csv: row 8: prefetch_bytes is not a number"), "{err}");
 }
 
+/// Paper 001 Figs 5-6: fixed prefetch sizes expanded from a list and an
+/// adaptive configuration; the report puts the adaptive result beside the
+/// best fixed size, with the size the controller settled on and whether it
+/// reaches the best fixed MB/s minus its CI.
+#[test]
+fn adaptive_beside_the_best_fixed_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    // (rate, MB/s, failed %, sample CI, size at the window's end)
+    let step = |rate: f64, from: f64, mbs: f64, failed: f64, ci: f64, size: f64| {
+        serde_json::json!({"index": 0, "spec": {"rate": rate}, "window_s": [from, from + 90.0], "failure_percent": failed,
+                           "throughput_mb_s": mbs, "samples_mb_s": [mbs, ci],
+                           "prefetch": {"size_mean_bytes": size, "size_end_bytes": size, "read_mb_s": mbs}})
+    };
+    let mib = 1048576.0;
+    let runs = [
+        ("fixed-p1024", serde_json::json!({"base": "fixed", "prefetch_kb": 1024}), vec![step(3.0, 450.0, 25.0, 0.0, 1.0, mib), step(3.5, 600.0, 26.0, 5.0, 1.0, mib)]),
+        ("fixed-p4096", serde_json::json!({"base": "fixed", "prefetch_kb": 4096}), vec![step(4.0, 450.0, 32.0, 0.0, 1.5, 4.0 * mib), step(4.5, 600.0, 33.0, 4.0, 1.5, 4.0 * mib)]),
+        ("adaptive", serde_json::json!({"prefetch_adaptive": true}), vec![step(4.0, 450.0, 31.0, 0.0, 1.0, 3.5 * mib), step(4.0, 600.0, 31.0, 0.0, 1.0, 3.0 * mib), step(4.5, 750.0, 31.5, 2.0, 1.0, 3.0 * mib)]),
+    ];
+    for (name, keys, steps) in &runs {
+        let run = stepped_run(root, name, name, serde_json::json!(steps));
+        let mut config = serde_json::json!({"name": name, "label": name, "server": "nginx", "libception": "full"});
+        config.as_object_mut().unwrap().extend(keys.as_object().unwrap().clone());
+        std::fs::write(run.join("run.json"), serde_json::json!({"config": config, "steps": true}).to_string()).unwrap();
+        std::fs::write(run.join("DONE"), "").unwrap();
+    }
+    let names: Vec<serde_json::Value> = runs.iter().map(|(n, _, _)| serde_json::json!({"name": n})).collect();
+    std::fs::write(root.join("experiment.json"), serde_json::json!({"name": "t", "configs": names}).to_string()).unwrap();
+
+    let results = Results::load(root).unwrap();
+    let out = root.join("report/report.md");
+    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+    vidbench_report::write_report(&results, &out).unwrap();
+    let md = std::fs::read_to_string(&out).unwrap();
+    assert!(md.contains("### Adaptive against the best fixed size (paper 001 Figures 5-6)"), "{md}");
+    // Best fixed: 4 MiB at 32 +- 1.5; adaptive 31 +- CI of its two windows, settled at 3.25 MiB (3.5 and 3.0).
+    let row = md.lines().find(|l| l.starts_with("| fixed | 4096 KiB | 32.00 ± 1.50 | adaptive |")).unwrap_or_else(|| panic!("{md}"));
+    assert!(row.ends_with("| 3.25 | -3.1 % | yes |"), "{row}");
+}
+
 /// Steps that carry the cgroup's LRU lists: the page-cache table shows each
 /// window's lists and its refaults as a share of what the drive read, and
 /// marks a window the gate's cap opened on moving lists; steps without them
