@@ -22,6 +22,7 @@ import gzip
 import json
 import os
 import sys
+import zlib
 
 
 def open_trace(run):
@@ -40,39 +41,34 @@ def main():
     ap.add_argument("--chunk-bytes", type=int, default=525000)
     a = ap.parse_args()
     try:
-        uptime = json.load(open(os.path.join(a.run, "disk-before.json")))["uptime_s"]
+        uptime = float(json.load(open(os.path.join(a.run, "disk-before.json")))["uptime_s"])
         steps = json.load(open(os.path.join(a.run, "steps.json")))
-    except (OSError, ValueError, KeyError) as e:
-        sys.exit(f"{a.run}: {e}")
-    windows = [s for s in steps if s.get("window_s")]
+        windows = [(float(s["window_s"][0]), float(s["window_s"][1]), float(s["spec"]["rate"]), float(s["failure_percent"]), float(s["throughput_mb_s"]))
+                   for s in steps if s.get("window_s")]
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
+        sys.exit(f"{a.run}: disk-before.json or steps.json: {type(e).__name__}: {e}")
     if not windows:
         sys.exit(f"{a.run}/steps.json: no step has a window")
     # positionings, bytes read, requests, busy ns per window
     counts = [[0, 0, 0, 0] for _ in windows]
-    with open_trace(a.run) as f:
-        for line, r in enumerate(csv.DictReader(f), start=2):
-            try:
-                start = int(r["start_ns"])
-                t = start / 1e9 - uptime
-                busy = int(r["end_ns"]) - start
-                nbytes = int(r["bytes"])
-                positioning = r["outcome"] == "miss"
-            except (KeyError, TypeError, ValueError):
-                sys.exit(f"{a.run}: trace line {line}: malformed")
-            for i, s in enumerate(windows):
-                w0, w1 = s["window_s"]
-                if w0 <= t < w1:
-                    c = counts[i]
-                    c[0] += positioning
-                    c[1] += nbytes
-                    c[2] += 1
-                    c[3] += busy
-                    break
+    line = 1
+    try:
+        with open_trace(a.run) as f:
+            for line, r in enumerate(csv.DictReader(f), start=2):
+                try:
+                    start = int(r["start_ns"])
+                    t = start / 1e9 - uptime
+                    busy = int(r["end_ns"]) - start
+                    nbytes = int(r["bytes"])
+                    positioning = r["outcome"] == "miss"
+                except (KeyError, TypeError, ValueError):
+                    sys.exit(f"{a.run}: trace line {line}: malformed")
+                count(counts, windows, t, nbytes, busy, positioning)
+    except (OSError, EOFError, zlib.error, csv.Error, UnicodeDecodeError) as e:
+        sys.exit(f"{a.run}: trace unreadable after line {line}: {type(e).__name__}: {e}")
     print("| rate | window (s) | failed % | delivered MB/s | drive busy | positionings | per delivered chunk | KiB read per positioning |")
     print("|---:|---|---:|---:|---:|---:|---:|---:|")
-    for s, (miss, nbytes, n, busy) in zip(windows, counts):
-        w0, w1 = s["window_s"]
-        rate, failed, mb_s = s["spec"]["rate"], s["failure_percent"], s["throughput_mb_s"]
+    for (w0, w1, rate, failed, mb_s), (miss, nbytes, n, busy) in zip(windows, counts):
         head = f"| {rate:.2f} | {w0:.0f}-{w1:.0f} | {failed:.2f} | {mb_s:.2f} |"
         if n == 0:
             print(head + " not in the trace | | | |")
@@ -81,6 +77,18 @@ def main():
         per_chunk = f"{miss / chunks:.2f}" if chunks else "-"
         per_miss = f"{nbytes / miss / 1024:.1f}" if miss else "-"
         print(f"{head} {100 * busy / 1e9 / (w1 - w0):.0f} % | {miss} | {per_chunk} | {per_miss} |")
+
+
+def count(counts, windows, t, nbytes, busy, positioning):
+    """Adds one request started at load time t to the window holding it."""
+    for i, (w0, w1, *_) in enumerate(windows):
+        if w0 <= t < w1:
+            c = counts[i]
+            c[0] += positioning
+            c[1] += nbytes
+            c[2] += 1
+            c[3] += busy
+            return
 
 
 if __name__ == "__main__":

@@ -42,17 +42,22 @@ gzip "$run/disk-trace.csv"
 mv "$run/disk-trace.csv.gz" "$run/disk-trace-window.csv.gz"
 python3 "$script" "$run" | grep -qF "| 2.50 | 10-20 | 0.00 | 1.05 | 30 % | 2 | 0.10 | 192.0 |" || fail "gzipped window trace"
 
-# Errors name the input.
+# Errors name the input, never a traceback: rejects RUN WHAT EXPECTED.
+rejects() {
+  local err
+  err=$(python3 "$script" "$1" 2>&1) && fail "$2 accepted"
+  echo "$err" | grep -q "$3" || fail "$2: $err"
+  if echo "$err" | grep -q Traceback; then fail "$2: a traceback: $err"; fi
+}
+head -c 40 "$run/disk-trace-window.csv.gz" > "$run/cut.gz" && mv "$run/cut.gz" "$run/disk-trace-window.csv.gz"
+rejects "$run" "a cut gzip" "trace unreadable"
 rm "$run/disk-trace-window.csv.gz"
-err=$(python3 "$script" "$run" 2>&1) && fail "no trace accepted"
-echo "$err" | grep -q "no disk-trace.csv" || fail "missing trace: $err"
+rejects "$run" "no trace" "no disk-trace.csv"
 printf 'arrival_ns,start_ns,end_ns,file_id,offset,bytes,lba,outcome\n0,x,1,1,0,4096,1,miss\n' > "$run/disk-trace.csv"
-err=$(python3 "$script" "$run" 2>&1) && fail "malformed trace accepted"
-echo "$err" | grep -q "trace line 2: malformed" || fail "malformed trace: $err"
+rejects "$run" "a malformed trace" "trace line 2: malformed"
+echo '[{"window_s": [1, 2]}]' > "$run/steps.json"
+rejects "$run" "a step without its figures" "steps.json: KeyError"
 echo '[]' > "$run/steps.json"
-err=$(python3 "$script" "$run" 2>&1) && fail "steps without windows accepted"
-echo "$err" | grep -q "no step has a window" || fail "no windows: $err"
-err=$(python3 "$script" "$tmp/absent" 2>&1) && fail "absent run accepted"
-echo "$err" | grep -q "absent" || fail "absent run: $err"
-if echo "$err" | grep -q Traceback; then fail "traceback: $err"; fi
+rejects "$run" "steps without windows" "no step has a window"
+rejects "$tmp/absent" "an absent run" "absent"
 echo "window-positionings: ok"

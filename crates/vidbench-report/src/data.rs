@@ -117,28 +117,35 @@ pub fn prefetch_size_samples(run_dir: &Path) -> Vec<(f64, f64)> {
 /// One interval an adaptive prefetch controller closed (a row of the run's
 /// `controller.csv`, written by the driver's sampler): its end on the load's
 /// clock, the disk worker, the size in force, and the score and the mean
-/// prefetch eviction time when the interval had them.
+/// prefetch eviction time (the estimate the controller's jump uses: the
+/// middle of the bracket between last seen resident and found evicted) when
+/// the interval had them.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ControllerInterval {
     pub t_s: f64,
     pub worker: u64,
     pub prefetch_bytes: f64,
     pub score: Option<f64>,
-    pub eviction_time_s: Option<f64>,
+    pub eviction_estimate_s: Option<f64>,
 }
 
 /// The adaptive controller's intervals of a run, in file order; empty
 /// without `controller.csv` (no adaptive controller, or an older run). A
-/// malformed file is an error naming it and the row.
+/// last line without its newline (a run killed while writing) is left out;
+/// any other malformed row is an error naming the file and the row.
 pub fn controller_intervals(run_dir: &Path) -> anyhow::Result<Vec<ControllerInterval>> {
     let path = run_dir.join("controller.csv");
     if !path.exists() {
         return Ok(Vec::new());
     }
-    let mut reader = csv::Reader::from_path(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    if !text.ends_with('\n') {
+        text.truncate(text.rfind('\n').map_or(0, |i| i + 1));
+    }
+    let mut reader = csv::Reader::from_reader(text.as_bytes());
     let headers = reader.headers().with_context(|| format!("{}: no header", path.display()))?.clone();
     let col = |name: &str| headers.iter().position(|h| h == name).with_context(|| format!("{}: no column {name}", path.display()));
-    let (t, worker, size, score, eviction) = (col("t_s")?, col("worker")?, col("prefetch_bytes")?, col("score")?, col("eviction_time_s")?);
+    let (t, worker, size, score, eviction) = (col("t_s")?, col("worker")?, col("prefetch_bytes")?, col("score")?, col("eviction_time_estimate_s")?);
     let mut out = Vec::new();
     for (i, record) in reader.records().enumerate() {
         let row = i + 2;
@@ -157,7 +164,7 @@ pub fn controller_intervals(run_dir: &Path) -> anyhow::Result<Vec<ControllerInte
             worker: number(worker, "worker")? as u64,
             prefetch_bytes: number(size, "prefetch_bytes")?,
             score: optional(score, "score")?,
-            eviction_time_s: optional(eviction, "eviction_time_s")?,
+            eviction_estimate_s: optional(eviction, "eviction_time_estimate_s")?,
         });
     }
     Ok(out)

@@ -544,6 +544,7 @@ fn adaptive_table(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<Strin
         .iter()
         .filter(|c| ctx.results.runs_of(c).next().is_some_and(|r| r.config_json.get("prefetch_adaptive").and_then(Value::as_bool) == Some(true)))
         .collect();
+    let server = |c: &String| ctx.results.config_json(c).get("server").and_then(Value::as_str).map(str::to_string);
     if adaptive.is_empty() || groups.is_empty() {
         return Ok(());
     }
@@ -568,7 +569,8 @@ fn adaptive_table(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<Strin
             .filter_map(|(kb, c)| Some((*kb, best_of(c)?)))
             .max_by(|a, b| a.1.throughput_mbs.total_cmp(&b.1.throughput_mbs));
         let Some((best_kb, best)) = best else { continue };
-        for a in &adaptive {
+        let sweep_server = members.first().and_then(|(_, c)| server(c));
+        for a in adaptive.iter().filter(|a| server(a) == sweep_server) {
             let label = ctx.results.label(a);
             let Some(ap) = best_of(a) else {
                 writeln!(ctx.md, "| {base} | {best_kb:.0} KiB | {} | {label} | no failure-free rate | | | no |", pm(&best))?;
@@ -584,9 +586,12 @@ fn adaptive_table(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<Strin
                 true => "-".to_string(),
                 false => format!("{:.2}", sizes.iter().sum::<f64>() / sizes.len() as f64 / (1u64 << 20) as f64),
             };
-            let diff = 100.0 * (ap.throughput_mbs - best.throughput_mbs) / best.throughput_mbs;
+            let diff = match best.throughput_mbs > 0.0 {
+                true => format!("{:+.1} %", 100.0 * (ap.throughput_mbs - best.throughput_mbs) / best.throughput_mbs),
+                false => "-".to_string(),
+            };
             let reaches = if ap.throughput_mbs >= best.throughput_mbs - ci(&best).unwrap_or(0.0) { "yes" } else { "no" };
-            writeln!(ctx.md, "| {base} | {best_kb:.0} KiB | {} | {label} | {} | {settled} | {diff:+.1} % | {reaches} |", pm(&best), pm(&ap))?;
+            writeln!(ctx.md, "| {base} | {best_kb:.0} KiB | {} | {label} | {} | {settled} | {diff} | {reaches} |", pm(&best), pm(&ap))?;
         }
     }
     writeln!(ctx.md)?;
@@ -751,10 +756,17 @@ fn controller_figures(ctx: &mut Ctx<'_>, configs: &[String], with: &[(&String, V
                 let suffix = if workers.len() > 1 { format!(", worker {w}") } else { String::new() };
                 left.push(Series::line(format!("size in force (MiB){suffix}"), style + 2 * k, of().map(|i| (i.t_s, mib(i.prefetch_bytes))).collect()));
                 left.push(Series::line(format!("score{suffix}"), style + 2 * k + 1, of().filter_map(|i| Some((i.t_s, i.score?))).collect()));
-                right.push(Series::line(format!("eviction time (s){suffix}"), style + 2 * k + 1, of().filter_map(|i| Some((i.t_s, i.eviction_time_s?))).collect()));
+                right.push(Series::line(format!("eviction time, estimate (s){suffix}"), style + 2 * k + 1, of().filter_map(|i| Some((i.t_s, i.eviction_estimate_s?))).collect()));
             }
-            // Bins as long as the controller's intervals (their median spacing).
-            let mut gaps: Vec<f64> = intervals.windows(2).filter(|p| p[0].worker == p[1].worker).map(|p| p[1].t_s - p[0].t_s).filter(|g| *g > 0.0).collect();
+            // Bins as long as the controller's intervals (their median spacing per worker).
+            let mut gaps: Vec<f64> = workers
+                .iter()
+                .flat_map(|w| {
+                    let t: Vec<f64> = intervals.iter().filter(|i| i.worker == *w).map(|i| i.t_s).collect();
+                    t.windows(2).map(|p| p[1] - p[0]).collect::<Vec<f64>>()
+                })
+                .filter(|g| *g > 0.0)
+                .collect();
             gaps.sort_by(f64::total_cmp);
             let bin_s = gaps.get(gaps.len() / 2).copied().unwrap_or(60.0).max(5.0);
             right.insert(0, Series::line(format!("delivered MB/s ({bin_s:.0} s means)"), style, crate::data::delivered_mb_s_over_time(dir, bin_s)));

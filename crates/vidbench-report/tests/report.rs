@@ -144,7 +144,7 @@ fn the_adaptive_controller_over_time() {
     let config = serde_json::json!({"name": "adaptive", "label": "nginx + Libception (adaptive)", "server": "nginx", "libception": "full"});
     std::fs::write(run.join("run.json"), serde_json::json!({"config": config, "steps": true}).to_string()).unwrap();
     // Intervals of 60 s: 8 MiB, then 7.5 after the eviction time showed; the first has no score.
-    let mut controller = String::from("t_s,worker,index,length_s,prefetch_bytes,next_bytes,decision,score,eviction_time_s\n");
+    let mut controller = String::from("t_s,worker,index,length_s,prefetch_bytes,next_bytes,decision,score,eviction_time_estimate_s\n");
     for k in 1..=6u64 {
         let size = if k < 3 { 8 << 20 } else { (15 << 20) / 2 };
         let score = if k == 1 { String::new() } else { format!("{}", 3.0 + k as f64 / 10.0) };
@@ -174,11 +174,16 @@ fn the_adaptive_controller_over_time() {
     let md = std::fs::read_to_string(&out).unwrap();
     assert!(md.contains("figures/controller-adaptive-size-score.svg"), "{md}");
     assert!(md.contains("figures/controller-adaptive-throughput.svg"), "{md}");
+    // Legend entries are text elements of their own (the title also says "score").
     let svg = std::fs::read_to_string(root.join("report/figures/controller-adaptive-size-score.svg")).unwrap();
-    assert!(svg.contains("size in force (MiB)") && svg.contains("score"), "{svg}");
+    let legend = |svg: &str, name: &str| svg.contains(&format!(">\n{name}\n</text>"));
+    assert!(legend(&svg, "size in force (MiB)") && legend(&svg, "score"), "{svg}");
     let svg = std::fs::read_to_string(root.join("report/figures/controller-adaptive-throughput.svg")).unwrap();
-    assert!(svg.contains("delivered MB/s (60 s means)") && svg.contains("eviction time (s)"), "{svg}");
+    assert!(legend(&svg, "delivered MB/s (60 s means)") && legend(&svg, "eviction time, estimate (s)"), "{svg}");
 
+    // A run killed while writing leaves a last line without its newline: left out.
+    std::fs::write(run.join("controller.csv"), format!("{controller}420,0,7,6")).unwrap();
+    assert_eq!(vidbench_report::controller_intervals(&run).unwrap().len(), 6);
     controller.push_str("420,0,7,60,eight,0,stay,,\n");
     std::fs::write(run.join("controller.csv"), &controller).unwrap();
     let err = format!("{:#}", vidbench_report::write_report(&Results::load(root).unwrap(), &out).unwrap_err());
@@ -203,7 +208,10 @@ fn adaptive_beside_the_best_fixed_size() {
     let runs = [
         ("fixed-p1024", serde_json::json!({"base": "fixed", "prefetch_kb": 1024}), vec![step(3.0, 450.0, 25.0, 0.0, 1.0, mib), step(3.5, 600.0, 26.0, 5.0, 1.0, mib)]),
         ("fixed-p4096", serde_json::json!({"base": "fixed", "prefetch_kb": 4096}), vec![step(4.0, 450.0, 32.0, 0.0, 1.5, 4.0 * mib), step(4.5, 600.0, 33.0, 4.0, 1.5, 4.0 * mib)]),
+        ("fixed-p8192", serde_json::json!({"base": "fixed", "prefetch_kb": 8192}), vec![step(3.5, 450.0, 30.0, 0.0, 1.0, 8.0 * mib), step(4.0, 600.0, 31.0, 4.0, 1.0, 8.0 * mib)]),
         ("adaptive", serde_json::json!({"prefetch_adaptive": true}), vec![step(4.0, 450.0, 31.0, 0.0, 1.0, 3.5 * mib), step(4.0, 600.0, 31.0, 0.0, 1.0, 3.0 * mib), step(4.5, 750.0, 31.5, 2.0, 1.0, 3.0 * mib)]),
+        // Within 5 % of the best (30.4) but below it minus its CI (30.5): does not reach it.
+        ("adaptive-low", serde_json::json!({"prefetch_adaptive": true}), vec![step(4.0, 450.0, 30.45, 0.0, 1.0, 6.0 * mib), step(4.5, 600.0, 31.0, 2.0, 1.0, 6.0 * mib)]),
     ];
     for (name, keys, steps) in &runs {
         let run = stepped_run(root, name, name, serde_json::json!(steps));
@@ -224,6 +232,8 @@ fn adaptive_beside_the_best_fixed_size() {
     // Best fixed: 4 MiB at 32 +- 1.5; adaptive 31 +- CI of its two windows, settled at 3.25 MiB (3.5 and 3.0).
     let row = md.lines().find(|l| l.starts_with("| fixed | 4096 KiB | 32.00 ± 1.50 | adaptive |")).unwrap_or_else(|| panic!("{md}"));
     assert!(row.ends_with("| 3.25 | -3.1 % | yes |"), "{row}");
+    let row = md.lines().find(|l| l.starts_with("| fixed | 4096 KiB | 32.00 ± 1.50 | adaptive-low |")).unwrap_or_else(|| panic!("{md}"));
+    assert!(row.ends_with("| 30.45 ± 1.00 | 6.00 | -4.8 % | no |"), "{row}");
 }
 
 /// Steps that carry the cgroup's LRU lists: the page-cache table shows each

@@ -7,9 +7,11 @@
 //! stats document it fetches to a [`ControllerLog`], which appends the
 //! intervals it has not written yet. An interval's end is on the daemon's
 //! clock (seconds since it started); the document's `daemon.uptime_s` at the
-//! sample's load time puts it on the load's. A daemon that restarted (its
-//! uptime went back) numbers its intervals from 1 again, and they are
-//! written. Without an adaptive controller the file is never created.
+//! load time the document was fetched puts it on the load's. A daemon that
+//! restarted (another `daemon.pid`) numbers its intervals from 1 again, and
+//! they are written. Intervals that left the ring between two fetches (a
+//! stats outage longer than the ring) are counted and warned about. Without
+//! an adaptive controller the file is never created.
 
 use anyhow::Context;
 use serde::Serialize;
@@ -81,13 +83,15 @@ pub struct ControllerLog {
     out: Option<csv::Writer<std::fs::File>>,
     /// The last interval written, per worker.
     written: BTreeMap<u64, u64>,
-    /// The daemon's uptime in the last document: one that went back is a new daemon.
-    uptime_s: f64,
+    /// The daemon's pid in the last document: another one is a new daemon.
+    pid: Option<u64>,
+    /// Intervals that left the daemon's ring before a document showed them.
+    pub missed: u64,
 }
 
 impl ControllerLog {
     pub fn new(path: &Path) -> ControllerLog {
-        ControllerLog { path: path.to_path_buf(), out: None, written: BTreeMap::new(), uptime_s: 0.0 }
+        ControllerLog { path: path.to_path_buf(), out: None, written: BTreeMap::new(), pid: None, missed: 0 }
     }
 
     /// Writes the intervals of `stats` (a `libception stat --json` document
@@ -97,10 +101,11 @@ impl ControllerLog {
         else {
             return Ok(());
         };
-        if uptime < self.uptime_s {
+        let pid = stats.pointer("/daemon/pid").and_then(Value::as_u64);
+        if pid != self.pid {
             self.written.clear();
+            self.pid = pid;
         }
-        self.uptime_s = uptime;
         let offset_s = t_s - uptime;
         let mut rows = Vec::new();
         for q in queues {
@@ -108,6 +113,13 @@ impl ControllerLog {
             let last = self.written.get(&worker).copied().unwrap_or(0);
             let history = q.get("history").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
             let new: Vec<ControllerRow> = history.iter().filter_map(|r| ControllerRow::from_record(worker, r, offset_s)).filter(|r| r.index > last).collect();
+            if let Some(first) = new.iter().map(|r| r.index).min() {
+                let lost = first - last - 1;
+                if lost > 0 {
+                    self.missed += lost;
+                    tracing::warn!("{}: intervals {}-{} of disk worker {worker} left the daemon's stats before they were read", self.path.display(), last + 1, first - 1);
+                }
+            }
             if let Some(max) = new.iter().map(|r| r.index).max() {
                 self.written.insert(worker, max);
             }
@@ -145,9 +157,12 @@ mod tests {
                "miss_ratio": 0.5, "score": score, "evicted_bytes": 10, "evicted_fraction": 0.01,
                "eviction_time_s": 50.0, "eviction_time_estimate_s": 40.0, "stream_rate_bps": 52500.0})
     }
-    fn stats(uptime: f64, workers: &[(u64, Vec<Value>)]) -> Value {
+    fn stats_of(pid: u64, uptime: f64, workers: &[(u64, Vec<Value>)]) -> Value {
         let queues: Vec<Value> = workers.iter().map(|(w, h)| json!({"worker": w, "history": h})).collect();
-        json!({"daemon": {"uptime_s": uptime}, "controller": {"queues": queues}})
+        json!({"daemon": {"pid": pid, "uptime_s": uptime}, "controller": {"queues": queues}})
+    }
+    fn stats(uptime: f64, workers: &[(u64, Vec<Value>)]) -> Value {
+        stats_of(100, uptime, workers)
     }
 
     #[test]
@@ -178,11 +193,27 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("controller.csv");
         let mut log = ControllerLog::new(&path);
-        log.record(130.0, &stats(130.0, &[(0, vec![record(1, 60.0, 2097152, Some(3.0)), record(2, 120.0, 2097152, Some(3.5))])])).unwrap();
+        log.record(130.0, &stats_of(100, 130.0, &[(0, vec![record(1, 60.0, 2097152, Some(3.0)), record(2, 120.0, 2097152, Some(3.5))])])).unwrap();
         // Killed and restarted at load time 140 s: uptime 65 s at 205 s.
-        log.record(205.0, &stats(65.0, &[(0, vec![record(1, 60.0, 2097152, Some(6.0))])])).unwrap();
+        log.record(205.0, &stats_of(200, 65.0, &[(0, vec![record(1, 60.0, 2097152, Some(6.0))])])).unwrap();
+        // Killed again at 210 s: the next daemon is older (70 s) than the last
+        // one was, and its pid tells it apart.
+        log.record(280.0, &stats_of(300, 70.0, &[(0, vec![record(1, 61.0, 2097152, Some(7.0))])])).unwrap();
         let rows = read(&path);
         let got: Vec<(u64, f64)> = rows.iter().map(|r| (r.index, r.t_s)).collect();
-        assert_eq!(got, [(1, 60.0), (2, 120.0), (1, 200.0)]);
+        assert_eq!(got, [(1, 60.0), (2, 120.0), (1, 200.0), (1, 271.0)]);
+        assert_eq!(log.missed, 0);
+    }
+
+    #[test]
+    fn intervals_that_left_the_ring_unread_are_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("controller.csv");
+        let mut log = ControllerLog::new(&path);
+        log.record(60.0, &stats(60.0, &[(0, vec![record(1, 60.0, 2097152, None)])])).unwrap();
+        // A ring of two after an outage: intervals 2 and 3 are gone.
+        log.record(300.0, &stats(300.0, &[(0, vec![record(4, 240.0, 2097152, Some(3.0)), record(5, 300.0, 2097152, Some(3.1))])])).unwrap();
+        assert_eq!(read(&path).iter().map(|r| r.index).collect::<Vec<_>>(), [1, 4, 5]);
+        assert_eq!(log.missed, 2);
     }
 }

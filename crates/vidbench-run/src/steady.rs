@@ -257,8 +257,9 @@ fn prefetch_fields(stats: &Value, row: &mut Sample) {
 }
 
 impl Sample {
-    /// The row at `t_s`, and the daemon's stats document when one was read.
-    fn read(t_s: f64, children: &RunChildren<'_>) -> (Sample, Option<Value>) {
+    /// The row at `t_s`, and the daemon's stats document when one was read
+    /// with the load time it was read at (`epoch` being the load's start).
+    fn read(t_s: f64, epoch: Instant, children: &RunChildren<'_>) -> (Sample, Option<(f64, Value)>) {
         let stats = children.disk.stats().unwrap_or(Value::Null);
         let at = |path: &[&str]| path.iter().try_fold(&stats, |v, k| v.get(*k)).and_then(Value::as_f64);
         // A sample with no memory figures rather than no sample (as for the disk).
@@ -286,14 +287,22 @@ impl Sample {
             row.daemon_cpu_s = children.cgroup.cpu_usage(Role::Daemon).ok().flatten();
             // As for the disk: a sample without these figures rather than
             // none (also while a chaos run's daemon is dead).
-            let stats = daemon.lock().unwrap_or_else(|e| e.into_inner()).stats();
-            if let Ok(v) = stats {
+            if let Some((at_s, v)) = daemon_stats_at(epoch, daemon) {
                 prefetch_fields(&v, &mut row);
-                daemon_stats = Some(v);
+                daemon_stats = Some((at_s, v));
             }
         }
         (row, daemon_stats)
     }
+}
+
+/// The daemon's stats document and the load time it was read at (the
+/// middle of the request: a sample may be late, and the controller's
+/// interval ends are put on the load's clock from this time).
+fn daemon_stats_at(epoch: Instant, daemon: &Mutex<crate::daemon::Daemon>) -> Option<(f64, Value)> {
+    let before = epoch.elapsed().as_secs_f64();
+    let stats = daemon.lock().unwrap_or_else(|e| e.into_inner()).stats().ok()?;
+    Some(((before + epoch.elapsed().as_secs_f64()) / 2.0, stats))
 }
 
 fn page_size() -> f64 {
@@ -322,9 +331,9 @@ pub fn sample(epoch: Instant, children: &RunChildren<'_>, port: u16, path: &Path
             std::thread::sleep((at - now).min(Duration::from_millis(200)));
             continue;
         }
-        let (row, daemon_stats) = Sample::read(k as f64 * SAMPLE_INTERVAL_S, children);
-        if let Some(stats) = &daemon_stats {
-            controller.record(row.t_s, stats)?;
+        let (row, daemon_stats) = Sample::read(k as f64 * SAMPLE_INTERVAL_S, epoch, children);
+        if let Some((at_s, stats)) = &daemon_stats {
+            controller.record(*at_s, stats)?;
         }
         out.serialize(row).and_then(|_| out.flush().map_err(Into::into)).with_context(|| format!("cannot write {}", path.display()))?;
         log.lock().unwrap_or_else(|e| e.into_inner()).push(row);
@@ -334,6 +343,10 @@ pub fn sample(epoch: Instant, children: &RunChildren<'_>, port: u16, path: &Path
             std::fs::write(&file, sockets.to_string() + "\n").with_context(|| format!("cannot write {}", file.display()))?;
         }
         k += 1;
+    }
+    // The intervals closed since the last sample, before the daemon stops.
+    if let Some((at_s, stats)) = children.daemon.and_then(|d| daemon_stats_at(epoch, d)) {
+        controller.record(at_s, &stats)?;
     }
     Ok(())
 }
