@@ -167,6 +167,10 @@ fn print_plan(exp: &Experiment, out: &mut dyn Write) -> std::io::Result<()> {
             Some(r) => format!("{what}, a ramp of its own of at least {r} s"),
             None => what,
         };
+        let what = match c.knobs.is_empty() {
+            true => what,
+            false => format!("{what}, {}", c.knobs.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")),
+        };
         let plan = match &c.rates {
             RatePlan::Fixed { rates, repetitions, relative_to: None, .. } => format!("rates {rates:?} x {repetitions}"),
             RatePlan::Fixed { rates, repetitions, relative_to: Some(r), .. } => format!(
@@ -238,6 +242,15 @@ mod tests {
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
+    }
+
+    #[test]
+    fn the_plan_names_each_configurations_server_knobs() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/experiments/lighttpd-gap.toml");
+        let mut plan = Vec::new();
+        print_plan(&Experiment::from_file(&path).unwrap(), &mut plan).unwrap();
+        let plan = String::from_utf8(plan).unwrap();
+        assert!(plan.contains("nginx vanilla, sendfile_max_chunk 256k;"), "{plan}");
     }
 
     #[test]
