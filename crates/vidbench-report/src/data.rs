@@ -91,6 +91,9 @@ pub struct LruWindow {
     pub active_file_mean_bytes: f64,
     pub inactive_file_mean_bytes: f64,
     pub refault_mb_s: Option<f64>,
+    /// Mean kernel memory charged to the cgroup (absent before it was sampled).
+    #[serde(default)]
+    pub kernel_mean_bytes: Option<f64>,
 }
 
 /// Paper 001 Table 1 over a window: the prefetch size in force and what

@@ -630,8 +630,11 @@ fn lru_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()> {
          of what the drive read in the window. A window marked *lists moving* opened at the settling gate's cap with the \
          lists still moving (`run.steady.lru_pct`, docs/run.md).\n"
     )?;
-    writeln!(ctx.md, "| configuration | rate | window s | active GiB | inactive GiB | refaults MB/s | refaults % of disk read |")?;
-    writeln!(ctx.md, "|---|---:|---|---:|---:|---:|---:|")?;
+    // Kernel memory (slab, page-cache tree nodes, shadow entries) where it was sampled.
+    let kernel = with.iter().flat_map(|(_, runs)| runs).any(|r| r.lru.is_some_and(|l| l.kernel_mean_bytes.is_some()));
+    let (kernel_head, kernel_rule) = if kernel { (" kernel MiB |", "---:|") } else { ("", "") };
+    writeln!(ctx.md, "| configuration | rate | window s | active GiB | inactive GiB | refaults MB/s | refaults % of disk read |{kernel_head}")?;
+    writeln!(ctx.md, "|---|---:|---|---:|---:|---:|---:|{kernel_rule}")?;
     let gib = |b: f64| b / (1u64 << 30) as f64;
     for (c, runs) in &with {
         for r in runs {
@@ -640,9 +643,13 @@ fn lru_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()> {
             let share = l.refault_mb_s.zip(disk_mb_s).filter(|(_, d)| *d > 0.0).map(|(f, d)| 100.0 * f / d);
             let moving = if r.cache_settled == Some(false) { " *lists moving*" } else { "" };
             let window = r.window_s.map(|(a, b)| format!("{a:.0}-{b:.0}{moving}")).unwrap_or_default();
+            let kernel_cell = match kernel {
+                true => format!(" {} |", f2(l.kernel_mean_bytes.map(|b| b / (1u64 << 20) as f64))),
+                false => String::new(),
+            };
             writeln!(
                 ctx.md,
-                "| {} | {:.2} | {} | {:.2} | {:.2} | {} | {} |",
+                "| {} | {:.2} | {} | {:.2} | {:.2} | {} | {} |{kernel_cell}",
                 ctx.results.label(c),
                 r.rate.unwrap_or(0.0),
                 window,

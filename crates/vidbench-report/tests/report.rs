@@ -269,6 +269,21 @@ fn lru_windows_in_the_page_cache_table() {
     let out = older.path().join("report.md");
     vidbench_report::write_report(&Results::load(older.path()).unwrap(), &out).unwrap();
     assert!(!std::fs::read_to_string(&out).unwrap().contains("## Page cache"));
+
+    // Windows with the cgroup's kernel memory sampled get its column; one
+    // without it shows a dash there.
+    let kernel = tempfile::tempdir().unwrap();
+    let mut with_kernel = lru(7.0, 0.875, 25.0);
+    with_kernel["kernel_mean_bytes"] = serde_json::json!(130.0 * 1048576.0);
+    let steps = [step(450.0, lru(3.5, 4.5, 5.0), Some(true)), step(1200.0, with_kernel, Some(true))];
+    let run = stepped_run(kernel.path(), "k", "nginx, kernel tuning", serde_json::json!(steps));
+    std::fs::write(run.join("DONE"), "").unwrap();
+    let out = kernel.path().join("report.md");
+    vidbench_report::write_report(&Results::load(kernel.path()).unwrap(), &out).unwrap();
+    let md = std::fs::read_to_string(&out).unwrap();
+    assert!(md.contains("| refaults % of disk read | kernel MiB |"), "{md}");
+    assert!(md.contains("| nginx, kernel tuning | 4.70 | 1200-1290 | 7.00 | 0.88 | 25.00 | 50.00 | 130.00 |"), "{md}");
+    assert!(md.contains("| nginx, kernel tuning | 4.70 | 450-540 | 3.50 | 4.50 | 5.00 | 10.00 | - |"), "{md}");
 }
 
 /// Steps that carry the server's CPU seconds over their window: the per-rate

@@ -539,10 +539,15 @@ impl RunCgroup {
                 let picked: BTreeMap<_, _> = STAT_NAMES.iter().filter_map(|(k, _)| stat.get(*k).map(|v| (*k, *v))).collect();
                 let oom_file = d.join("memory.oom_control");
                 let oom = parse_flat(&oom_file, &read(&oom_file)?)?;
+                // Kernel memory charged to the cgroup (slab: inodes, dentries,
+                // the page cache's tree nodes and shadow entries), where the
+                // kernel accounts it separately.
+                let kmem = d.join("memory.kmem.usage_in_bytes");
                 Ok(json!({
                     "version": 1,
                     "limit_in_bytes": read_value(&d.join("memory.limit_in_bytes"))?,
                     "usage_in_bytes": self.memory_usage()?,
+                    "kernel_bytes": if kmem.exists() { read_value(&kmem)? } else { None },
                     "max_usage_in_bytes": read_value(&d.join("memory.max_usage_in_bytes"))?,
                     "failcnt": read_value(&d.join("memory.failcnt"))?,
                     "oom_kill": oom.get("oom_kill"),
@@ -567,6 +572,8 @@ impl RunCgroup {
                     "version": 2,
                     "limit_in_bytes": read_value(&d.join("memory.max"))?,
                     "usage_in_bytes": self.memory_usage()?,
+                    // `kernel` since Linux 5.18; before it, the slab alone.
+                    "kernel_bytes": stat.get("kernel").or_else(|| stat.get("slab")),
                     "max_usage_in_bytes": if peak.exists() { read_value(&peak)? } else { None },
                     "failcnt": events.get("max"),
                     "oom_kill": events.get("oom_kill"),
@@ -850,6 +857,7 @@ mod tests {
         assert_eq!(m["events"]["oom"], 1);
         assert_eq!(m["io"]["7:0"]["rbytes"], 4096);
         assert!(m["raw"]["memory.stat"].as_str().unwrap().contains("kernel 12"), "the raw file is kept");
+        assert_eq!(m["kernel_bytes"], 12);
         assert_eq!(cg.cpu_usage(Role::Server).unwrap(), Some(2.5));
         let d = cg.describe();
         assert_eq!(d["version"], 2);
@@ -910,6 +918,10 @@ mod tests {
         put(&dir.join("memory.stat"), "cache 10\nrss 20\nmapped_file 1\npgpgin 5\npgpgout 6\npgmajfault 7\ninactive_file 3\nactive_file 4\nworkingset_refault_file 8\ntotal_cache 10\n");
         put(&t.path().join("cpuacct/vidbench-8-1/server/cpuacct.usage"), "1500000000\n");
         let m = cg.memory_stats().unwrap();
+        assert_eq!(m["kernel_bytes"], Value::Null, "no memory.kmem.usage_in_bytes: not accounted apart");
+        put(&dir.join("memory.kmem.usage_in_bytes"), "130805760\n");
+        let m = cg.memory_stats().unwrap();
+        assert_eq!(m["kernel_bytes"], 130805760);
         assert_eq!(m["version"], 1);
         assert_eq!(m["failcnt"], 157000);
         assert_eq!(m["limit_in_bytes"], 1u64 << 30);

@@ -222,6 +222,11 @@ pub struct Sample {
     pub inactive_file_bytes: Option<f64>,
     #[serde(default)]
     pub refault_file_bytes: Option<f64>,
+    /// Kernel memory charged to the cgroup (slab, page-cache tree nodes and
+    /// shadow entries): what grows beside the page cache as a run ages.
+    /// Absent in files from before this column.
+    #[serde(default)]
+    pub kernel_bytes: Option<f64>,
     /// CPU seconds so far of the server's and the daemon's cgroups (the
     /// daemon's absent without one). Absent in files from before these columns.
     #[serde(default)]
@@ -278,6 +283,7 @@ impl Sample {
             active_file_bytes: memory.pointer("/stat/active_file").and_then(Value::as_f64),
             inactive_file_bytes: memory.pointer("/stat/inactive_file").and_then(Value::as_f64),
             refault_file_bytes: memory.pointer("/stat/workingset_refault_file").and_then(Value::as_f64).map(|pages| pages * page_size()),
+            kernel_bytes: memory.get("kernel_bytes").and_then(Value::as_f64),
             // As for the memory: a sample without CPU rather than no sample.
             server_cpu_s: children.cgroup.cpu_usage(Role::Server).ok().flatten(),
             ..Sample::default()
@@ -399,6 +405,10 @@ pub struct LruWindow {
     pub active_file_mean_bytes: f64,
     pub inactive_file_mean_bytes: f64,
     pub refault_mb_s: Option<f64>,
+    /// Mean kernel memory charged to the cgroup over the window (absent
+    /// where the kernel does not account it apart, and in older files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_mean_bytes: Option<f64>,
 }
 
 /// Paper 001 Table 1 over a step's window: the prefetch size in force
@@ -452,6 +462,7 @@ impl StepRecord {
                 active_file_mean_bytes: active,
                 inactive_file_mean_bytes: inactive,
                 refault_mb_s: mb_s(|s| s.refault_file_bytes),
+                kernel_mean_bytes: mean(|s| s.kernel_bytes),
             }),
             _ => None,
         };
@@ -605,6 +616,8 @@ mod tests {
                     active_file_bytes: Some(100.0 * k as f64),
                     inactive_file_bytes: Some(1000.0 - 100.0 * k as f64),
                     refault_file_bytes: Some(t * 2e6),
+                    // Kernel memory grows by 10 bytes a sample.
+                    kernel_bytes: Some(10.0 * k as f64),
                     // The server uses 1.5 cores, the daemon a tenth of one.
                     server_cpu_s: Some(1.5 * t),
                     daemon_cpu_s: Some(0.1 * t),
@@ -625,6 +638,7 @@ mod tests {
         let lru = r.lru.expect("the cgroup's lists were sampled");
         assert_eq!((lru.active_file_mean_bytes, lru.inactive_file_mean_bytes), (400.0, 600.0));
         assert!((lru.refault_mb_s.unwrap() - 2.0).abs() < 1e-9);
+        assert_eq!(lru.kernel_mean_bytes, Some(40.0));
         // No sample at an edge: no disk figure rather than a wrong one.
         assert_eq!(StepRecord::new(load_step((10.0, 60.0), 20.0), &samples).disk, None);
     }
