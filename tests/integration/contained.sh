@@ -2,8 +2,8 @@
 # scripts/contained: the command runs in a memory cgroup of its own whose cap
 # holds its page cache (300 MB written under a 128M cap leave at most 128 MiB
 # charged), its exit status is the script's, a bad size is refused before
-# anything runs, and no cgroup is left behind. Needs root and a memory
-# cgroup controller.
+# anything runs, no cgroup is left behind, and neither is the command's page
+# cache. Needs root and a memory cgroup controller.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if [ "$(id -u)" -ne 0 ]; then echo "skip: needs root (cgroups)"; exit 77; fi
@@ -29,4 +29,7 @@ set -e
 [ "$status" = 7 ] || fail "exit status $status, expected the command's 7"
 [ "$bad" = 2 ] && grep -q "not a size" "$tmp/err" || fail "a bad size was not refused: status $bad, $(cat "$tmp/err")"
 [ "$(leftovers)" = "$before" ] || fail "cgroups left behind: $(leftovers)"
+# What the command wrote is no longer cached once it has ended.
+cached=$(fincore --bytes --noheadings --output RES "$tmp/big" | tr -d ' ')
+[ "$cached" -lt $((8 << 20)) ] || fail "the command's page cache stayed: $cached bytes of its file cached"
 echo "ok: contained"
