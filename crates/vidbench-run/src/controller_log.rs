@@ -14,14 +14,16 @@
 //! an adaptive controller the file is never created.
 
 use anyhow::Context;
-use serde::Serialize;
+use libception::{Decision, IntervalRecord};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// One closed interval: a row of `controller.csv`.
+/// One closed interval: a row of `controller.csv` (the daemon's
+/// [`IntervalRecord`], flat, on the load's clock, with its worker).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-#[cfg_attr(test, derive(serde::Deserialize))]
+#[cfg_attr(test, derive(Deserialize))]
 pub struct ControllerRow {
     /// End of the interval, seconds on the load's clock.
     pub t_s: f64,
@@ -32,7 +34,7 @@ pub struct ControllerRow {
     /// Size in force during the interval, and the target decided at its end.
     pub prefetch_bytes: u64,
     pub next_bytes: u64,
-    pub decision: String,
+    pub decision: Decision,
     pub busy_fraction: f64,
     pub bytes_read: u64,
     /// The score's factors (disk ms per transaction, data read from disk per
@@ -50,31 +52,35 @@ pub struct ControllerRow {
 }
 
 impl ControllerRow {
-    /// The row of one `history` record of the stats, `offset_s` being load
-    /// time minus daemon time; `None` for a record without its identity.
-    fn from_record(worker: u64, r: &Value, offset_s: f64) -> Option<ControllerRow> {
-        let f = |k: &str| r.get(k).and_then(Value::as_f64);
-        let u = |k: &str| r.get(k).and_then(Value::as_u64).unwrap_or(0);
-        Some(ControllerRow {
-            t_s: f("end_s")? + offset_s,
+    /// The row of a worker's interval, `offset_s` being load time minus daemon time.
+    fn new(worker: u64, r: &IntervalRecord, offset_s: f64) -> ControllerRow {
+        ControllerRow {
+            t_s: r.end_s + offset_s,
             worker,
-            index: r.get("index").and_then(Value::as_u64)?,
-            length_s: f("length_s").unwrap_or(0.0),
-            prefetch_bytes: u("prefetch_bytes"),
-            next_bytes: u("next_bytes"),
-            decision: r.get("decision").and_then(Value::as_str).unwrap_or("").to_string(),
-            busy_fraction: f("busy_fraction").unwrap_or(0.0),
-            bytes_read: u("bytes_read"),
-            disk_ms_per_transaction: f("disk_ms_per_transaction"),
-            miss_ratio: f("miss_ratio"),
-            score: f("score"),
-            evicted_bytes: u("evicted_bytes"),
-            evicted_fraction: f("evicted_fraction").unwrap_or(0.0),
-            eviction_time_s: f("eviction_time_s"),
-            eviction_time_estimate_s: f("eviction_time_estimate_s"),
-            stream_rate_bps: f("stream_rate_bps"),
-        })
+            index: r.index,
+            length_s: r.length_s,
+            prefetch_bytes: r.prefetch_bytes,
+            next_bytes: r.next_bytes,
+            decision: r.decision,
+            busy_fraction: r.busy_fraction,
+            bytes_read: r.bytes_read,
+            disk_ms_per_transaction: r.disk_ms_per_transaction,
+            miss_ratio: r.miss_ratio,
+            score: r.score,
+            evicted_bytes: r.evicted_bytes,
+            evicted_fraction: r.evicted_fraction,
+            eviction_time_s: r.eviction_time_s,
+            eviction_time_estimate_s: r.eviction_time_estimate_s,
+            stream_rate_bps: r.stream_rate_bps,
+        }
     }
+}
+
+/// The part of a controller queue's stats this log reads.
+#[derive(Deserialize)]
+struct Queue {
+    worker: u64,
+    history: Vec<IntervalRecord>,
 }
 
 /// Appends to `controller.csv` the intervals each stats document adds.
@@ -97,9 +103,16 @@ impl ControllerLog {
     /// Writes the intervals of `stats` (a `libception stat --json` document
     /// fetched at `t_s` on the load's clock) not written before.
     pub fn record(&mut self, t_s: f64, stats: &Value) -> anyhow::Result<()> {
-        let (Some(queues), Some(uptime)) = (stats.pointer("/controller/queues").and_then(Value::as_array), stats.pointer("/daemon/uptime_s").and_then(Value::as_f64))
-        else {
+        let (Some(queues), Some(uptime)) = (stats.pointer("/controller/queues"), stats.pointer("/daemon/uptime_s").and_then(Value::as_f64)) else {
             return Ok(());
+        };
+        let queues = match Vec::<Queue>::deserialize(queues) {
+            Ok(q) => q,
+            Err(e) => {
+                // The daemon of the same build writes them: a bug, not worth the run.
+                tracing::warn!("{}: the daemon's controller stats are not as expected ({e}); not logged", self.path.display());
+                return Ok(());
+            }
         };
         let pid = stats.pointer("/daemon/pid").and_then(Value::as_u64);
         if pid != self.pid {
@@ -108,11 +121,9 @@ impl ControllerLog {
         }
         let offset_s = t_s - uptime;
         let mut rows = Vec::new();
-        for q in queues {
-            let worker = q.get("worker").and_then(Value::as_u64).unwrap_or(0);
+        for Queue { worker, history } in queues {
             let last = self.written.get(&worker).copied().unwrap_or(0);
-            let history = q.get("history").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
-            let new: Vec<ControllerRow> = history.iter().filter_map(|r| ControllerRow::from_record(worker, r, offset_s)).filter(|r| r.index > last).collect();
+            let new: Vec<ControllerRow> = history.iter().filter(|r| r.index > last).map(|r| ControllerRow::new(worker, r, offset_s)).collect();
             if let Some(first) = new.iter().map(|r| r.index).min() {
                 let lost = first - last - 1;
                 if lost > 0 {
@@ -151,11 +162,12 @@ mod tests {
         csv::Reader::from_path(path).unwrap().deserialize().map(Result::unwrap).collect()
     }
 
+    /// An interval as the daemon's stats list it (`IntervalRecord`).
     fn record(index: u64, end_s: f64, size: u64, score: Option<f64>) -> Value {
         json!({"index": index, "end_s": end_s, "length_s": 60.0, "prefetch_bytes": size, "next_bytes": size + 524288,
-               "decision": "move", "busy_fraction": 0.9, "bytes_read": 1000, "disk_ms_per_transaction": 8.0,
-               "miss_ratio": 0.5, "score": score, "evicted_bytes": 10, "evicted_fraction": 0.01,
-               "eviction_time_s": 50.0, "eviction_time_estimate_s": 40.0, "stream_rate_bps": 52500.0})
+               "decision": "descend", "busy_fraction": 0.9, "reads": 2, "bytes_read": 1000, "disk_ms_per_transaction": 8.0,
+               "miss_ratio": 0.5, "score": score, "used_bytes": 900, "evicted_bytes": 10, "evicted_fraction": 0.01,
+               "wasted_bytes": 0, "evictions": 1, "eviction_time_s": 50.0, "eviction_time_estimate_s": 40.0, "stream_rate_bps": 52500.0})
     }
     fn stats_of(pid: u64, uptime: f64, workers: &[(u64, Vec<Value>)]) -> Value {
         let queues: Vec<Value> = workers.iter().map(|(w, h)| json!({"worker": w, "history": h})).collect();
@@ -184,7 +196,7 @@ mod tests {
         assert_eq!(got, [(0, 1, 58.0), (0, 2, 118.0), (1, 1, 119.0)]);
         assert_eq!(rows[0].score, None);
         assert_eq!(rows[1].score, Some(4.0));
-        assert_eq!((rows[1].prefetch_bytes, rows[1].next_bytes, rows[1].decision.as_str()), (2621440, 3145728, "move"));
+        assert_eq!((rows[1].prefetch_bytes, rows[1].next_bytes, rows[1].decision), (2621440, 3145728, Decision::Descend));
         assert_eq!(rows[1].eviction_time_estimate_s, Some(40.0));
     }
 
