@@ -178,17 +178,8 @@ pub fn controller_intervals(run_dir: &Path) -> anyhow::Result<Vec<ControllerInte
 /// interval): (end of the bin, MB/s), bins with no interval left out; empty
 /// without the file.
 pub fn delivered_mb_s_over_time(run_dir: &Path, bin_s: f64) -> Vec<(f64, f64)> {
-    let Ok(mut reader) = csv::Reader::from_path(run_dir.join("load").join("intervals.csv")) else { return Vec::new() };
-    let Ok(headers) = reader.headers().cloned() else { return Vec::new() };
-    let (Some(start), Some(end), Some(bytes)) =
-        (headers.iter().position(|h| h == "start_s"), headers.iter().position(|h| h == "end_s"), headers.iter().position(|h| h == "received_bytes"))
-    else {
-        return Vec::new();
-    };
     let mut bins: BTreeMap<u64, (f64, f64)> = BTreeMap::new(); // bin -> (bytes, seconds)
-    for r in reader.records().flatten() {
-        let parse = |c: usize| r.get(c).and_then(|v| v.parse::<f64>().ok());
-        let (Some(a), Some(b), Some(n)) = (parse(start), parse(end), parse(bytes)) else { continue };
+    for [a, b, n] in numeric_columns(&run_dir.join("load").join("intervals.csv"), ["start_s", "end_s", "received_bytes"]) {
         if b <= a {
             continue;
         }
@@ -196,23 +187,33 @@ pub fn delivered_mb_s_over_time(run_dir: &Path, bin_s: f64) -> Vec<(f64, f64)> {
         e.0 += n;
         e.1 += b - a;
     }
-    bins.into_iter().filter(|(_, (_, secs))| *secs > 0.0).map(|(k, (n, secs))| ((k + 1) as f64 * bin_s, n / secs / 1e6)).collect()
+    bins.into_iter().map(|(k, (n, secs))| ((k + 1) as f64 * bin_s, n / secs / 1e6)).collect()
+}
+
+/// The rows of a CSV file whose `columns` all hold numbers, those values in
+/// that order; empty without the file or one of the columns (an older run).
+fn numeric_columns<const N: usize>(path: &Path, columns: [&str; N]) -> Vec<[f64; N]> {
+    let Ok(mut reader) = csv::Reader::from_path(path) else { return Vec::new() };
+    let Ok(headers) = reader.headers().cloned() else { return Vec::new() };
+    let Some(at) = columns.iter().map(|c| headers.iter().position(|h| h == *c)).collect::<Option<Vec<usize>>>() else { return Vec::new() };
+    reader
+        .records()
+        .flatten()
+        .filter_map(|r| {
+            let mut row = [0.0; N];
+            for (v, &i) in row.iter_mut().zip(&at) {
+                *v = r.get(i)?.parse().ok()?;
+            }
+            Some(row)
+        })
+        .collect()
 }
 
 /// One column of a stepped run's samples.csv against the load's clock:
 /// (t_s, value) for the rows that have a value; empty without the file or
 /// the column.
 fn sample_column(run_dir: &Path, column: &str) -> Vec<(f64, f64)> {
-    let Ok(mut reader) = csv::Reader::from_path(run_dir.join("samples.csv")) else { return Vec::new() };
-    let Ok(headers) = reader.headers().cloned() else { return Vec::new() };
-    let (Some(t), Some(v)) = (headers.iter().position(|h| h == "t_s"), headers.iter().position(|h| h == column)) else {
-        return Vec::new();
-    };
-    reader
-        .records()
-        .flatten()
-        .filter_map(|r| Some((r.get(t)?.parse().ok()?, r.get(v)?.parse().ok()?)))
-        .collect()
+    numeric_columns(&run_dir.join("samples.csv"), ["t_s", column]).into_iter().map(|[t, v]| (t, v)).collect()
 }
 
 /// The drive's clock (seconds since its mount, the trace's clock) at the

@@ -11,6 +11,11 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::Path;
 
+/// Bytes in MiB.
+fn mib(bytes: f64) -> f64 {
+    bytes / (1u64 << 20) as f64
+}
+
 fn f2(v: Option<f64>) -> String {
     v.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into())
 }
@@ -491,9 +496,9 @@ fn latency_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
 
 fn sweep_section(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<String, Vec<Point>>) -> anyhow::Result<()> {
     writeln!(ctx.md, "## Prefetch and readahead sweeps (paper 000 Figures 12-16)\n")?;
-    // Group expanded configurations by their [[config]] base.
-    let mut groups: BTreeMap<String, Vec<(f64, String)>> = BTreeMap::new();
-    let mut prefetch_bases = std::collections::BTreeSet::new();
+    // Group expanded configurations by their [[config]] base, noting which
+    // sweep prefetch sizes (the others sweep read_ahead_kb).
+    let mut groups: BTreeMap<String, (bool, Vec<(f64, String)>)> = BTreeMap::new();
     for c in configs {
         let Some(run) = ctx.results.runs_of(c).next() else { continue };
         let (base, prefetch, ra) = analysis::sweep_key(run);
@@ -501,36 +506,40 @@ fn sweep_section(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<String
             continue; // not expanded from a list
         }
         let by_prefetch = c.contains("-p");
-        let x = if by_prefetch { prefetch } else { ra };
-        if let Some(x) = x {
-            groups.entry(base.clone()).or_default().push((x, c.clone()));
-            if by_prefetch {
-                prefetch_bases.insert(base);
-            }
+        if let Some(x) = if by_prefetch { prefetch } else { ra } {
+            let group = groups.entry(base).or_insert((by_prefetch, Vec::new()));
+            group.1.push((x, c.clone()));
         }
     }
     if groups.is_empty() {
         writeln!(ctx.md, "_No prefetch or readahead sweeps in these results: figure omitted._\n")?;
         return Ok(());
     }
-    let prefetch_groups: Vec<(String, Vec<(f64, String)>)> = groups.iter().filter(|(b, _)| prefetch_bases.contains(*b)).map(|(b, m)| (b.clone(), m.clone())).collect();
     let mut series = Vec::new();
-    for (style, (base, mut members)) in groups.into_iter().enumerate() {
+    // Each prefetch sweep's best point per size, for the adaptive comparison.
+    let mut prefetch_sweeps = Vec::new();
+    for (style, (base, (by_prefetch, mut members))) in groups.into_iter().enumerate() {
         members.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let best: Vec<(f64, Point)> = members
-            .iter()
-            .filter_map(|(x, c)| Some((*x, analysis::best_point(&points[c], ctx.results.threshold(c), ctx.results.search_answer(c)).0?.clone())))
+        let best: Vec<(f64, String, Point)> = members
+            .into_iter()
+            .filter_map(|(x, c)| {
+                let p = analysis::best_point(&points[&c], ctx.results.threshold(&c), ctx.results.search_answer(&c)).0?.clone();
+                Some((x, c, p))
+            })
             .collect();
         series.push(Series {
-            name: base,
-            points: best.iter().map(|(x, p)| (*x, p.throughput_mbs)).collect(),
-            ci: best.iter().map(|(_, p)| repeated(p, p.throughput_ci)).collect(),
+            name: base.clone(),
+            points: best.iter().map(|(x, _, p)| (*x, p.throughput_mbs)).collect(),
+            ci: best.iter().map(|(_, _, p)| repeated(p, p.throughput_ci)).collect(),
             style,
             points_only: false,
         });
+        if by_prefetch {
+            prefetch_sweeps.push((base, best));
+        }
     }
     ctx.figure("sweeps", Chart { title: "Maximum failure-free throughput by size", x_label: "prefetch or read_ahead size (KiB, log)", y_label: "MB/s", log_x: true, y_range: None, references: Vec::new() }, series)?;
-    adaptive_table(ctx, configs, points, &prefetch_groups)
+    adaptive_table(ctx, configs, points, &prefetch_sweeps)
 }
 
 /// Paper 001 Figs 5-6's comparison: each adaptive configuration against the
@@ -539,13 +548,13 @@ fn sweep_section(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<String
 /// on (at the end of its windows at its result rate), and whether the
 /// adaptive result reaches the best fixed one minus its CI (issue 12's
 /// acceptance; paper 001 asks for 5 %).
-fn adaptive_table(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<String, Vec<Point>>, groups: &[(String, Vec<(f64, String)>)]) -> anyhow::Result<()> {
+fn adaptive_table(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<String, Vec<Point>>, sweeps: &[(String, Vec<(f64, String, Point)>)]) -> anyhow::Result<()> {
     let adaptive: Vec<&String> = configs
         .iter()
         .filter(|c| ctx.results.runs_of(c).next().is_some_and(|r| r.config_json.get("prefetch_adaptive").and_then(Value::as_bool) == Some(true)))
         .collect();
     let server = |c: &String| ctx.results.config_json(c).get("server").and_then(Value::as_str).map(str::to_string);
-    if adaptive.is_empty() || groups.is_empty() {
+    if adaptive.is_empty() || sweeps.is_empty() {
         return Ok(());
     }
     let best_of = |c: &String| analysis::best_point(&points[c], ctx.results.threshold(c), ctx.results.search_answer(c)).0.cloned();
@@ -563,17 +572,13 @@ fn adaptive_table(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<Strin
     )?;
     writeln!(ctx.md, "| sweep | best fixed size | its MB/s | adaptive configuration | its MB/s | size it settled on (MiB) | difference | reaches the best fixed |")?;
     writeln!(ctx.md, "|---|---:|---:|---|---:|---:|---:|---|")?;
-    for (base, members) in groups {
-        let best = members
-            .iter()
-            .filter_map(|(kb, c)| Some((*kb, best_of(c)?)))
-            .max_by(|a, b| a.1.throughput_mbs.total_cmp(&b.1.throughput_mbs));
-        let Some((best_kb, best)) = best else { continue };
-        let sweep_server = members.first().and_then(|(_, c)| server(c));
+    for (base, members) in sweeps {
+        let Some((best_kb, first, best)) = members.iter().max_by(|a, b| a.2.throughput_mbs.total_cmp(&b.2.throughput_mbs)) else { continue };
+        let sweep_server = server(first);
         for a in adaptive.iter().filter(|a| server(a) == sweep_server) {
             let label = ctx.results.label(a);
             let Some(ap) = best_of(a) else {
-                writeln!(ctx.md, "| {base} | {best_kb:.0} KiB | {} | {label} | no failure-free rate | | | no |", pm(&best))?;
+                writeln!(ctx.md, "| {base} | {best_kb:.0} KiB | {} | {label} | no failure-free rate | | | no |", pm(best))?;
                 continue;
             };
             let sizes: Vec<f64> = ctx
@@ -584,14 +589,14 @@ fn adaptive_table(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<Strin
                 .collect();
             let settled = match sizes.is_empty() {
                 true => "-".to_string(),
-                false => format!("{:.2}", sizes.iter().sum::<f64>() / sizes.len() as f64 / (1u64 << 20) as f64),
+                false => format!("{:.2}", mib(sizes.iter().sum::<f64>() / sizes.len() as f64)),
             };
             let diff = match best.throughput_mbs > 0.0 {
                 true => format!("{:+.1} %", 100.0 * (ap.throughput_mbs - best.throughput_mbs) / best.throughput_mbs),
                 false => "-".to_string(),
             };
-            let reaches = if ap.throughput_mbs >= best.throughput_mbs - ci(&best).unwrap_or(0.0) { "yes" } else { "no" };
-            writeln!(ctx.md, "| {base} | {best_kb:.0} KiB | {} | {label} | {} | {settled} | {diff} | {reaches} |", pm(&best), pm(&ap))?;
+            let reaches = if ap.throughput_mbs >= best.throughput_mbs - ci(best).unwrap_or(0.0) { "yes" } else { "no" };
+            writeln!(ctx.md, "| {base} | {best_kb:.0} KiB | {} | {label} | {} | {settled} | {diff} | {reaches} |", pm(best), pm(&ap))?;
         }
     }
     writeln!(ctx.md)?;
@@ -644,7 +649,7 @@ fn lru_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()> {
             let moving = if r.cache_settled == Some(false) { " *lists moving*" } else { "" };
             let window = r.window_s.map(|(a, b)| format!("{a:.0}-{b:.0}{moving}")).unwrap_or_default();
             let kernel_cell = match kernel {
-                true => format!(" {} |", f2(l.kernel_mean_bytes.map(|b| b / (1u64 << 20) as f64))),
+                true => format!(" {} |", f2(l.kernel_mean_bytes.map(mib))),
                 false => String::new(),
             };
             writeln!(
@@ -682,7 +687,6 @@ fn prefetch_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()>
     )?;
     writeln!(ctx.md, "| configuration | rate | size MiB (mean / end) | read MB/s | used MB/s | evicted MB/s | wasted MB/s | re-read MB/s | evicted % of read |")?;
     writeln!(ctx.md, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")?;
-    let mib = |b: f64| b / (1u64 << 20) as f64;
     for (c, runs) in &with {
         for r in runs {
             let p = r.prefetch.expect("filtered");
@@ -735,7 +739,6 @@ fn prefetch_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()>
 /// force and the score per interval, and beside them the delivered MB/s (in
 /// bins of the run's controller interval) and the mean prefetch eviction time.
 fn controller_figures(ctx: &mut Ctx<'_>, configs: &[String], with: &[(&String, Vec<&Run>)]) -> anyhow::Result<()> {
-    let mib = |b: f64| b / (1u64 << 20) as f64;
     for (c, runs) in with {
         let style = configs.iter().position(|x| x == *c).unwrap_or(0);
         let mut dirs: Vec<&std::path::PathBuf> = runs.iter().map(|r| &r.dir).collect();
