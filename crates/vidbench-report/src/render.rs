@@ -710,16 +710,14 @@ fn prefetch_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()>
     writeln!(ctx.md)?;
     // The size over time, one line per run directory (a stepped run is one).
     let mut series = Vec::new();
-    for (c, _) in &with {
+    for (c, runs) in &with {
         let style = configs.iter().position(|x| x == *c).unwrap_or(0);
-        let mut dirs: Vec<&std::path::PathBuf> = ctx.results.runs_of(c).filter(|r| r.prefetch.is_some()).map(|r| &r.dir).collect();
-        dirs.dedup();
-        for dir in &dirs {
+        for (dir, part) in run_dirs(runs) {
             let points: Vec<(f64, f64)> = crate::data::prefetch_size_samples(dir).into_iter().map(|(t, b)| (t, mib(b))).collect();
             if points.len() > 1 {
-                let name = match dirs.len() {
-                    1 => ctx.results.label(c),
-                    _ => format!("{} ({})", ctx.results.label(c), dir.file_name().and_then(|n| n.to_str()).unwrap_or("?")),
+                let name = match part {
+                    None => ctx.results.label(c),
+                    Some(d) => format!("{} ({d})", ctx.results.label(c)),
                 };
                 series.push(Series::line(name, style, points));
             }
@@ -741,42 +739,31 @@ fn prefetch_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()>
 fn controller_figures(ctx: &mut Ctx<'_>, configs: &[String], with: &[(&String, Vec<&Run>)]) -> anyhow::Result<()> {
     for (c, runs) in with {
         let style = configs.iter().position(|x| x == *c).unwrap_or(0);
-        let mut dirs: Vec<&std::path::PathBuf> = runs.iter().map(|r| &r.dir).collect();
-        dirs.dedup();
-        let several = dirs.len() > 1;
-        for dir in dirs {
-            let intervals = crate::data::controller_intervals(dir)?;
-            if intervals.is_empty() {
+        for (dir, part) in run_dirs(runs) {
+            let mut by_worker: BTreeMap<u64, Vec<crate::data::ControllerInterval>> = BTreeMap::new();
+            for i in crate::data::controller_intervals(dir)? {
+                by_worker.entry(i.worker).or_default().push(i);
+            }
+            if by_worker.is_empty() {
                 continue;
             }
-            let (name, label) = match several {
-                false => (format!("controller-{c}"), ctx.results.label(c)),
-                true => {
-                    let d = dir.file_name().and_then(|n| n.to_str()).unwrap_or("run");
-                    (format!("controller-{c}-{d}"), format!("{} ({d})", ctx.results.label(c)))
-                }
+            let (name, label) = match part {
+                None => (format!("controller-{c}"), ctx.results.label(c)),
+                Some(d) => (format!("controller-{c}-{d}"), format!("{} ({d})", ctx.results.label(c))),
             };
-            let mut workers: Vec<u64> = intervals.iter().map(|i| i.worker).collect();
-            workers.sort_unstable();
-            workers.dedup();
-            let mut left = Vec::new();
-            let mut right = Vec::new();
-            for (k, w) in workers.iter().enumerate() {
-                let of = || intervals.iter().filter(move |i| i.worker == *w);
-                let suffix = if workers.len() > 1 { format!(", worker {w}") } else { String::new() };
-                left.push(Series::line(format!("size in force (MiB){suffix}"), style + 2 * k, of().map(|i| (i.t_s, mib(i.prefetch_bytes))).collect()));
-                left.push(Series::line(format!("score{suffix}"), style + 2 * k + 1, of().filter_map(|i| Some((i.t_s, i.score?))).collect()));
-                right.push(Series::line(format!("eviction time, estimate (s){suffix}"), style + 2 * k + 1, of().filter_map(|i| Some((i.t_s, i.eviction_estimate_s?))).collect()));
+            let several = by_worker.len() > 1;
+            let (mut left, mut right, mut gaps) = (Vec::new(), Vec::new(), Vec::new());
+            for (k, (w, intervals)) in by_worker.iter().enumerate() {
+                let suffix = if several { format!(", worker {w}") } else { String::new() };
+                let line = |name: &str, style: usize, value: fn(&crate::data::ControllerInterval) -> Option<f64>| {
+                    Series::line(format!("{name}{suffix}"), style, intervals.iter().filter_map(|i| Some((i.t_s, value(i)?))).collect())
+                };
+                left.push(line("size in force (MiB)", style + 2 * k, |i| Some(mib(i.prefetch_bytes))));
+                left.push(line("score", style + 2 * k + 1, |i| i.score));
+                right.push(line("eviction time, estimate (s)", style + 2 * k + 1, |i| i.eviction_estimate_s));
+                gaps.extend(intervals.windows(2).map(|p| p[1].t_s - p[0].t_s).filter(|g| *g > 0.0));
             }
-            // Bins as long as the controller's intervals (their median spacing per worker).
-            let mut gaps: Vec<f64> = workers
-                .iter()
-                .flat_map(|w| {
-                    let t: Vec<f64> = intervals.iter().filter(|i| i.worker == *w).map(|i| i.t_s).collect();
-                    t.windows(2).map(|p| p[1] - p[0]).collect::<Vec<f64>>()
-                })
-                .filter(|g| *g > 0.0)
-                .collect();
+            // Bins as long as the controller's intervals (their median spacing).
             gaps.sort_by(f64::total_cmp);
             let bin_s = gaps.get(gaps.len() / 2).copied().unwrap_or(60.0).max(5.0);
             right.insert(0, Series::line(format!("delivered MB/s ({bin_s:.0} s means)"), style, crate::data::delivered_mb_s_over_time(dir, bin_s)));
@@ -792,6 +779,16 @@ fn controller_figures(ctx: &mut Ctx<'_>, configs: &[String], with: &[(&String, V
         }
     }
     Ok(())
+}
+
+/// The run directories of one configuration's runs, in order (a stepped run
+/// is one directory for all its steps; a resumed search has several), each
+/// with its name when there are several, to tell their lines apart.
+fn run_dirs<'a>(runs: &[&'a Run]) -> Vec<(&'a Path, Option<&'a str>)> {
+    let mut dirs: Vec<&Path> = runs.iter().map(|r| r.dir.as_path()).collect();
+    dirs.dedup();
+    let several = dirs.len() > 1;
+    dirs.into_iter().map(|d| (d, several.then(|| d.file_name().and_then(|n| n.to_str()).unwrap_or("run")))).collect()
 }
 
 fn setup_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
