@@ -17,7 +17,7 @@
 //! fresh JSON snapshot of the counters on each open (direct I/O, so never
 //! cached and its size does not matter).
 
-use crate::scheduler::{Clock, Job};
+use crate::scheduler::{Intake, Read};
 use crate::stats::Stats;
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, KernelConfig, LockOwner, OpenAccMode, OpenFlags, ReplyAttr,
@@ -26,7 +26,7 @@ use fuser::{
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 use vidbench_library::{content, Library};
 
@@ -61,8 +61,7 @@ struct FileInfo {
 pub struct DiskFs {
     nodes: Vec<Node>,
     files: Vec<FileInfo>,
-    jobs: mpsc::Sender<Job>,
-    clock: Clock,
+    intake: Intake,
     stats: Arc<Stats>,
     settings: KernelSettings,
     created: SystemTime,
@@ -77,8 +76,7 @@ impl DiskFs {
     pub fn new(
         library: &Library,
         start_lba: &[u64],
-        jobs: mpsc::Sender<Job>,
-        clock: Clock,
+        intake: Intake,
         stats: Arc<Stats>,
         settings: KernelSettings,
         capacity_bytes: u64,
@@ -126,8 +124,7 @@ impl DiskFs {
         DiskFs {
             nodes,
             files,
-            jobs,
-            clock,
+            intake,
             stats,
             settings,
             created: SystemTime::now(),
@@ -224,22 +221,11 @@ impl fuser::Filesystem for DiskFs {
                     return reply.data(&[]);
                 }
                 let len = (size as u64).min(f.size - offset);
-                let mut data = vec![0u8; len as usize];
-                content::fill(f.content, offset, &mut data);
                 let first = offset / 512;
                 let last = (offset + len).div_ceil(512);
-                let job = Job {
-                    arrival_ns: self.clock.now_ns(),
-                    file_id: f.id,
-                    offset,
-                    lba: f.start_lba + first,
-                    sectors: last - first,
-                    data,
-                    reply,
-                };
-                if let Err(mpsc::SendError(job)) = self.jobs.send(job) {
-                    job.reply.error(Errno::EIO);
-                }
+                let read = Read { file_id: f.id, offset, lba: f.start_lba + first, sectors: last - first, len };
+                let content = f.content;
+                self.intake.read(read, move |data| content::fill(content, offset, data), reply);
             }
             Some(Node::StatsFile) => {
                 read_control(&self.control, fh.0, offset, size, reply);

@@ -168,8 +168,7 @@ pub(crate) fn serve(args: &MountArgs, ready: &mut dyn FnMut(&str)) -> anyhow::Re
     let fs = DiskFs::new(
         &library,
         &layout.start_lba,
-        running.jobs.clone(),
-        running.clock,
+        running.intake.clone(),
         running.stats.clone(),
         KernelSettings { uid, gid, max_request_kib: args.max_request_kb, max_background: args.max_background },
         params.capacity_bytes(),

@@ -52,8 +52,10 @@ pub struct MountArgs {
     /// Seed of the random placement (default: the manifest's placement_seed).
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Threads reading FUSE requests.
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
+    /// Threads reading FUSE requests. One keeps the kernel's order of the
+    /// reads; with more, a read can reach the drive before one issued just
+    /// ahead of it.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub fuse_threads: u32,
     #[command(flatten)]
     pub block: crate::block::args::BlockArgs,

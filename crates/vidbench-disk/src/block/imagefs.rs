@@ -19,7 +19,7 @@
 //! memcpy of at most one request.
 
 use super::image::{Image, BLOCK};
-use crate::scheduler::{Clock, Job};
+use crate::scheduler::{Intake, Read};
 use crate::stats::Stats;
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, KernelConfig, LockOwner, OpenAccMode, OpenFlags, ReplyAttr,
@@ -28,7 +28,7 @@ use fuser::{
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 /// Name of the image file at the root of the image server.
@@ -142,8 +142,7 @@ impl Overlay {
 /// The timed side: the image and the drive's queue.
 pub struct Timed {
     pub image: Arc<Image>,
-    pub jobs: mpsc::Sender<Job>,
-    pub clock: Clock,
+    pub intake: Intake,
     pub stats: Arc<Stats>,
     /// The loop device over this server, once attached (added to stats.json).
     pub device: Arc<std::sync::OnceLock<serde_json::Value>>,
@@ -283,24 +282,22 @@ impl fuser::Filesystem for ImageFs {
                     return reply.data(&[]);
                 }
                 let len = (size as u64).min(self.capacity - offset);
-                let mut data = vec![0u8; len as usize];
                 match &self.mode {
                     Mode::Capture(overlay) => {
+                        let mut data = vec![0u8; len as usize];
                         overlay.lock().expect("overlay lock").read(offset, &mut data);
                         reply.data(&data)
                     }
                     Mode::Timed(t) => {
-                        t.image.read_at(offset, &mut data);
                         let (file_id, file_offset) = match t.image.extent_at(offset) {
                             Some(e) => (e.file_id, e.file_offset + (offset - e.image_offset)),
                             None => (NO_FILE, offset),
                         };
                         let first = offset / 512;
                         let last = (offset + len).div_ceil(512);
-                        let job = Job { arrival_ns: t.clock.now_ns(), file_id, offset: file_offset, lba: first, sectors: last - first, data, reply };
-                        if let Err(mpsc::SendError(job)) = t.jobs.send(job) {
-                            job.reply.error(Errno::EIO);
-                        }
+                        let read = Read { file_id, offset: file_offset, lba: first, sectors: last - first, len };
+                        let image = t.image.clone();
+                        t.intake.read(read, move |data| image.read_at(offset, data), reply);
                     }
                 }
             }

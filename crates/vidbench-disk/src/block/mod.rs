@@ -292,7 +292,7 @@ fn run_mount(ctx: Ctx, guard: &mut Guard, ready: &mut dyn FnMut(&str)) -> anyhow
     });
     let running = RunningDrive::start(drive, |epoch| Stats::new(epoch, canonical.display().to_string(), ctx.preset_name.clone(), full_stroke, config), args.trace.as_deref())?;
     let device_info = Arc::new(OnceLock::new());
-    let imagefs = ImageFs::new(Mode::Timed(Timed { image: image.clone(), jobs: running.jobs.clone(), clock: running.clock, stats: running.stats.clone(), device: device_info.clone() }), ctx.capacity, IMAGE_MAX_REQUEST_KIB, IMAGE_MAX_BACKGROUND);
+    let imagefs = ImageFs::new(Mode::Timed(Timed { image: image.clone(), intake: running.intake.clone(), stats: running.stats.clone(), device: device_info.clone() }), ctx.capacity, IMAGE_MAX_REQUEST_KIB, IMAGE_MAX_BACKGROUND);
     let mut options = fuser::Config::default();
     options.mount_options = vec![
         fuser::MountOption::FSName(imagefs::FSNAME.into()),
