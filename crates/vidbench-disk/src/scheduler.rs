@@ -84,17 +84,18 @@ impl Intake {
     pub fn read(&self, read: Read, make: impl FnOnce(&mut [u8]) + Send + 'static, reply: fuser::ReplyData) {
         let arrival_ns = self.clock.now_ns();
         let (made, bytes) = mpsc::sync_channel(1);
-        if let Err(mpsc::SendError(job)) = self.jobs.send(Job { arrival_ns, read, bytes, reply }) {
-            return job.reply.error(fuser::Errno::EIO);
-        }
         let len = read.len as usize;
-        // A pool that is gone drops the task and its sender: the scheduler
-        // then answers EIO.
+        // The bytes are under way before the drive can complete the read. A
+        // pool that is gone drops the task and its sender: the scheduler then
+        // answers EIO.
         let _ = self.fill.send(Box::new(move || {
             let mut data = vec![0u8; len];
             make(&mut data);
             let _ = made.send(data);
         }));
+        if let Err(mpsc::SendError(job)) = self.jobs.send(Job { arrival_ns, read, bytes, reply }) {
+            job.reply.error(fuser::Errno::EIO);
+        }
     }
 }
 
@@ -245,10 +246,11 @@ impl RunningDrive {
     pub fn finish(self, mountpoint: &std::path::Path) -> anyhow::Result<()> {
         let RunningDrive { stats, intake, thread, fillers, tracer } = self;
         drop(intake);
-        thread.join().map_err(|_| anyhow::anyhow!("the drive scheduler panicked"))?;
-        for f in fillers {
-            f.join().map_err(|_| anyhow::anyhow!("a thread making read bytes panicked"))?;
-        }
+        let scheduler = thread.join().map_err(|_| anyhow::anyhow!("the drive scheduler panicked"));
+        // Every filler is joined and the trace finished whatever happened.
+        let fillers = fillers.into_iter().map(|f| f.join()).fold(Ok(()), |all, one| {
+            all.and(one.map_err(|_| anyhow::anyhow!("a thread making read bytes panicked")))
+        });
         let snapshot = stats.snapshot();
         if let Some(t) = tracer {
             let rows = t.finish()?;
@@ -262,6 +264,6 @@ impl RunningDrive {
             snapshot.total.rates.mb_per_s,
             snapshot.uptime_s
         );
-        Ok(())
+        scheduler.and(fillers)
     }
 }
