@@ -73,7 +73,7 @@ type FillTask = Box<dyn FnOnce() + Send>;
 #[derive(Clone)]
 pub struct Intake {
     jobs: mpsc::Sender<Job>,
-    fill: mpsc::Sender<FillTask>,
+    fill: crossbeam_channel::Sender<FillTask>,
     clock: Clock,
 }
 
@@ -223,19 +223,12 @@ impl RunningDrive {
             let trace_tx = tracer.as_ref().map(|t| t.sender.clone());
             std::thread::Builder::new().name("vidbench-drive".into()).spawn(move || run(drive, clock, job_rx, stats, trace_tx))?
         };
-        let (fill, fill_rx) = mpsc::channel::<FillTask>();
-        let fill_rx = Arc::new(std::sync::Mutex::new(fill_rx));
+        let (fill, tasks) = crossbeam_channel::unbounded::<FillTask>();
         let fillers = (0..FILL_THREADS)
             .map(|_| {
-                let tasks = fill_rx.clone();
-                std::thread::Builder::new().name("vidbench-fill".into()).spawn(move || loop {
-                    // The lock is held only while waiting for the next task.
-                    let task = tasks.lock().expect("fill queue lock").recv();
-                    match task {
-                        Ok(task) => task(),
-                        Err(_) => break,
-                    }
-                })
+                let tasks = tasks.clone();
+                // Ends once every Intake is gone and the queue is empty.
+                std::thread::Builder::new().name("vidbench-fill".into()).spawn(move || tasks.iter().for_each(|task| task()))
             })
             .collect::<std::io::Result<Vec<_>>>()?;
         Ok(RunningDrive { stats, intake: Intake { jobs, fill, clock }, thread, fillers, tracer })

@@ -149,21 +149,21 @@ const RUN_SETUP_S: f64 = 60.0;
 /// runs without the steady protocol (their sessions' length).
 pub fn estimate_config_seconds(exp: &Experiment, cfg: &Config) -> Option<f64> {
     let st = cfg.steady(exp.run.steady).filter(|_| cfg.kind == RunKind::Server)?;
-    let windows = estimate_runs(&cfg.rates);
+    let windows = estimate_runs(&cfg.rates).max(1);
     let rates = match &cfg.rates {
         RatePlan::Fixed { rates, .. } => rates.len(),
         RatePlan::None { .. } => 1,
         // The bracket's climb, its two bisections and the rate above the result.
-        RatePlan::Bracket { .. } => windows.min(5),
+        RatePlan::Bracket { .. } => 5,
         RatePlan::Search { search, .. } => windows + 1 - search.repetitions as usize,
     }
-    .clamp(1, windows.max(1));
+    .clamp(1, windows);
     let window = st.measure_s + st.hold_s;
     let first = RUN_SETUP_S + st.ramp_s + window;
     Some(if st.one_run {
-        first + (rates - 1) as f64 * (st.settle_s + window) + (windows.max(1) - rates) as f64 * window
+        first + (rates - 1) as f64 * (st.settle_s + window) + (windows - rates) as f64 * window
     } else {
-        windows.max(1) as f64 * first
+        windows as f64 * first
     })
 }
 
