@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../.."
 . tests/integration/block/common.sh
 block_skip_checks
 command -v diff >/dev/null && command -v jq >/dev/null || { echo "skip: diff or jq is not installed"; exit 77; }
-command -v mkfs.ext4 >/dev/null || [ -x /usr/sbin/mkfs.ext4 ] || { echo "skip: mkfs.ext4 is not installed (scripts/bootstrap installs it)"; exit 77; }
+block_need_mkfs ext4
 block_scratch
 out=$tmp/out
 FILES=40 SCHEDULERS=mq-deadline INSTANCES="1 2" WORK=$tmp/work bench/diff/run "$out" > "$tmp/run.log" 2>&1 \

@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 . tests/integration/block/common.sh
 block_skip_checks
-command -v mkfs.ext4 >/dev/null || [ -x /usr/sbin/mkfs.ext4 ] || { echo "skip: mkfs.ext4 is not installed (scripts/bootstrap installs it)"; exit 77; }
+block_need_mkfs ext4
 block_scratch
 mkdir "$tmp/mnt"
 "$VB" disk library "$tmp/lib.json" --files 4 --size-mib 64 --name block-order

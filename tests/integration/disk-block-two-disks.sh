@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../.."
 . tests/integration/block/common.sh
 BIN=${LIBCEPTION:-${LIBCEPTION_BUILD:-$PWD/build}/bin/libception}
 block_skip_checks
-command -v mkfs.ext4 >/dev/null || [ -x /usr/sbin/mkfs.ext4 ] || { echo "skip: mkfs.ext4 is not installed"; exit 77; }
+block_need_mkfs ext4
 command -v jq >/dev/null || { echo "skip: jq missing"; exit 77; }
 [ -x "$BIN" ] || { echo "FAIL: $BIN not built (run make)"; exit 1; }
 block_scratch

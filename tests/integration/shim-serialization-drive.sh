@@ -32,7 +32,7 @@ SHIM=${LIBCEPTION_BUILD:-$PWD/build}/libdeception.so
 N=4
 block_skip_checks
 [ -x "$BIN" ] && [ -f "$SHIM" ] || fail "libception or the shim is not built (run make)"
-command -v mkfs.ext4 >/dev/null || [ -x /usr/sbin/mkfs.ext4 ] || { echo "skip: mkfs.ext4 is not installed (scripts/bootstrap installs it)"; exit 77; }
+block_need_mkfs ext4
 block_scratch
 mkdir "$tmp/mnt"
 "$VB" disk library "$tmp/lib.json" --files "$N" --size-mib 4 --name serial-drive >/dev/null

@@ -264,22 +264,28 @@ mod tests {
         }
     }
 
+    /// A bundled experiment file, by name.
+    fn bundled(name: &str) -> Experiment {
+        Experiment::from_file(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/experiments").join(name)).unwrap()
+    }
+
+    /// What `--check` prints for `exp`.
+    fn plan_of(exp: &Experiment) -> String {
+        let mut plan = Vec::new();
+        print_plan(exp, &mut plan).unwrap();
+        String::from_utf8(plan).unwrap()
+    }
+
     #[test]
     fn the_plan_names_each_configurations_server_knobs() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/experiments/lighttpd-gap.toml");
-        let mut plan = Vec::new();
-        print_plan(&Experiment::from_file(&path).unwrap(), &mut plan).unwrap();
-        let plan = String::from_utf8(plan).unwrap();
+        let plan = plan_of(&bundled("lighttpd-gap.toml"));
         assert!(plan.contains("nginx vanilla, sendfile_max_chunk 256k;"), "{plan}");
     }
 
     #[test]
     fn the_plan_states_machine_time_from_the_steady_protocol() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/experiments/table3-paper.toml");
-        let exp = Experiment::from_file(&path).unwrap();
-        let mut plan = Vec::new();
-        print_plan(&exp, &mut plan).unwrap();
-        let plan = String::from_utf8(plan).unwrap();
+        let exp = bundled("table3-paper.toml");
+        let plan = plan_of(&exp);
         // A search of 9 windows at 5 rates: setup 60 s, ramp 1,200 s, a
         // window and hold of 120 s, 4 rates settling 60 s each, 4 repetitions.
         let search = 60.0 + 1200.0 + 120.0 + 4.0 * 180.0 + 4.0 * 120.0;
@@ -297,18 +303,13 @@ mod tests {
         // Without the steady protocol the sessions' length decides: no estimate.
         let mut plain = exp.clone();
         plain.run.steady = None;
-        let mut plan = Vec::new();
-        print_plan(&plain, &mut plan).unwrap();
-        assert!(String::from_utf8(plan).unwrap().lines().next().unwrap().ends_with("machine time not estimated (no configuration runs the steady protocol)"));
+        assert!(plan_of(&plain).lines().next().unwrap().ends_with("machine time not estimated (no configuration runs the steady protocol)"));
     }
 
     #[test]
     fn a_closed_stdout_ends_the_plan_quietly() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/experiments/quick.toml");
-        let exp = Experiment::from_file(&path).unwrap();
-        let mut plan = Vec::new();
-        print_plan(&exp, &mut plan).unwrap();
-        assert!(String::from_utf8(plan).unwrap().starts_with("experiment \"quick\""));
+        let exp = bundled("quick.toml");
+        assert!(plan_of(&exp).starts_with("experiment \"quick\""));
         assert!(print_plan(&exp, &mut ClosedPipe).is_err());
         assert!(unless_reader_left(print_plan(&exp, &mut ClosedPipe)).is_ok());
         let full: std::io::Result<()> = Err(std::io::ErrorKind::StorageFull.into());

@@ -11,6 +11,11 @@ block_skip_checks() {
   [ -x "$VB" ] || { echo "FAIL: $VB not built (run make)"; exit 1; }
 }
 
+# Skips (exit 77) unless mkfs for filesystem $1 is installed.
+block_need_mkfs() {
+  command -v "mkfs.$1" >/dev/null || [ -x "/usr/sbin/mkfs.$1" ] || { echo "skip: mkfs.$1 is not installed (scripts/bootstrap installs it)"; exit 77; }
+}
+
 fail() { echo "FAIL: $*"; for l in "$tmp"/*.log; do [ -f "$l" ] && { echo "--- $l"; tail -15 "$l"; }; done; exit 1; }
 
 # A scratch directory with its own image cache and runtime root; the EXIT

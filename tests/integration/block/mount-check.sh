@@ -18,7 +18,7 @@ cd "$(dirname "$0")/../../.."
 . tests/integration/block/common.sh
 FS=${FS:?FS=ext4 or FS=xfs}
 block_skip_checks
-command -v "mkfs.$FS" >/dev/null || [ -x "/usr/sbin/mkfs.$FS" ] || { echo "skip: mkfs.$FS is not installed (scripts/bootstrap installs it)"; exit 77; }
+block_need_mkfs "$FS"
 block_scratch
 mkdir "$tmp/mnt" "$tmp/fuse"
 "$VB" disk library "$tmp/lib.json" --files 6 --size-mib 3 --odd --name "block-$FS"
