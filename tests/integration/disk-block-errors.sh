@@ -7,7 +7,7 @@
 #  4. mkfs missing (hidden in a private mount namespace): names the package;
 #  5. no loop support (/dev without loop-control, private namespace);
 #  6. no free loop device (/dev without loop device nodes, private namespace);
-#  7. --max-sectors-kb beyond the loop device's cap; an unknown scheduler.
+#  7. --max-sectors-kb beyond a SATA disk's cap; an unknown scheduler.
 # Needs root, /dev/fuse, loop devices, mkfs.ext4, mkfs.xfs and unshare.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -78,7 +78,6 @@ rmdir /run/vb-orig-dev 2>/dev/null || true
 losetup -a | grep -q "$tmp" && fail "a loop device is attached after the failed attach"
 
 # 7. Knobs the device cannot take.
-hw=$(cat /sys/block/loop0/queue/max_hw_sectors_kb 2>/dev/null || echo 1280)
-expect_error "max_sectors_kb beyond the cap" "exceeds the loop device's max_hw_sectors_kb" "$VB" $(mount_args "$tmp/a.json") --max-sectors-kb $((hw * 2))
+expect_error "max_sectors_kb beyond a SATA disk's" "32768 is not in 4..=32767" "$VB" $(mount_args "$tmp/a.json") --max-sectors-kb 32768
 expect_error "unknown scheduler" "invalid value 'cfq'" "$VB" $(mount_args "$tmp/a.json") --scheduler cfq
 echo "disk-block-errors: ok"

@@ -29,6 +29,11 @@
 //! - NCQ: of the queued requests the drive considers the oldest `ncq_depth`
 //!   and serves the one with the shortest positioning time (seek + rotation);
 //!   one older than `ncq_max_age_ms` goes first. Depth 1 is FIFO.
+//! - Joining (off unless [`Drive::set_join_limit`]): queued requests that
+//!   continue each other on the platter are served as one command up to the
+//!   limit, as the host's block layer would have merged them had its request
+//!   size limit allowed; block mode uses it to emulate a `max_sectors_kb`
+//!   above what a loop device accepts (docs/disk.md).
 //!
 //! SSD ([`DriveKind::Ssd`]): no positioning; up to `ssd_parallelism` commands
 //! in flight, each costing overhead + flash latency, then its data crosses a
@@ -64,6 +69,10 @@ pub enum Outcome {
     Stream,
     /// Needed positioning (seek and/or rotational wait).
     Miss,
+    /// Joined to the command of the request just before it on the platter
+    /// (see [`Drive::set_join_limit`]): served by that command, in the same
+    /// pass, and completed with it.
+    Joined,
 }
 
 /// A served read.
@@ -217,13 +226,6 @@ struct Segment {
     last_use: f64,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Queued {
-    req: Request,
-    /// Times another request was chosen before this one.
-    bypassed: u32,
-}
-
 /// What serving one request would do, computed before committing to it.
 #[derive(Debug, Clone, Copy)]
 struct Plan {
@@ -251,7 +253,7 @@ pub struct Drive {
     params: DriveParams,
     geometry: Option<Geometry>,
     /// Requests not started yet, in arrival order.
-    queue: VecDeque<Queued>,
+    queue: VecDeque<Request>,
     /// Times at which each service slot becomes free (1 slot for a hard disk).
     slots: BinaryHeap<Reverse<u64>>,
     /// Started, not yet reported, ordered by end time on output.
@@ -263,6 +265,8 @@ pub struct Drive {
     /// SSD: when the shared channel is free.
     channel_free: f64,
     segment_sectors: u64,
+    /// Largest command joined from contiguous requests, sectors (0: none).
+    join_sectors: u64,
 }
 
 impl Drive {
@@ -285,7 +289,18 @@ impl Drive {
             head_lba: 0,
             channel_free: 0.0,
             segment_sectors: params.segment_kib as u64 * 1024 / SECTOR,
+            join_sectors: 0,
         }
+    }
+
+    /// Serve queued requests that continue one another on the platter as one
+    /// command of up to `bytes` (0 turns joining off), as a host block layer
+    /// merges adjacent requests up to its `max_sectors_kb`. The chosen
+    /// request takes with it every queued, arrived request that starts where
+    /// the command so far ends (or ends where it starts) while the command
+    /// stays within the limit; they all complete when the command does.
+    pub fn set_join_limit(&mut self, bytes: u64) {
+        self.join_sectors = bytes / SECTOR;
     }
 
     pub fn params(&self) -> &DriveParams {
@@ -313,8 +328,8 @@ impl Drive {
         let sectors = req.sectors.max(1);
         let lba = req.lba.min(self.total_sectors().saturating_sub(sectors));
         let req = Request { lba, sectors, ..req };
-        let at = self.queue.partition_point(|q| q.req.arrival_ns <= req.arrival_ns);
-        self.queue.insert(at, Queued { req, bypassed: 0 });
+        let at = self.queue.partition_point(|q| q.arrival_ns <= req.arrival_ns);
+        self.queue.insert(at, req);
     }
 
     /// When the next completion is due, if any request is outstanding and
@@ -322,7 +337,7 @@ impl Drive {
     /// can be taken (a queued request with nothing in service).
     pub fn next_event_ns(&self) -> Option<u64> {
         let in_service = self.in_service.iter().map(|c| c.end_ns).min();
-        let decision = self.queue.front().map(|q| q.req.arrival_ns.max(self.slots.peek().map_or(0, |s| s.0)));
+        let decision = self.queue.front().map(|q| q.arrival_ns.max(self.slots.peek().map_or(0, |s| s.0)));
         match (in_service, decision) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -335,14 +350,13 @@ impl Drive {
         // Start every command whose decision instant has come.
         while let Some(front) = self.queue.front() {
             let slot_free = self.slots.peek().expect("at least one slot").0;
-            let decide_at = slot_free.max(front.req.arrival_ns);
+            let decide_at = slot_free.max(front.arrival_ns);
             if decide_at > now_ns {
                 break;
             }
             self.slots.pop();
-            let completion = self.start_one(decide_at);
-            self.slots.push(Reverse(completion.end_ns));
-            self.in_service.push(completion);
+            let end_ns = self.start_one(decide_at);
+            self.slots.push(Reverse(end_ns));
         }
         self.in_service.sort_by_key(|c| Reverse(c.end_ns));
         while self.in_service.last().is_some_and(|c| c.end_ns <= now_ns) {
@@ -350,47 +364,77 @@ impl Drive {
         }
     }
 
-    /// Picks the next request at `t` and commits its service.
-    fn start_one(&mut self, t: u64) -> Completion {
+    /// Picks the next command at `t`, commits its service and puts the
+    /// completions of its requests in service; returns when it ends.
+    fn start_one(&mut self, t: u64) -> u64 {
         let tf = t as f64;
         // Requests that have arrived by t, oldest first, at most ncq_depth of them.
-        let arrived = self.queue.partition_point(|q| q.req.arrival_ns <= t);
+        let arrived = self.queue.partition_point(|q| q.arrival_ns <= t);
         let window = arrived.min(self.params.ncq_depth as usize).max(1);
         let max_age = (self.params.ncq_max_age_ms * 1e6) as u64;
-        let (index, plan) = if self.params.kind == DriveKind::Ssd || window == 1 || t - self.queue[0].req.arrival_ns > max_age {
-            (0, self.plan(&self.queue[0].req, tf))
+        let (index, plan) = if self.params.kind == DriveKind::Ssd || window == 1 || t - self.queue[0].arrival_ns > max_age {
+            (0, self.plan(&self.command_from(0, arrived).0, tf))
         } else {
             // Aged SPTF: positioning time minus a credit for the time waited.
             let aging = self.params.ncq_aging_ms_per_s / 1e3;
-            let score = |i: usize, plan: &Plan| plan.ready - tf - aging * (t - self.queue[i].req.arrival_ns) as f64;
-            let first = self.plan(&self.queue[0].req, tf);
-            let mut best = (0, score(0, &first), first);
-            for i in 1..window {
-                let plan = self.plan(&self.queue[i].req, tf);
+            let score = |i: usize, plan: &Plan| plan.ready - tf - aging * (t - self.queue[i].arrival_ns) as f64;
+            let mut best: Option<(usize, f64, Plan)> = None;
+            for i in 0..window {
+                let plan = self.plan(&self.command_from(i, arrived).0, tf);
                 let s = score(i, &plan);
-                if s < best.1 {
-                    best = (i, s, plan);
+                if best.as_ref().is_none_or(|b| s < b.1) {
+                    best = Some((i, s, plan));
                 }
             }
-            (best.0, best.2)
+            let (i, _, plan) = best.expect("the window holds a request");
+            (i, plan)
         };
-        for q in self.queue.iter_mut().take(index) {
-            q.bypassed += 1;
-        }
-        let queued = self.queue.remove(index).expect("index within the queue");
+        let (command, mut members) = self.command_from(index, arrived);
         let queue_depth = (arrived as u32) + self.in_service.iter().filter(|c| c.end_ns > t).count() as u32;
-        self.commit(&queued.req, tf, &plan);
-        Completion {
-            id: queued.req.id,
-            arrival_ns: queued.req.arrival_ns,
-            start_ns: t,
-            end_ns: plan.end.round() as u64,
-            lba: queued.req.lba,
-            sectors: queued.req.sectors,
-            outcome: plan.outcome,
-            seek_cylinders: plan.seek_cylinders,
-            queue_depth,
+        self.commit(&command, tf, &plan);
+        let end_ns = plan.end.round() as u64;
+        // Members in platter order; the first bears the positioning.
+        members.sort_unstable_by_key(|&i| self.queue[i].lba);
+        for (k, &i) in members.iter().enumerate() {
+            let r = self.queue[i];
+            let (outcome, seek_cylinders) = if k == 0 { (plan.outcome, plan.seek_cylinders) } else { (Outcome::Joined, 0) };
+            self.in_service.push(Completion { id: r.id, arrival_ns: r.arrival_ns, start_ns: t, end_ns, lba: r.lba, sectors: r.sectors, outcome, seek_cylinders, queue_depth });
         }
+        members.sort_unstable_by(|a, b| b.cmp(a));
+        for i in members {
+            self.queue.remove(i);
+        }
+        end_ns
+    }
+
+    /// The command that serving queued request `index` makes: that request
+    /// alone, or joined with the arrived requests (`..arrived`) contiguous
+    /// with it on either side within the join limit. Returns it as one
+    /// request (the first member's id, the earliest arrival) and the queue
+    /// indices of its members.
+    fn command_from(&self, index: usize, arrived: usize) -> (Request, Vec<usize>) {
+        let mut command = self.queue[index];
+        let mut members = vec![index];
+        if self.join_sectors == 0 || self.params.kind == DriveKind::Ssd {
+            return (command, members);
+        }
+        // Few requests are queued (the host's queue depth): a scan per step is cheap.
+        loop {
+            let room = self.join_sectors.saturating_sub(command.sectors);
+            let fits = |j: &usize| !members.contains(j) && self.queue[*j].sectors <= room;
+            // The piece after the command first (a back merge), else the one before.
+            let next = (0..arrived)
+                .filter(fits)
+                .find(|&j| self.queue[j].lba == command.lba + command.sectors)
+                .or_else(|| (0..arrived).filter(fits).find(|&j| self.queue[j].lba + self.queue[j].sectors == command.lba));
+            let Some(j) = next else { break };
+            let r = self.queue[j];
+            command.lba = command.lba.min(r.lba);
+            command.sectors += r.sectors;
+            command.arrival_ns = command.arrival_ns.min(r.arrival_ns);
+            members.push(j);
+        }
+        (command, members)
     }
 
     fn overhead_ns(&self) -> f64 {
@@ -730,6 +774,71 @@ mod tests {
         assert!((worst as f64) < bound, "a request waited {} ms", worst / 1_000_000);
         let mean_wait = r.completions.iter().map(|c| (c.start_ns - c.arrival_ns) as f64).sum::<f64>() / r.completions.len() as f64;
         assert!((worst as f64) < 8.0 * mean_wait, "worst wait {} ms is far beyond the mean {} ms", worst / 1_000_000, mean_wait / 1e6);
+    }
+
+    /// Readahead windows of `window_kib` from 16 streams spread over the
+    /// drive, each split by the host into pieces of at most `piece_kib`
+    /// that are all queued before the drive decides; every piece's completion.
+    fn split_windows(join_kib: u64, window_kib: u64, piece_kib: u64) -> Vec<Completion> {
+        let p = crate::params::preset("wd-red-1tb").unwrap().params;
+        let mut drive = Drive::new(&p);
+        drive.set_join_limit(join_kib * 1024);
+        let sectors = |kib: u64| kib * 1024 / SECTOR;
+        let mut id = 0;
+        for stream in 0..16u64 {
+            let start = drive.total_sectors() / 17 * (stream + 1) / 8 * 8;
+            let mut at = 0;
+            while at < window_kib {
+                let len = piece_kib.min(window_kib - at);
+                drive.submit(Request { id, arrival_ns: 0, lba: start + sectors(at), sectors: sectors(len) });
+                id += 1;
+                at += len;
+            }
+        }
+        let mut out = Vec::new();
+        drive.advance(u64::MAX, &mut out);
+        assert_eq!(out.len() as u64, id, "every piece completes");
+        out
+    }
+
+    #[test]
+    fn joining_serves_a_split_window_as_one_command() {
+        // A 2 MiB window split at a loop device's 1280 KiB.
+        let split = split_windows(0, 2048, 1280);
+        let joined = split_windows(2048, 2048, 1280);
+        let count = |cs: &[Completion], o: Outcome| cs.iter().filter(|c| c.outcome == o).count();
+        assert_eq!(count(&joined, Outcome::Miss), 16, "one positioning per window");
+        assert_eq!(count(&joined, Outcome::Joined), 16, "the other piece rides along");
+        assert_eq!(count(&split, Outcome::Joined), 0, "no joining unless asked");
+        for c in joined.iter().filter(|c| c.outcome == Outcome::Joined) {
+            let head = joined.iter().find(|h| h.lba + h.sectors == c.lba).expect("a piece before it");
+            assert_eq!((head.outcome, head.start_ns, head.end_ns), (Outcome::Miss, c.start_ns, c.end_ns), "served and completed together");
+        }
+        let end = |cs: &[Completion]| cs.iter().map(|c| c.end_ns).max().unwrap();
+        assert!(end(&joined) <= end(&split), "one command per window is never slower: {} vs {} ns", end(&joined), end(&split));
+    }
+
+    #[test]
+    fn joining_stops_at_the_limit_and_chains_pieces_below_it() {
+        // Pieces of 512 KiB: 1 MiB and 1280 KiB limits join at most pairs.
+        for limit in [1024, 1280] {
+            let cs = split_windows(limit, 2048, 512);
+            let joined = cs.iter().filter(|c| c.outcome == Outcome::Joined).count();
+            assert!((16..=32).contains(&joined), "limit {limit}: {joined} pieces joined, between one and two per window");
+            let mut commands: std::collections::BTreeMap<u64, u64> = Default::default();
+            for c in &cs {
+                *commands.entry(c.end_ns).or_default() += c.sectors * SECTOR;
+            }
+            assert!(commands.values().all(|&b| b <= 1024 * 1024), "limit {limit}: a command above two pieces: {commands:?}");
+        }
+        // A limit below two pieces changes nothing.
+        let alone = split_windows(768, 2048, 512);
+        let none = split_windows(0, 2048, 512);
+        assert_eq!(alone, none);
+        // 16 MiB takes a whole 4 MiB window of 512 KiB pieces.
+        let whole = split_windows(16384, 4096, 512);
+        assert_eq!(whole.iter().filter(|c| c.outcome == Outcome::Miss).count(), 16);
+        assert_eq!(whole.iter().filter(|c| c.outcome == Outcome::Joined).count(), 16 * 7);
     }
 
     #[test]

@@ -25,6 +25,7 @@ use crate::model::{Drive, Request};
 use crate::stats::Stats;
 use crate::trace::Row;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -115,8 +116,9 @@ impl Clock {
 }
 
 /// Runs until every sender of `jobs` is gone; returns when all pending reads
-/// have been answered.
-fn run(mut drive: Drive, clock: Clock, jobs: mpsc::Receiver<Job>, stats: Arc<Stats>, trace: Option<mpsc::Sender<Row>>) {
+/// have been answered. `join_bytes` is the drive's join limit, which the
+/// mount may set once its device is up.
+fn run(mut drive: Drive, clock: Clock, jobs: mpsc::Receiver<Job>, stats: Arc<Stats>, trace: Option<mpsc::Sender<Row>>, join_bytes: Arc<AtomicU64>) {
     // SAFETY: prctl with PR_SET_TIMERSLACK only changes this thread's timer slack.
     unsafe {
         libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
@@ -126,6 +128,7 @@ fn run(mut drive: Drive, clock: Clock, jobs: mpsc::Receiver<Job>, stats: Arc<Sta
     let mut done = Vec::new();
     let mut open = true;
     let mut wake = WakeEstimate { early_ns: 50_000 };
+    let mut join = 0;
     while open || !pending.is_empty() {
         // Wait for a request or the next model event.
         let first = match drive.next_event_ns() {
@@ -179,6 +182,10 @@ fn run(mut drive: Drive, clock: Clock, jobs: mpsc::Receiver<Job>, stats: Arc<Sta
                 Err(TryRecvError::Disconnected) => open = false,
             }
         }
+        if join != join_bytes.load(Ordering::Relaxed) {
+            join = join_bytes.load(Ordering::Relaxed);
+            drive.set_join_limit(join);
+        }
         let now = clock.now_ns();
         drive.advance(now, &mut done);
         for c in done.drain(..) {
@@ -210,6 +217,7 @@ pub(crate) struct RunningDrive {
     thread: std::thread::JoinHandle<()>,
     fillers: Vec<std::thread::JoinHandle<()>>,
     tracer: Option<crate::trace::Tracer>,
+    join_bytes: Arc<AtomicU64>,
 }
 
 impl RunningDrive {
@@ -218,10 +226,12 @@ impl RunningDrive {
         let clock = Clock { epoch: Instant::now() };
         let stats = Arc::new(stats(clock.epoch));
         let (jobs, job_rx) = mpsc::channel();
+        let join_bytes = Arc::new(AtomicU64::new(0));
         let thread = {
             let stats = stats.clone();
             let trace_tx = tracer.as_ref().map(|t| t.sender.clone());
-            std::thread::Builder::new().name("vidbench-drive".into()).spawn(move || run(drive, clock, job_rx, stats, trace_tx))?
+            let join_bytes = join_bytes.clone();
+            std::thread::Builder::new().name("vidbench-drive".into()).spawn(move || run(drive, clock, job_rx, stats, trace_tx, join_bytes))?
         };
         let (fill, tasks) = crossbeam_channel::unbounded::<FillTask>();
         let fillers = (0..FILL_THREADS)
@@ -231,13 +241,20 @@ impl RunningDrive {
                 std::thread::Builder::new().name("vidbench-fill".into()).spawn(move || tasks.iter().for_each(|task| task()))
             })
             .collect::<std::io::Result<Vec<_>>>()?;
-        Ok(RunningDrive { stats, intake: Intake { jobs, fill, clock }, thread, fillers, tracer })
+        Ok(RunningDrive { stats, intake: Intake { jobs, fill, clock }, thread, fillers, tracer, join_bytes })
+    }
+
+    /// From now on the drive serves contiguous queued reads as one command
+    /// of up to `bytes` ([`Drive::set_join_limit`]); it takes effect at the
+    /// scheduler's next decision.
+    pub fn set_join_limit(&self, bytes: u64) {
+        self.join_bytes.store(bytes, Ordering::Relaxed);
     }
 
     /// Once the filesystem is gone: the scheduler answers what is pending and
     /// stops, the trace is flushed, and the totals of `mountpoint` are logged.
     pub fn finish(self, mountpoint: &std::path::Path) -> anyhow::Result<()> {
-        let RunningDrive { stats, intake, thread, fillers, tracer } = self;
+        let RunningDrive { stats, intake, thread, fillers, tracer, .. } = self;
         drop(intake);
         let scheduler = thread.join().map_err(|_| anyhow::anyhow!("the drive scheduler panicked"));
         // Every filler is joined and the trace finished whatever happened.

@@ -64,6 +64,11 @@ pub struct Counters {
     pub stream_reads: u64,
     /// Reads that needed positioning.
     pub positioned_reads: u64,
+    /// Reads served inside the command of the read before them on the
+    /// platter (joined requests; block mode above the loop device's
+    /// max_sectors_kb, docs/disk.md).
+    #[serde(default)]
+    pub joined_reads: u64,
     /// Sum of seek distances, cylinders.
     pub seek_cylinders: u64,
     /// Reads by seek distance: bucket 0 = no seek, bucket k = 2^(k-1) ..= 2^k - 1 cylinders.
@@ -94,6 +99,7 @@ impl Counters {
             Outcome::Hit => self.cache_hits += 1,
             Outcome::Stream => self.stream_reads += 1,
             Outcome::Miss => self.positioned_reads += 1,
+            Outcome::Joined => self.joined_reads += 1,
         }
         self.seek_cylinders += c.seek_cylinders;
         if self.seek_histogram.len() < SEEK_BUCKETS {
@@ -120,6 +126,7 @@ impl Counters {
             cache_hits: self.cache_hits - earlier.cache_hits,
             stream_reads: self.stream_reads - earlier.stream_reads,
             positioned_reads: self.positioned_reads - earlier.positioned_reads,
+            joined_reads: self.joined_reads - earlier.joined_reads,
             seek_cylinders: self.seek_cylinders - earlier.seek_cylinders,
             seek_histogram: hist,
             reply_late_ns: self.reply_late_ns - earlier.reply_late_ns,

@@ -5,7 +5,7 @@
 //! Columns (times in ns on the mount's clock, which starts at the mount):
 //! `arrival_ns,start_ns,end_ns,file_id,offset,bytes,lba,outcome,seek_cylinders,queue_depth`
 //! where `offset` is the byte offset in the file, `lba` the first 512-byte
-//! sector on the emulated drive and `outcome` one of hit, stream, miss.
+//! sector on the emulated drive and `outcome` one of hit, stream, miss, joined.
 
 use crate::model::{Completion, Outcome};
 use std::io::Write;
@@ -48,6 +48,7 @@ impl Tracer {
                     Outcome::Hit => "hit",
                     Outcome::Stream => "stream",
                     Outcome::Miss => "miss",
+                    Outcome::Joined => "joined",
                 };
                 writeln!(
                     out,

@@ -124,7 +124,7 @@ pub fn read_trace(path: &Path) -> anyhow::Result<Vec<TraceRequest>> {
         }
         let positioned = match f.get(outcome).copied() {
             Some("miss") => true,
-            Some("hit" | "stream") => false,
+            Some("hit" | "stream" | "joined") => false,
             _ => anyhow::bail!(bad(outcome)),
         };
         let [arrival_ns, start_ns, end_ns, file_id, offset, lba, bytes] = v;

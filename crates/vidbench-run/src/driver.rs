@@ -1295,9 +1295,20 @@ fn check_queue(opts: &DiskOptions, queue: &Value) -> anyhow::Result<()> {
     let b = opts.block.as_ref().expect("block mode");
     let mut want = vec![("read_ahead_kb", json!(opts.read_ahead_kb))];
     want.extend(b.scheduler.map(|s| ("scheduler", json!(s.name()))));
-    want.extend(b.max_sectors_kb.map(|v| ("max_sectors_kb", json!(v))));
+    match b.max_sectors_kb {
+        // Above the loop device's cap the device keeps its cap and the drive joins.
+        Some(v) if queue["max_hw_sectors_kb"].as_u64().is_some_and(|hw| u64::from(v) > hw) => {
+            want.push(("max_sectors_kb", queue["max_hw_sectors_kb"].clone()));
+            want.push(("drive_joins_kb", json!(v)));
+        }
+        Some(v) => want.push(("max_sectors_kb", json!(v))),
+        None => {}
+    }
     want.extend(b.nr_requests.map(|v| ("nr_requests", json!(v))));
     for (k, v) in want {
+        if queue[k] != v && k == "drive_joins_kb" {
+            bail!("max_sectors_kb {v} is above the loop device's cap but the mount's drive joins requests up to {} KiB, not {v} (a vidbench older than the experiment?)", queue[k]);
+        }
         if queue[k] != v {
             bail!("the loop device has {k} = {}, not the configured {v} (queue/{k} was changed outside the run?)", queue[k]);
         }
@@ -1636,6 +1647,28 @@ libception = "track"
         opts.block.as_mut().unwrap().nr_requests = None;
         opts.read_ahead_kb = 128;
         assert!(check_queue(&opts, &q).is_err());
+    }
+
+    #[test]
+    fn max_sectors_above_the_loop_cap_is_checked_as_the_drive_joining() {
+        let raw = json!({"scheduler": "[mq-deadline] none", "read_ahead_kb": "2048", "max_sectors_kb": "1280", "max_hw_sectors_kb": "1280", "drive_joins_kb": 16384});
+        let opts = DiskOptions {
+            library: "l".into(),
+            preset: "p".into(),
+            read_ahead_kb: 2048,
+            max_request_kb: None,
+            block: Some(BlockOptions { max_sectors_kb: Some(16384), ..Default::default() }),
+            trace: None,
+            extra_args: vec![],
+        };
+        check_queue(&opts, &effective_queue(&raw)).unwrap();
+        let mut no_join = raw.clone();
+        no_join["drive_joins_kb"] = Value::Null;
+        let err = check_queue(&opts, &effective_queue(&no_join)).unwrap_err().to_string();
+        assert!(err.contains("joins requests up to null KiB, not 16384"), "{err}");
+        let mut wrong_cap = raw;
+        wrong_cap["max_sectors_kb"] = json!("512");
+        assert!(check_queue(&opts, &effective_queue(&wrong_cap)).unwrap_err().to_string().contains("max_sectors_kb = 512"));
     }
 
     #[test]

@@ -126,9 +126,12 @@ pub struct BlockArgs {
     /// default is what the kernel gives a SATA disk.
     #[arg(long, value_enum, default_value_t = Scheduler::MqDeadline, requires = "block", help_heading = "Block mode")]
     pub scheduler: Scheduler,
-    /// Largest request the block layer sends, KiB (queue/max_sectors_kb; the
-    /// loop device caps it at max_hw_sectors_kb, 1280 here). Default: the kernel's.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(4..), requires = "block", help_heading = "Block mode")]
+    /// Largest request the block layer sends, KiB (queue/max_sectors_kb).
+    /// Above the loop device's max_hw_sectors_kb (1280 here) the device gets
+    /// its cap and the drive joins contiguous queued requests up to this size,
+    /// as a disk's block layer would have merged them; at most 32767, a SATA
+    /// disk's max_hw_sectors_kb. Default: the kernel's.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(4..=32767), requires = "block", help_heading = "Block mode")]
     pub max_sectors_kb: Option<u32>,
     /// Requests the queue holds (queue/nr_requests). Default: the kernel's.
     #[arg(long, value_parser = clap::value_parser!(u32).range(4..), requires = "block", help_heading = "Block mode")]

@@ -163,8 +163,10 @@ pub fn read_knob(dev: &LoopDev, knob: &str) -> anyhow::Result<String> {
 }
 
 /// Applies the settings and reads them back; refuses values the kernel
-/// changed or rejected, naming the limit.
-pub fn apply(dev: &LoopDev, s: &QueueSettings) -> anyhow::Result<()> {
+/// changed or rejected, naming the limit. A `max_sectors_kb` above the loop
+/// device's `max_hw_sectors_kb` sets the device to that cap and is returned:
+/// the drive joins the pieces up to it (docs/disk.md, "max_sectors_kb").
+pub fn apply(dev: &LoopDev, s: &QueueSettings) -> anyhow::Result<Option<u32>> {
     write_knob(dev, "rotational", if s.rotational { "1" } else { "0" })?;
     // A loop device keeps its queue settings across detach and attach: set
     // every knob, to the kernel's default for a fresh disk when not asked.
@@ -188,10 +190,8 @@ pub fn apply(dev: &LoopDev, s: &QueueSettings) -> anyhow::Result<()> {
     let hw: u32 = read_knob(dev, "max_hw_sectors_kb")?.parse().context("parsing max_hw_sectors_kb")?;
     // The kernel's default for a new disk: min(max_hw_sectors_kb, 1280 KiB).
     let max_sectors_kb = s.max_sectors_kb.or(Some(hw.min(1280)));
-    if let Some(kb) = max_sectors_kb {
-        if kb > hw {
-            bail!("--max-sectors-kb {kb} exceeds the loop device's max_hw_sectors_kb ({hw} KiB here): the kernel caps requests to a loop device at {hw} KiB; use {hw} or less (docs/disk.md, \"max_sectors_kb\")");
-        }
+    let join_kb = max_sectors_kb.filter(|&kb| kb > hw);
+    if let Some(kb) = max_sectors_kb.map(|kb| kb.min(hw)) {
         write_knob(dev, "max_sectors_kb", &kb.to_string())?;
         let now = read_knob(dev, "max_sectors_kb")?;
         if now != kb.to_string() {
@@ -205,7 +205,7 @@ pub fn apply(dev: &LoopDev, s: &QueueSettings) -> anyhow::Result<()> {
             bail!("read_ahead_kb of {} is {now} after writing {kb}", dev.name);
         }
     }
-    Ok(())
+    Ok(join_kb)
 }
 
 /// The effective queue settings, for the record.

@@ -320,9 +320,13 @@ fn run_mount(ctx: Ctx, guard: &mut Guard, ready: &mut dyn FnMut(&str)) -> anyhow
     let dev = loopdev::attach(&img, true)?;
     let loop_res = Resource::Loop { dev: dev.name.clone(), backing: img.clone(), inode: image_inode(&img) };
     guard.add(loop_res.clone());
-    loopdev::apply(&dev, &settings)?;
+    let join_kb = loopdev::apply(&dev, &settings)?;
+    if let Some(kb) = join_kb {
+        running.set_join_limit(kb as u64 * 1024);
+    }
     let (major, minor) = dev.dev_numbers()?;
-    let queue = loopdev::current(&dev);
+    let mut queue = loopdev::current(&dev);
+    queue["drive_joins_kb"] = serde_json::json!(join_kb);
     // A loop device's counters survive detach and attach: keep where they
     // stood, so that `disk stat` reports this mount's share.
     let stat_at_mount = loopdev::block_stat(&dev)?;
@@ -339,7 +343,7 @@ fn run_mount(ctx: Ctx, guard: &mut Guard, ready: &mut dyn FnMut(&str)) -> anyhow
         return Err(e).with_context(|| format!("mounting the {} filesystem of {} on {} (read-only, {})", fs.name(), dev.dev_path().display(), canonical.display(), fs.ro_options()));
     }
     ready(&format!(
-        "ready: {} on {} ({} files, {:.1} GB, {} on /dev/{} ({major}:{minor}) scheduler {} read_ahead_kb {} max_sectors_kb {} nr_requests {}, image {})\n",
+        "ready: {} on {} ({} files, {:.1} GB, {} on /dev/{} ({major}:{minor}) scheduler {} read_ahead_kb {} max_sectors_kb {}{} nr_requests {}, image {})\n",
         ctx.preset_name,
         canonical.display(),
         ctx.library.files.len(),
@@ -349,6 +353,7 @@ fn run_mount(ctx: Ctx, guard: &mut Guard, ready: &mut dyn FnMut(&str)) -> anyhow
         selected_scheduler(queue["scheduler"].as_str().unwrap_or("?")),
         queue["read_ahead_kb"].as_str().unwrap_or("?"),
         queue["max_sectors_kb"].as_str().unwrap_or("?"),
+        join_kb.map_or(String::new(), |kb| format!(" (the drive joins contiguous requests up to {kb} KiB)")),
         queue["nr_requests"].as_str().unwrap_or("?"),
         image_path.display()
     ));

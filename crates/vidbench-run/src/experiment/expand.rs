@@ -18,9 +18,11 @@ use std::path::{Path, PathBuf};
 /// The largest size in KiB any `*_kb` key may give (1 GiB).
 const MAX_KB: u32 = 1 << 20;
 
-/// The largest `max_sectors_kb` a loop device takes (its `max_hw_sectors_kb`;
-/// docs/disk.md "max_sectors_kb and paper 000's Fig 15").
-pub const LOOP_MAX_SECTORS_KB: u32 = 1280;
+/// The largest `max_sectors_kb` of a SATA disk (libata's
+/// `max_hw_sectors_kb`), the most block mode emulates: above a loop device's
+/// cap the emulated drive joins what the loop device split (docs/disk.md
+/// "max_sectors_kb and paper 000's Fig 15").
+pub const MAX_SECTORS_KB: u32 = 32767;
 
 /// `nr_requests` the block layer accepts with a scheduler (BLKDEV_MIN_RQ to
 /// 2048); the device may refuse less, and the mount says so with its limit.
@@ -41,7 +43,7 @@ pub const MAX_DISKS: u32 = 8;
 /// Why a block-only key is refused in FUSE mode.
 const BLOCK_ONLY: &str = "only applies to block mode ([disk] mode = \"block\" or \"auto\"); FUSE mode has no block layer";
 /// Why `max_request_kb` is refused in block mode.
-const FUSE_ONLY: &str = "only applies to FUSE mode (FUSE max_pages); in block mode the device's max_sectors_kb bounds requests (at most 1280 KiB on a loop device)";
+const FUSE_ONLY: &str = "only applies to FUSE mode (FUSE max_pages); in block mode the device's max_sectors_kb bounds requests";
 
 /// What a name (of the experiment, of a configuration) may be made of; it
 /// becomes a directory name.
@@ -170,12 +172,12 @@ impl Checker<'_> {
         }
     }
 
-    /// `max_sectors_kb` at `key`: a page to the loop device's cap.
+    /// `max_sectors_kb` at `key`: a page to a SATA disk's cap.
     fn max_sectors(&self, key: &str, v: u32) -> Result<(), ExperimentError> {
-        if v > LOOP_MAX_SECTORS_KB {
+        if v > MAX_SECTORS_KB {
             return Err(self.invalid(
                 key,
-                format!("{v} KiB is above {LOOP_MAX_SECTORS_KB} KiB, the largest request a loop device takes (its max_hw_sectors_kb); give {LOOP_MAX_SECTORS_KB} for paper 000's 16 MB setting (see docs/disk.md, \"max_sectors_kb and paper 000's Fig 15\")"),
+                format!("{v} KiB is above {MAX_SECTORS_KB} KiB, the largest max_hw_sectors_kb of a SATA disk (paper 000's 16 MB setting is 16384)"),
             ));
         }
         if v < 4 {
