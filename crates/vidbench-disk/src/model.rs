@@ -46,6 +46,12 @@ use std::collections::{BinaryHeap, VecDeque};
 /// Sector size of the model, bytes.
 pub const SECTOR: u64 = 512;
 
+/// Joined requests arrived within this of the chosen one: the pieces of one
+/// host request, which reach the drive within a fraction of a millisecond.
+/// Requests queued at separate times are not joined: on a real host the
+/// earlier one may already sit in the drive's queue, where nothing merges.
+pub const JOIN_ARRIVAL_NS: u64 = 2_000_000;
+
 /// A read as the drive sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Request {
@@ -297,8 +303,9 @@ impl Drive {
     /// command of up to `bytes` (0 turns joining off), as a host block layer
     /// merges adjacent requests up to its `max_sectors_kb`. The chosen
     /// request takes with it every queued, arrived request that starts where
-    /// the command so far ends (or ends where it starts) while the command
-    /// stays within the limit; they all complete when the command does.
+    /// the command so far ends (or ends where it starts) and arrived within
+    /// [`JOIN_ARRIVAL_NS`] of it, while the command stays within the limit;
+    /// they all complete when the command does.
     pub fn set_join_limit(&mut self, bytes: u64) {
         self.join_sectors = bytes / SECTOR;
     }
@@ -421,7 +428,8 @@ impl Drive {
         // Few requests are queued (the host's queue depth): a scan per step is cheap.
         loop {
             let room = self.join_sectors.saturating_sub(command.sectors);
-            let fits = |j: &usize| !members.contains(j) && self.queue[*j].sectors <= room;
+            let chosen = self.queue[index].arrival_ns;
+            let fits = |j: &usize| !members.contains(j) && self.queue[*j].sectors <= room && self.queue[*j].arrival_ns.abs_diff(chosen) <= JOIN_ARRIVAL_NS;
             // The piece after the command first (a back merge), else the one before.
             let next = (0..arrived)
                 .filter(fits)
@@ -780,6 +788,11 @@ mod tests {
     /// drive, each split by the host into pieces of at most `piece_kib`
     /// that are all queued before the drive decides; every piece's completion.
     fn split_windows(join_kib: u64, window_kib: u64, piece_kib: u64) -> Vec<Completion> {
+        split_windows_apart(join_kib, window_kib, piece_kib, 0)
+    }
+
+    /// As [`split_windows`], the pieces arriving `gap_ns` apart.
+    fn split_windows_apart(join_kib: u64, window_kib: u64, piece_kib: u64, gap_ns: u64) -> Vec<Completion> {
         let p = crate::params::preset("wd-red-1tb").unwrap().params;
         let mut drive = Drive::new(&p);
         drive.set_join_limit(join_kib * 1024);
@@ -790,12 +803,14 @@ mod tests {
             let mut at = 0;
             while at < window_kib {
                 let len = piece_kib.min(window_kib - at);
-                drive.submit(Request { id, arrival_ns: 0, lba: start + sectors(at), sectors: sectors(len) });
+                drive.submit(Request { id, arrival_ns: id * gap_ns, lba: start + sectors(at), sectors: sectors(len) });
                 id += 1;
                 at += len;
             }
         }
         let mut out = Vec::new();
+        // Decide once everything has arrived, as a drive busy meanwhile would.
+        drive.slots = [Reverse(id * gap_ns)].into();
         drive.advance(u64::MAX, &mut out);
         assert_eq!(out.len() as u64, id, "every piece completes");
         out
@@ -839,6 +854,14 @@ mod tests {
         let whole = split_windows(16384, 4096, 512);
         assert_eq!(whole.iter().filter(|c| c.outcome == Outcome::Miss).count(), 16);
         assert_eq!(whole.iter().filter(|c| c.outcome == Outcome::Joined).count(), 16 * 7);
+    }
+
+    #[test]
+    fn joining_takes_only_requests_that_arrived_together() {
+        let near = split_windows_apart(2048, 2048, 1280, JOIN_ARRIVAL_NS / 2);
+        assert_eq!(near.iter().filter(|c| c.outcome == Outcome::Joined).count(), 16, "pieces of one request");
+        let apart = split_windows_apart(2048, 2048, 1280, JOIN_ARRIVAL_NS + 1);
+        assert_eq!(apart.iter().filter(|c| c.outcome == Outcome::Joined).count(), 0, "requests queued at separate times");
     }
 
     #[test]
