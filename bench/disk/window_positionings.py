@@ -58,12 +58,15 @@ def main():
                 try:
                     start = int(r["start_ns"])
                     t = start / 1e9 - uptime
-                    busy = int(r["end_ns"]) - start
+                    # A joined request rides in the command before it: the
+                    # drive's time and the transaction are counted there.
+                    joined = r["outcome"] == "joined"
+                    busy = 0 if joined else int(r["end_ns"]) - start
                     nbytes = int(r["bytes"])
                     positioning = r["outcome"] == "miss"
                 except (KeyError, TypeError, ValueError):
                     sys.exit(f"{a.run}: trace line {line}: malformed")
-                count(counts, windows, t, nbytes, busy, positioning)
+                count(counts, windows, t, nbytes, busy, positioning, not joined)
     except (OSError, EOFError, zlib.error, csv.Error, UnicodeDecodeError) as e:
         sys.exit(f"{a.run}: trace unreadable after line {line}: {type(e).__name__}: {e}")
     print("| rate | window (s) | failed % | delivered MB/s | drive busy | positionings | per delivered chunk | KiB read per positioning |")
@@ -79,14 +82,15 @@ def main():
         print(f"{head} {100 * busy / 1e9 / (w1 - w0):.0f} % | {miss} | {per_chunk} | {per_miss} |")
 
 
-def count(counts, windows, t, nbytes, busy, positioning):
-    """Adds one request started at load time t to the window holding it."""
+def count(counts, windows, t, nbytes, busy, positioning, command):
+    """Adds one request started at load time t to the window holding it
+    (`command`: it is a transaction of its own, not joined to another)."""
     for i, (w0, w1, *_) in enumerate(windows):
         if w0 <= t < w1:
             c = counts[i]
             c[0] += positioning
             c[1] += nbytes
-            c[2] += 1
+            c[2] += command
             c[3] += busy
             return
 

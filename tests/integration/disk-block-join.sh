@@ -4,8 +4,9 @@
 # 2 MiB readahead, eight readers keep the drive busy so that the 1280 + 768 KiB
 # pieces of a window queue together; the drive serves each such pair as one
 # command: the trace marks the second piece `joined`, with the same start and
-# end as the piece before it, no command exceeds the limit, the record says
-# `drive_joins_kb`, and the bytes read are the library's.
+# end as the piece before it, pieces that arrived apart are not joined, no
+# command exceeds the limit, the record says `drive_joins_kb`, and the bytes
+# read are the library's.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . tests/integration/block/common.sh
@@ -75,6 +76,9 @@ for r in joined:
     for a, b in zip(command, command[1:]):
         assert a["lba"] + a["bytes"] // 512 == b["lba"], f"a command of pieces that do not continue each other: {command}"
     assert sum(x["bytes"] for x in command) <= 16384 * 1024, "a command above the join limit"
+    # Every piece arrived within 2 ms of the one the drive chose.
+    arrivals = [int(x["arrival_ns"]) for x in command]
+    assert max(arrivals) - min(arrivals) <= 4_000_000, f"pieces that arrived apart were joined: {command}"
 counters = json.load(open(sys.argv[2]))["total"]["counters"]
 assert counters["joined_reads"] == len(joined), (counters["joined_reads"], len(joined))
 commands = len({(r["start_ns"], r["end_ns"]) for r in rows})

@@ -14,7 +14,8 @@ run=$tmp/steps-rep0
 mkdir -p "$run"
 
 # The drive's clock was at 100 s when the load started. Window 1 (10-20 s of
-# the load): 2 positionings and 1 streamed request, 3 x 128 KiB, busy 3 s;
+# the load): 2 positionings, 1 streamed request and 1 request joined to the
+# second positioning's command (its time counted once), 4 x 128 KiB, busy 3 s;
 # window 2 (30-40 s): nothing; one request between the windows is ignored.
 echo '{"uptime_s": 100.0}' > "$run/disk-before.json"
 cat > "$run/steps.json" <<'EOF'
@@ -27,20 +28,21 @@ EOF
   echo "0,111000000000,112000000000,1,0,131072,10,miss,5,1"
   echo "0,112000000000,113000000000,1,131072,131072,266,stream,0,1"
   echo "0,115000000000,116000000000,2,0,131072,900,miss,7,1"
+  echo "0,115000000000,116000000000,2,131072,131072,1156,joined,0,1"
   echo "0,125000000000,126000000000,3,0,131072,950,miss,7,1"
 } > "$run/disk-trace.csv"
 
 out=$(python3 "$script" "$run" --chunk-bytes 525000)
 echo "$out"
 # 1.05 MB/s x 10 s / 525,000 B = 20 chunks delivered; 2 positionings -> 0.10 per chunk.
-echo "$out" | grep -qF "| 2.50 | 10-20 | 0.00 | 1.05 | 30 % | 2 | 0.10 | 192.0 |" || fail "window 1 row"
+echo "$out" | grep -qF "| 2.50 | 10-20 | 0.00 | 1.05 | 30 % | 2 | 0.10 | 256.0 |" || fail "window 1 row"
 echo "$out" | grep -qF "| 3.00 | 30-40 | 1.50 | 2.00 | not in the trace |" || fail "window 2 row"
 [ "$(echo "$out" | grep -c '^| [0-9]')" = 2 ] || fail "a step without a window was printed"
 
 # A recorded run keeps only a window's trace, gzipped.
 gzip "$run/disk-trace.csv"
 mv "$run/disk-trace.csv.gz" "$run/disk-trace-window.csv.gz"
-python3 "$script" "$run" | grep -qF "| 2.50 | 10-20 | 0.00 | 1.05 | 30 % | 2 | 0.10 | 192.0 |" || fail "gzipped window trace"
+python3 "$script" "$run" | grep -qF "| 2.50 | 10-20 | 0.00 | 1.05 | 30 % | 2 | 0.10 | 256.0 |" || fail "gzipped window trace"
 
 # Errors name the input, never a traceback: rejects RUN WHAT EXPECTED.
 rejects() {

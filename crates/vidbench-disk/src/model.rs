@@ -365,7 +365,8 @@ impl Drive {
             let end_ns = self.start_one(decide_at);
             self.slots.push(Reverse(end_ns));
         }
-        self.in_service.sort_by_key(|c| Reverse(c.end_ns));
+        // The pieces of a joined command end together: report them in platter order.
+        self.in_service.sort_by_key(|c| Reverse((c.end_ns, c.lba)));
         while self.in_service.last().is_some_and(|c| c.end_ns <= now_ns) {
             out.push(self.in_service.pop().expect("checked"));
         }
@@ -422,7 +423,7 @@ impl Drive {
     fn command_from(&self, index: usize, arrived: usize) -> (Request, Vec<usize>) {
         let mut command = self.queue[index];
         let mut members = vec![index];
-        if self.join_sectors == 0 || self.params.kind == DriveKind::Ssd {
+        if self.join_sectors == 0 {
             return (command, members);
         }
         // Few requests are queued (the host's queue depth): a scan per step is cheap.
@@ -854,6 +855,58 @@ mod tests {
         let whole = split_windows(16384, 4096, 512);
         assert_eq!(whole.iter().filter(|c| c.outcome == Outcome::Miss).count(), 16);
         assert_eq!(whole.iter().filter(|c| c.outcome == Outcome::Joined).count(), 16 * 7);
+    }
+
+    #[test]
+    fn a_joined_window_costs_what_one_request_of_its_size_does() {
+        // Commands of 2 MiB windows split at 1280 KiB and joined, and of the
+        // same windows sent whole: the same starts and ends, the same order.
+        let commands = |cs: Vec<Completion>| {
+            let mut v: Vec<(u64, u64)> = cs.iter().map(|c| (c.start_ns, c.end_ns)).collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        let joined = commands(split_windows(2048, 2048, 1280));
+        assert_eq!(joined.len(), 16);
+        assert_eq!(joined, commands(split_windows(0, 2048, 2048)));
+    }
+
+    #[test]
+    fn a_read_after_a_joined_command_continues_its_stream() {
+        let p = crate::params::preset("wd-red-1tb").unwrap().params;
+        let mut drive = Drive::new(&p);
+        drive.set_join_limit(2048 * 1024);
+        let base = drive.total_sectors() / 3 / 8 * 8;
+        // A busy drive: the window's pieces queue behind a far read.
+        drive.submit(Request { id: 0, arrival_ns: 0, lba: 0, sectors: 8 });
+        drive.submit(Request { id: 1, arrival_ns: 10, lba: base, sectors: 2560 });
+        drive.submit(Request { id: 2, arrival_ns: 20, lba: base + 2560, sectors: 1536 });
+        let mut out = Vec::new();
+        drive.advance(u64::MAX, &mut out);
+        assert_eq!(out.iter().map(|c| (c.id, c.outcome)).collect::<Vec<_>>(), [(0, Outcome::Miss), (1, Outcome::Miss), (2, Outcome::Joined)]);
+        let end = out[2].end_ns;
+        // The next 128 KiB of the file, asked for as the command completes.
+        drive.submit(Request { id: 3, arrival_ns: end, lba: base + 4096, sectors: 256 });
+        out.clear();
+        drive.advance(u64::MAX, &mut out);
+        assert!(matches!(out[0].outcome, Outcome::Stream | Outcome::Hit), "{:?}", out[0]);
+    }
+
+    #[test]
+    fn the_chosen_request_takes_the_piece_before_it_too() {
+        let p = crate::params::preset("wd-red-1tb").unwrap().params;
+        let mut drive = Drive::new(&p);
+        drive.set_join_limit(2048 * 1024);
+        // The tail reached the queue first; a command from it starts at the head.
+        drive.submit(Request { id: 7, arrival_ns: 0, lba: 5000 + 2560, sectors: 1536 });
+        drive.submit(Request { id: 8, arrival_ns: 5, lba: 5000, sectors: 2560 });
+        let (command, members) = drive.command_from(0, 2);
+        assert_eq!((command.lba, command.sectors, command.arrival_ns), (5000, 4096, 0));
+        assert_eq!(members, [0, 1]);
+        // Beyond the limit it stays alone.
+        drive.set_join_limit(1024 * 1024);
+        assert_eq!(drive.command_from(0, 2).1, [0]);
     }
 
     #[test]

@@ -93,7 +93,6 @@ impl Counters {
         self.reply_late_ns += late_ns;
         self.bytes += bytes;
         self.busy_ns += busy_ns;
-        self.service_ns += c.end_ns - c.start_ns;
         self.response_ns += c.end_ns - c.arrival_ns;
         match c.outcome {
             Outcome::Hit => self.cache_hits += 1,
@@ -101,6 +100,12 @@ impl Counters {
             Outcome::Miss => self.positioned_reads += 1,
             Outcome::Joined => self.joined_reads += 1,
         }
+        // A joined read is part of the command before it: the command's
+        // service, seek and queue depth are counted once, with that read.
+        if c.outcome == Outcome::Joined {
+            return;
+        }
+        self.service_ns += c.end_ns - c.start_ns;
         self.seek_cylinders += c.seek_cylinders;
         if self.seek_histogram.len() < SEEK_BUCKETS {
             self.seek_histogram.resize(SEEK_BUCKETS, 0);
@@ -136,22 +141,31 @@ impl Counters {
         }
     }
 
-    /// Rates over an interval of `seconds`.
+    /// Commands the drive served: reads, the joined ones counted with the
+    /// command they rode in (a disk's transactions, as iostat counts them).
+    pub fn commands(&self) -> u64 {
+        self.reads - self.joined_reads
+    }
+
+    /// Rates over an interval of `seconds`. Per-transaction figures are per
+    /// command; response time and lateness per read.
     pub fn rates(&self, seconds: f64) -> Rates {
         let per_read = |x: u64| if self.reads == 0 { 0.0 } else { x as f64 / self.reads as f64 };
+        let commands = self.commands();
+        let per_command = |x: u64| if commands == 0 { 0.0 } else { x as f64 / commands as f64 };
         let secs = seconds.max(1e-9);
         Rates {
             seconds,
-            reads_per_s: self.reads as f64 / secs,
+            reads_per_s: commands as f64 / secs,
             mb_per_s: self.bytes as f64 / secs / 1e6,
-            avg_request_kib: per_read(self.bytes) / 1024.0,
-            ms_per_transaction: per_read(self.busy_ns) / 1e6,
-            avg_service_ms: per_read(self.service_ns) / 1e6,
+            avg_request_kib: per_command(self.bytes) / 1024.0,
+            ms_per_transaction: per_command(self.busy_ns) / 1e6,
+            avg_service_ms: per_command(self.service_ns) / 1e6,
             avg_response_ms: per_read(self.response_ns) / 1e6,
             busy_pct: (self.busy_ns as f64 / 1e9 / secs * 100.0).min(100.0),
             avg_queue_depth: self.response_ns as f64 / 1e9 / secs,
-            cache_hit_pct: per_read(self.cache_hits) * 100.0,
-            avg_seek_cylinders: per_read(self.seek_cylinders),
+            cache_hit_pct: per_command(self.cache_hits) * 100.0,
+            avg_seek_cylinders: per_command(self.seek_cylinders),
             avg_reply_late_ms: per_read(self.reply_late_ns) / 1e6,
         }
     }
@@ -166,6 +180,7 @@ pub fn seek_bucket(cylinders: u64) -> usize {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Rates {
     pub seconds: f64,
+    /// Commands per second ([`Counters::commands`]; reads unless joined).
     pub reads_per_s: f64,
     pub mb_per_s: f64,
     pub avg_request_kib: f64,
@@ -335,5 +350,23 @@ mod tests {
         s.record(&completion(0, 100, Outcome::Miss, 0), 131072, 100, 0);
         s.record(&completion(50, 150, Outcome::Miss, 0), 131072, 150, 0);
         assert_eq!(s.snapshot().total.counters.busy_ns, 150);
+    }
+
+    #[test]
+    fn a_joined_command_is_one_transaction() {
+        // 1280 + 768 KiB served as one 10 ms command, then a 4 ms command.
+        let s = Stats::new(Instant::now(), "/m".into(), "p".into(), 1000, serde_json::Value::Null);
+        s.record(&completion(0, 10_000_000, Outcome::Miss, 500), 1280 << 10, 10_000_000, 0);
+        s.record(&completion(0, 10_000_000, Outcome::Joined, 0), 768 << 10, 10_000_000, 0);
+        s.record(&completion(10_000_000, 14_000_000, Outcome::Miss, 20), 1024 << 10, 14_000_000, 0);
+        let t = s.snapshot().total.counters;
+        assert_eq!((t.reads, t.joined_reads, t.commands(), t.positioned_reads), (3, 1, 2, 2));
+        assert_eq!((t.busy_ns, t.service_ns), (14_000_000, 14_000_000), "the command's time once");
+        assert_eq!(t.seek_histogram.iter().sum::<u64>(), 2);
+        assert_eq!(t.queue_depth_histogram.iter().sum::<u64>(), 2);
+        let r = t.rates(1.0);
+        assert!((r.ms_per_transaction - 7.0).abs() < 1e-9, "{}", r.ms_per_transaction);
+        assert!((r.avg_request_kib - 1536.0).abs() < 1e-9, "{}", r.avg_request_kib);
+        assert!((r.reads_per_s - 2.0).abs() < 1e-9);
     }
 }

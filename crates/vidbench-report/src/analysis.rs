@@ -102,6 +102,9 @@ pub struct TraceRequest {
     /// The drive had to seek and wait for the platter (`outcome` = `miss`),
     /// rather than reading on from where the head was or from its cache.
     pub positioned: bool,
+    /// Served inside the command of the request before it on the platter
+    /// (`outcome` = `joined`; block mode above a loop device's max_sectors_kb).
+    pub joined: bool,
 }
 
 /// Reads `disk-trace.csv` (its header names the columns), or a gzipped
@@ -122,15 +125,17 @@ pub fn read_trace(path: &Path) -> anyhow::Result<Vec<TraceRequest>> {
         for (slot, &k) in v.iter_mut().zip(&cols) {
             *slot = f.get(k).and_then(|x| x.parse().ok()).with_context(|| bad(k))?;
         }
-        let positioned = match f.get(outcome).copied() {
-            Some("miss") => true,
-            Some("hit" | "stream" | "joined") => false,
+        let (positioned, joined) = match f.get(outcome).copied() {
+            Some("miss") => (true, false),
+            Some("hit" | "stream") => (false, false),
+            Some("joined") => (false, true),
             _ => anyhow::bail!(bad(outcome)),
         };
         let [arrival_ns, start_ns, end_ns, file_id, offset, lba, bytes] = v;
-        out.push(TraceRequest { arrival_ns, start_ns, end_ns, file_id, offset, lba, bytes, positioned });
+        out.push(TraceRequest { arrival_ns, start_ns, end_ns, file_id, offset, lba, bytes, positioned, joined });
     }
-    out.sort_by_key(|r| r.start_ns);
+    // The pieces of a joined command share its start: platter order.
+    out.sort_by_key(|r| (r.start_ns, r.lba));
     Ok(out)
 }
 
@@ -216,6 +221,23 @@ pub fn request_size_cdf(trace: &[TraceRequest]) -> Vec<(f64, f64)> {
     for (i, b) in v.iter().enumerate() {
         if i + 1 == v.len() || v[i + 1] != *b {
             out.push((*b as f64 / 1024.0, 100.0 * (i + 1) as f64 / n));
+        }
+    }
+    out
+}
+
+/// The drive's commands of a trace sorted by start: each joined request
+/// folded into the command it rode in (the request before it), as a disk's
+/// own statistics would count them.
+pub fn commands(trace: &[TraceRequest]) -> Vec<TraceRequest> {
+    let mut out: Vec<TraceRequest> = Vec::with_capacity(trace.len());
+    for r in trace {
+        match out.last_mut() {
+            Some(head) if r.joined && head.start_ns == r.start_ns => {
+                head.bytes += r.bytes;
+                head.end_ns = head.end_ns.max(r.end_ns);
+            }
+            _ => out.push(*r),
         }
     }
     out
@@ -308,6 +330,34 @@ pub fn sweep_key(run: &Run) -> (String, Option<f64>, Option<f64>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn joined_requests_fold_into_their_command() {
+        let r = |start_ns, end_ns, lba, bytes, joined| TraceRequest { start_ns, end_ns, lba, bytes, joined, positioned: !joined, ..Default::default() };
+        let t = vec![r(0, 10, 0, 1280 << 10, false), r(0, 10, 2560, 768 << 10, true), r(10, 14, 9000, 4096, false)];
+        let c = commands(&t);
+        assert_eq!(c.len(), 2);
+        assert_eq!((c[0].bytes, c[0].end_ns, c[0].lba), (2048 << 10, 10, 0));
+        assert_eq!(c[1], t[2]);
+        assert_eq!(sequences(&t), vec![2048 << 10, 4096], "a joined command is one sequence");
+    }
+
+    #[test]
+    fn a_trace_lists_a_joined_command_head_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("disk-trace.csv");
+        // As the drive reports them when two pieces end together: any order.
+        std::fs::write(
+            &path,
+            "arrival_ns,start_ns,end_ns,file_id,offset,bytes,lba,outcome,seek_cylinders,queue_depth\n\
+             2,5,30,1,1310720,786432,2560,joined,0,2\n\
+             1,5,30,1,0,1310720,0,miss,7,2\n",
+        )
+        .unwrap();
+        let t = read_trace(&path).unwrap();
+        assert_eq!((t[0].lba, t[0].positioned, t[1].joined), (0, true, true));
+        assert_eq!(sequences(&t), vec![2048 << 10]);
+    }
 
     #[test]
     fn sequences_join_adjacent_requests_only() {

@@ -235,6 +235,8 @@ fn trace_offset_s(run_dir: &Path, disk_before: Option<&Value>) -> Option<f64> {
 pub struct DiskDelta {
     pub seconds: f64,
     pub reads: f64,
+    /// Of `reads`, those the drive joined to the command before them.
+    pub joined: f64,
     pub bytes: f64,
     pub busy_s: f64,
 }
@@ -247,17 +249,21 @@ impl DiskDelta {
             0.0
         }
     }
+    /// The drive's transactions: commands, a joined read riding in one.
+    pub fn transactions(&self) -> f64 {
+        self.reads - self.joined
+    }
     /// iostat's ms per transaction: busy time over transactions (paper 000 Table 2).
     pub fn ms_per_transaction(&self) -> f64 {
-        if self.reads > 0.0 {
-            self.busy_s * 1000.0 / self.reads
+        if self.transactions() > 0.0 {
+            self.busy_s * 1000.0 / self.transactions()
         } else {
             0.0
         }
     }
     pub fn request_kib(&self) -> f64 {
-        if self.reads > 0.0 {
-            self.bytes / 1024.0 / self.reads
+        if self.transactions() > 0.0 {
+            self.bytes / 1024.0 / self.transactions()
         } else {
             0.0
         }
@@ -292,21 +298,24 @@ fn read_json(path: &Path) -> anyhow::Result<Value> {
     serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))
 }
 
-fn counters(v: &Value) -> Option<(f64, f64, f64, f64)> {
+/// Uptime, reads, joined reads, bytes and busy seconds of a snapshot.
+fn counters(v: &Value) -> Option<[f64; 5]> {
     let c = v.get("total")?.get("counters")?;
-    Some((
+    Some([
         v.get("uptime_s")?.as_f64()?,
         c.get("reads")?.as_f64()?,
+        // Absent in snapshots from before joining existed.
+        c.get("joined_reads").and_then(Value::as_f64).unwrap_or(0.0),
         c.get("bytes")?.as_f64()?,
         c.get("busy_ns")?.as_f64()? / 1e9,
-    ))
+    ])
 }
 
 /// The disk's activity between two `vidbench disk stat --json` snapshots.
 pub fn disk_delta(before: &Value, after: &Value) -> Option<DiskDelta> {
-    let (t0, r0, b0, u0) = counters(before)?;
-    let (t1, r1, b1, u1) = counters(after)?;
-    Some(DiskDelta { seconds: t1 - t0, reads: r1 - r0, bytes: b1 - b0, busy_s: u1 - u0 })
+    let [t0, r0, j0, b0, u0] = counters(before)?;
+    let [t1, r1, j1, b1, u1] = counters(after)?;
+    Some(DiskDelta { seconds: t1 - t0, reads: r1 - r0, joined: j1 - j0, bytes: b1 - b0, busy_s: u1 - u0 })
 }
 
 fn load_run(dir: &Path) -> anyhow::Result<Vec<Run>> {
@@ -373,6 +382,7 @@ fn expand_steps(base: Run, steps: &Value) -> anyhow::Result<Vec<Run>> {
         let disk = step.get("disk").filter(|d| !d.is_null()).map(|_| DiskDelta {
             seconds: f(&["disk", "seconds"]).unwrap_or(0.0),
             reads: f(&["disk", "reads"]).unwrap_or(0.0),
+            joined: f(&["disk", "joined"]).unwrap_or(0.0),
             bytes: f(&["disk", "bytes"]).unwrap_or(0.0),
             busy_s: f(&["disk", "busy_s"]).unwrap_or(0.0),
         });

@@ -419,13 +419,15 @@ fn trace_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
         let label = format!("{}{}", ctx.results.label(name), r.rate.map(|x| format!(" @ {x:.2}/s")).unwrap_or_default());
         let c = analysis::bytes_cdf(&seqs);
         let at = |kib: f64| c.iter().take_while(|p| p.0 <= kib).last().map_or(0.0, |p| p.1);
+        // Requests as the disk counts them: a joined command is one.
+        let commands = analysis::commands(trace);
         let bytes: u64 = trace.iter().map(|t| t.bytes).sum();
-        let mean_kib = bytes as f64 / trace.len().max(1) as f64 / 1024.0;
+        let mean_kib = bytes as f64 / commands.len().max(1) as f64 / 1024.0;
         let p = analysis::positionings(trace);
         let pct = |a: f64, b: f64| if b > 0.0 { format!("{:.0}", 100.0 * a / b) } else { "-".into() };
         rows.push(format!(
             "| {label} | {span} | {} | {mean_kib:.1} | {} | {:.1} | {:.1} | {:.1} | {} | {:.0} | {} | {} |",
-            trace.len(),
+            commands.len(),
             seqs.len(),
             at(128.0),
             at(576.0),
@@ -433,11 +435,11 @@ fn trace_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
             p.positionings,
             bytes as f64 / p.positionings.max(1) as f64 / 1024.0,
             pct(p.follow_ups as f64, p.positionings as f64),
-            pct(p.follow_up_busy_ns as f64, trace.iter().map(|t| t.end_ns.saturating_sub(t.start_ns)).sum::<u64>() as f64),
+            pct(p.follow_up_busy_ns as f64, commands.iter().map(|t| t.end_ns.saturating_sub(t.start_ns)).sum::<u64>() as f64),
         ));
         let style = order.iter().position(|x| x == name).unwrap_or(0);
         cdf.push(Series::line(label.clone(), style, c));
-        sizes.push(Series::line(label.clone(), style, analysis::request_size_cdf(trace)));
+        sizes.push(Series::line(label.clone(), style, analysis::request_size_cdf(&commands)));
         pattern.push(Series {
             name: label,
             points: trace.iter().take(250).enumerate().map(|(i, t)| (i as f64, t.lba as f64)).collect(),

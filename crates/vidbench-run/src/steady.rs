@@ -205,6 +205,10 @@ pub struct Sample {
     pub disk_reads: Option<f64>,
     pub disk_bytes: Option<f64>,
     pub disk_busy_s: Option<f64>,
+    /// Reads the drive joined to the command before them (block mode above
+    /// the loop device's max_sectors_kb); absent in files from before.
+    #[serde(default)]
+    pub disk_joined: Option<f64>,
     /// The loop device's `/sys/block/*/stat` (block mode).
     pub block_reads: Option<f64>,
     pub block_read_sectors: Option<f64>,
@@ -275,6 +279,7 @@ impl Sample {
             disk_reads: at(&["total", "counters", "reads"]),
             disk_bytes: at(&["total", "counters", "bytes"]),
             disk_busy_s: at(&["total", "counters", "busy_ns"]).map(|ns| ns / 1e9),
+            disk_joined: at(&["total", "counters", "joined_reads"]),
             block_reads: at(&["block_layer", "counters", "reads"]),
             block_read_sectors: at(&["block_layer", "counters", "read_sectors"]),
             block_io_ticks_ms: at(&["block_layer", "counters", "io_ticks_ms"]),
@@ -362,6 +367,10 @@ pub fn sample(epoch: Instant, children: &RunChildren<'_>, port: u16, path: &Path
 pub struct DiskWindow {
     pub seconds: f64,
     pub reads: f64,
+    /// Of `reads`, those joined to the command before them: the drive's
+    /// transactions are `reads - joined`.
+    #[serde(default)]
+    pub joined: f64,
     pub bytes: f64,
     pub busy_s: f64,
     pub mb_s: f64,
@@ -435,6 +444,7 @@ impl StepRecord {
         let disk = delta(|s| s.disk_bytes).map(|bytes| DiskWindow {
             seconds,
             reads: delta(|s| s.disk_reads).unwrap_or(0.0),
+            joined: delta(|s| s.disk_joined).unwrap_or(0.0),
             bytes,
             busy_s: delta(|s| s.disk_busy_s).unwrap_or(0.0),
             mb_s: bytes / 1e6 / seconds,

@@ -163,10 +163,12 @@ pub fn read_knob(dev: &LoopDev, knob: &str) -> anyhow::Result<String> {
 }
 
 /// Applies the settings and reads them back; refuses values the kernel
-/// changed or rejected, naming the limit. A `max_sectors_kb` above the loop
-/// device's `max_hw_sectors_kb` sets the device to that cap and is returned:
-/// the drive joins the pieces up to it (docs/disk.md, "max_sectors_kb").
-pub fn apply(dev: &LoopDev, s: &QueueSettings) -> anyhow::Result<Option<u32>> {
+/// changed or rejected, naming the limit. A `max_sectors_kb` above what the
+/// path below takes whole (the loop device's `max_hw_sectors_kb`, and
+/// `backing_max_kb`, the largest read the image server takes) sets the
+/// device to that cap and is returned: the drive joins the pieces up to it
+/// (docs/disk.md, "max_sectors_kb").
+pub fn apply(dev: &LoopDev, s: &QueueSettings, backing_max_kb: u32) -> anyhow::Result<Option<u32>> {
     write_knob(dev, "rotational", if s.rotational { "1" } else { "0" })?;
     // A loop device keeps its queue settings across detach and attach: set
     // every knob, to the kernel's default for a fresh disk when not asked.
@@ -190,8 +192,9 @@ pub fn apply(dev: &LoopDev, s: &QueueSettings) -> anyhow::Result<Option<u32>> {
     let hw: u32 = read_knob(dev, "max_hw_sectors_kb")?.parse().context("parsing max_hw_sectors_kb")?;
     // The kernel's default for a new disk: min(max_hw_sectors_kb, 1280 KiB).
     let max_sectors_kb = s.max_sectors_kb.or(Some(hw.min(1280)));
-    let join_kb = max_sectors_kb.filter(|&kb| kb > hw);
-    if let Some(kb) = max_sectors_kb.map(|kb| kb.min(hw)) {
+    let whole = hw.min(backing_max_kb);
+    let join_kb = max_sectors_kb.filter(|&kb| kb > whole);
+    if let Some(kb) = max_sectors_kb.map(|kb| kb.min(whole)) {
         write_knob(dev, "max_sectors_kb", &kb.to_string())?;
         let now = read_knob(dev, "max_sectors_kb")?;
         if now != kb.to_string() {

@@ -320,7 +320,7 @@ fn run_mount(ctx: Ctx, guard: &mut Guard, ready: &mut dyn FnMut(&str)) -> anyhow
     let dev = loopdev::attach(&img, true)?;
     let loop_res = Resource::Loop { dev: dev.name.clone(), backing: img.clone(), inode: image_inode(&img) };
     guard.add(loop_res.clone());
-    let join_kb = loopdev::apply(&dev, &settings)?;
+    let join_kb = loopdev::apply(&dev, &settings, IMAGE_MAX_REQUEST_KIB)?;
     if let Some(kb) = join_kb {
         running.set_join_limit(kb as u64 * 1024);
     }

@@ -94,8 +94,8 @@ pub struct DiskSection {
     /// Block mode: I/O scheduler of the device (default mq-deadline).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduler: Option<Scheduler>,
-    /// Block mode: `max_sectors_kb` of the device (4..=1280, the loop cap;
-    /// default the kernel's, 1280 here).
+    /// Block mode: `max_sectors_kb` of the device (4..=32767; above the loop
+    /// device's 1280 the emulated drive joins; default the kernel's, 1280 here).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_sectors_kb: Option<u32>,
     /// Block mode: `nr_requests` of the device (default the scheduler's).
