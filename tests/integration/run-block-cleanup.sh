@@ -8,7 +8,9 @@
 #  4. SIGKILL of the driver during the load, then a later run into the same
 #     results directory (its stale sweep): nothing is left.
 # Also checks what a block run records: OUT/image.json (key hash, placement) and,
-# in a run's setup.json, the queue settings read back from the loop device.
+# in a run's setup.json, the queue settings read back from the loop device:
+# max_sectors_kb 512 as given, and 16384 as the loop device's cap with the
+# drive joining up to 16384 (drive_joins_kb).
 # "Left behind" is precise: a loop device or image-server mount created during
 # the test whose mount process is gone, a mount under the test's directory, a
 # process naming it, a cgroup of the driver.
@@ -49,7 +51,7 @@ orphans() {
 orphans > "$tmp/orphans-before"
 
 "$VB" workload gen bench/specs/small.toml --out "$tmp/w" > /dev/null
-experiment() { # binary
+experiment() { # binary [max_sectors_kb]
   cat <<EOT
 name = "block-cleanup"
 templates = "$PWD/bench/servers"
@@ -71,7 +73,7 @@ fixed = [5]
 name = "srv"
 server = "nginx"
 binary = "$1"
-max_sectors_kb = 512
+max_sectors_kb = ${2:-512}
 scheduler = "bfq"
 EOT
 }
@@ -103,13 +105,24 @@ grep -q "ext4 on /dev/loop" "$tmp/r1/runs/srv/rate-5.00-rep0/disk.log" || fail "
 
 # 2, 3. SIGINT and SIGTERM during the load.
 experiment /usr/sbin/nginx > "$tmp/e.toml"
+experiment /usr/sbin/nginx 16384 > "$tmp/e-join.toml"
+hw=$(cat /sys/block/loop0/queue/max_hw_sectors_kb 2>/dev/null || echo 1280)
 for sig in INT TERM; do
   out="$tmp/r-$sig"
-  "$VB" run "$tmp/e.toml" --out "$out" > /dev/null 2> "$tmp/log" & driver=$!
+  spec=$tmp/e.toml
+  [ $sig = TERM ] && spec=$tmp/e-join.toml
+  "$VB" run "$spec" --out "$out" > /dev/null 2> "$tmp/log" & driver=$!
   wait_load "$out"
   # What the run records is written before the load: the queue as the device took it.
   setup=$(ls "$out"/runs/srv/*/disk-before.json)
-  grep -q '"max_sectors_kb": "512"' "$setup" || fail "the device did not get max_sectors_kb 512"
+  if [ $sig = INT ]; then
+    grep -q '"max_sectors_kb": "512"' "$setup" || fail "the device did not get max_sectors_kb 512"
+    grep -q '"drive_joins_kb": null' "$setup" || fail "the drive joins at max_sectors_kb 512"
+  else
+    want=$((hw < 1280 ? hw : 1280))
+    grep -q "\"max_sectors_kb\": \"$want\"" "$setup" || fail "the device did not get its cap $want for max_sectors_kb 16384"
+    grep -q '"drive_joins_kb": 16384' "$setup" || fail "the drive does not join up to 16384 KiB"
+  fi
   kill -"$sig" $driver
   if wait $driver; then fail "an experiment stopped by SIG$sig exited 0"; fi
   grep -q -- "--resume" "$tmp/log" || fail "the driver did not say how to resume after SIG$sig"
