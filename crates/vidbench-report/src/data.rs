@@ -108,6 +108,9 @@ pub struct PrefetchWindow {
     pub evicted_mb_s: Option<f64>,
     pub wasted_mb_s: Option<f64>,
     pub reread_mb_s: Option<f64>,
+    /// Mean estimated eviction time of what was evicted in the window, s.
+    #[serde(default)]
+    pub eviction_time_s: Option<f64>,
 }
 
 /// The daemon's prefetch size in force over a stepped run, from its

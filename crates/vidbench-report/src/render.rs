@@ -685,17 +685,18 @@ fn prefetch_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()>
         ctx.md,
         "Per measured window of a run under Libception, from the daemon's counters sampled with the disk's: the prefetch size in force \
          (mean over the window, and at its end), and the prefetched bytes read, used by a request, evicted before use, wasted \
-         (never used) and read again after their eviction, in MB/s over the same window.\n"
+         (never used) and read again after their eviction, in MB/s over the same window; the eviction time is the mean, over the \
+         ranges found evicted in the window, of the estimated time from their read to their eviction (docs/daemon.md).\n"
     )?;
-    writeln!(ctx.md, "| configuration | rate | size MiB (mean / end) | read MB/s | used MB/s | evicted MB/s | wasted MB/s | re-read MB/s | evicted % of read |")?;
-    writeln!(ctx.md, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")?;
+    writeln!(ctx.md, "| configuration | rate | size MiB (mean / end) | read MB/s | used MB/s | evicted MB/s | wasted MB/s | re-read MB/s | evicted % of read | eviction time s |")?;
+    writeln!(ctx.md, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")?;
     for (c, runs) in &with {
         for r in runs {
             let p = r.prefetch.expect("filtered");
             let evicted_pct = p.evicted_mb_s.zip(p.read_mb_s).filter(|(_, read)| *read > 0.0).map(|(e, read)| 100.0 * e / read);
             writeln!(
                 ctx.md,
-                "| {} | {:.2} | {:.2} / {:.2} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {:.2} | {:.2} / {:.2} | {} | {} | {} | {} | {} | {} | {} |",
                 ctx.results.label(c),
                 r.rate.unwrap_or(0.0),
                 mib(p.size_mean_bytes),
@@ -705,7 +706,8 @@ fn prefetch_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()>
                 f2(p.evicted_mb_s),
                 f2(p.wasted_mb_s),
                 f2(p.reread_mb_s),
-                f2(evicted_pct)
+                f2(evicted_pct),
+                p.eviction_time_s.map_or("-".into(), |s| format!("{s:.1}"))
             )?;
         }
     }

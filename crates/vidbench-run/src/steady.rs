@@ -247,6 +247,13 @@ pub struct Sample {
     pub prefetch_evicted_bytes: Option<f64>,
     pub prefetch_wasted_bytes: Option<f64>,
     pub prefetch_reread_bytes: Option<f64>,
+    /// Cumulative, as the bytes: prefetched ranges found evicted before use,
+    /// and the sum of their estimated eviction times (read to eviction,
+    /// seconds; paper 001 Table 1). Absent in files from before these columns.
+    #[serde(default)]
+    pub prefetch_evictions: Option<f64>,
+    #[serde(default)]
+    pub prefetch_eviction_time_sum_s: Option<f64>,
 }
 
 /// The prefetch fields of a sample from `libception stat --json`.
@@ -263,6 +270,8 @@ fn prefetch_fields(stats: &Value, row: &mut Sample) {
     row.prefetch_evicted_bytes = total("evicted_bytes");
     row.prefetch_wasted_bytes = total("wasted_bytes");
     row.prefetch_reread_bytes = total("reread_bytes");
+    row.prefetch_evictions = total("evictions");
+    row.prefetch_eviction_time_sum_s = total("eviction_time_estimate_sum_s");
 }
 
 impl Sample {
@@ -432,6 +441,10 @@ pub struct PrefetchWindow {
     pub evicted_mb_s: Option<f64>,
     pub wasted_mb_s: Option<f64>,
     pub reread_mb_s: Option<f64>,
+    /// Mean estimated eviction time of the ranges found evicted in the
+    /// window, seconds (none when none was).
+    #[serde(default)]
+    pub eviction_time_s: Option<f64>,
 }
 
 impl StepRecord {
@@ -466,6 +479,7 @@ impl StepRecord {
             evicted_mb_s: mb_s(|s| s.prefetch_evicted_bytes),
             wasted_mb_s: mb_s(|s| s.prefetch_wasted_bytes),
             reread_mb_s: mb_s(|s| s.prefetch_reread_bytes),
+            eviction_time_s: delta(|s| s.prefetch_eviction_time_sum_s).zip(delta(|s| s.prefetch_evictions)).filter(|(_, n)| *n > 0.0).map(|(sum, n)| sum / n),
         });
         let lru = match (mean(|s| s.active_file_bytes), mean(|s| s.inactive_file_bytes)) {
             (Some(active), Some(inactive)) => Some(LruWindow {
@@ -656,14 +670,18 @@ mod tests {
     #[test]
     fn a_step_record_takes_the_daemons_prefetching_over_the_window() {
         // The size in force moves from 2 MiB to 3 MiB inside the window; the
-        // daemon reads 8 MB/s, of which 1 MB/s is evicted before use.
+        // daemon reads 8 MB/s, of which 1 MB/s is evicted before use: two
+        // ranges a second, each 12 s after its read (the first worker), and
+        // one a second 6 s after (the second).
         let stats = |size: f64, t: f64| {
             serde_json::json!({
                 "daemon": {"prefetch_bytes": 2097152},
                 "controller": {"queues": [{"prefetch_bytes": size}]},
                 "prefetch_usage": [
-                    {"usage": {"read_bytes": t * 6e6, "used_bytes": t * 5e6, "evicted_bytes": t * 1e6, "wasted_bytes": 0.0, "reread_bytes": t * 0.5e6}},
-                    {"usage": {"read_bytes": t * 2e6, "used_bytes": t * 2e6, "evicted_bytes": 0.0, "wasted_bytes": 0.0, "reread_bytes": 0.0}}
+                    {"usage": {"read_bytes": t * 6e6, "used_bytes": t * 5e6, "evicted_bytes": t * 1e6, "wasted_bytes": 0.0, "reread_bytes": t * 0.5e6,
+                               "evictions": t * 2.0, "eviction_time_estimate_sum_s": t * 24.0}},
+                    {"usage": {"read_bytes": t * 2e6, "used_bytes": t * 2e6, "evicted_bytes": 0.0, "wasted_bytes": 0.0, "reread_bytes": 0.0,
+                               "evictions": t, "eviction_time_estimate_sum_s": t * 6.0}}
                 ]
             })
         };
@@ -683,6 +701,7 @@ mod tests {
         assert!((p.used_mb_s.unwrap() - 7.0).abs() < 1e-9);
         assert!((p.evicted_mb_s.unwrap() - 1.0).abs() < 1e-9);
         assert!((p.reread_mb_s.unwrap() - 0.5).abs() < 1e-9);
+        assert!((p.eviction_time_s.unwrap() - 10.0).abs() < 1e-9, "(2 x 12 + 6) / 3 s: {:?}", p.eviction_time_s);
         // A fixed-size daemon without a controller: its size.
         let mut row = Sample::default();
         prefetch_fields(&serde_json::json!({"daemon": {"prefetch_bytes": 4194304}, "prefetch_usage": []}), &mut row);
