@@ -1,5 +1,5 @@
 //! SVG line charts with plotters' SVG backend: one function for every figure
-//! of the report (series of (x, y) points, linear or logarithmic x axis).
+//! of the report (series of (x, y) points, linear or logarithmic axes).
 //!
 //! Figures must read in greyscale and for colour-blind readers, and the legend
 //! must never hide data, so:
@@ -15,7 +15,6 @@
 
 use anyhow::Context;
 use plotters::coord::ranged1d::ValueFormatter;
-use plotters::coord::types::RangedCoordf64;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use std::path::Path;
@@ -52,6 +51,9 @@ pub struct Chart<'a> {
     pub x_label: &'a str,
     pub y_label: &'a str,
     pub log_x: bool,
+    /// Logarithmic y axis (for values spanning orders of magnitude); points
+    /// at or below zero are left out.
+    pub log_y: bool,
     /// Fixed y range (e.g. 0..100 for CDFs); computed from the data otherwise.
     pub y_range: Option<(f64, f64)>,
     pub references: Vec<Reference>,
@@ -127,18 +129,32 @@ fn bounds(series: &[Series], log_x: bool, references: &[Reference]) -> (f64, f64
     (lo, hi, if ymax > 0.0 { ymax * 1.1 } else { 1.0 })
 }
 
+/// The y range of a logarithmic axis: from half the smallest positive value
+/// (bar ends and reference lines included) to twice the largest.
+fn log_y_range(series: &[Series], references: &[Reference]) -> (f64, f64) {
+    let values = series.iter().flat_map(|s| {
+        s.points.iter().enumerate().flat_map(move |(i, p)| {
+            let ci = s.ci.get(i).copied().flatten().unwrap_or(0.0);
+            [p.1 - ci, p.1, p.1 + ci]
+        })
+    });
+    let (lo, hi) = values.chain(references.iter().map(|r| r.y)).filter(|y| *y > 0.0).fold((f64::INFINITY, 0.0f64), |(a, b), y| (a.min(y), b.max(y)));
+    if lo.is_finite() { (lo / 2.0, hi * 2.0) } else { (0.1, 10.0) }
+}
+
 /// Width of the legend panel: room for the longest name (about 7 px per character).
 fn legend_width(names: &[&str]) -> u32 {
     let chars = names.iter().map(|n| n.chars().count()).max().unwrap_or(0) as u32;
     (60 + 7 * chars).clamp(140, 420)
 }
 
-type Plot<'a, X> = ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, RangedCoordf64>>;
+type Plot<'a, X, Y> = ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>;
 
 /// Draws the series, their CI bars and the reference lines into `c`.
-fn plot<X>(c: &mut Plot<'_, X>, chart: &Chart<'_>, series: &[Series], (ylo, yhi): (f64, f64), (xlo, xhi): (f64, f64)) -> Result<(), Box<dyn std::error::Error>>
+fn plot<X, Y>(c: &mut Plot<'_, X, Y>, chart: &Chart<'_>, series: &[Series], (ylo, yhi): (f64, f64), (xlo, xhi): (f64, f64)) -> Result<(), Box<dyn std::error::Error>>
 where
     X: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
 {
     c.configure_mesh().x_desc(chart.x_label).y_desc(chart.y_label).label_style(FONT).draw()?;
     for r in &chart.references {
@@ -147,7 +163,8 @@ where
     }
     for s in series {
         let st = style(s.style);
-        let pts: Vec<(f64, f64)> = s.points.iter().copied().filter(|p| !chart.log_x || p.0 > 0.0).collect();
+        let shown = |p: &(f64, f64)| (!chart.log_x || p.0 > 0.0) && (!chart.log_y || p.1 > 0.0);
+        let pts: Vec<(f64, f64)> = s.points.iter().copied().filter(shown).collect();
         if !s.points_only {
             let line = st.color.stroke_width(2);
             if st.dash.1 == 0 {
@@ -156,7 +173,7 @@ where
                 c.draw_series(DashedLineSeries::new(pts.clone(), st.dash.0, st.dash.1, line))?;
             }
         }
-        let bars = s.points.iter().zip(&s.ci).filter(|(p, _)| !chart.log_x || p.0 > 0.0);
+        let bars = s.points.iter().zip(&s.ci).filter(|(p, _)| shown(p));
         c.draw_series(bars.filter_map(|(p, ci)| {
             let ci = (*ci)?;
             Some(ErrorBar::new_vertical(p.0, (p.1 - ci).max(ylo), p.1, (p.1 + ci).min(yhi), st.color.stroke_width(1), 8))
@@ -212,7 +229,7 @@ fn legend(area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>, series: &[
 /// in a panel on its right.
 pub fn line_chart(path: &Path, chart: &Chart<'_>, series: &[Series]) -> anyhow::Result<()> {
     let (xlo, xhi, ymax) = bounds(series, chart.log_x, &chart.references);
-    let (ylo, yhi) = chart.y_range.unwrap_or((0.0, ymax));
+    let (ylo, yhi) = chart.y_range.unwrap_or(if chart.log_y { log_y_range(series, &chart.references) } else { (0.0, ymax) });
     let names: Vec<&str> = series.iter().map(|s| s.name.as_str()).chain(chart.references.iter().map(|r| r.name.as_str())).collect();
     let root = SVGBackend::new(path, (PLOT_WIDTH + legend_width(&names), HEIGHT)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -220,12 +237,11 @@ pub fn line_chart(path: &Path, chart: &Chart<'_>, series: &[Series]) -> anyhow::
         let (left, right) = root.split_horizontally(PLOT_WIDTH);
         let mut builder = ChartBuilder::on(&left);
         builder.caption(chart.title, ("sans-serif", 18)).margin(12).x_label_area_size(40).y_label_area_size(56);
-        if chart.log_x {
-            let mut c = builder.build_cartesian_2d((xlo..xhi).log_scale(), ylo..yhi)?;
-            plot(&mut c, chart, series, (ylo, yhi), (xlo, xhi))?;
-        } else {
-            let mut c = builder.build_cartesian_2d(xlo..xhi, ylo..yhi)?;
-            plot(&mut c, chart, series, (ylo, yhi), (xlo, xhi))?;
+        match (chart.log_x, chart.log_y) {
+            (true, true) => plot(&mut builder.build_cartesian_2d((xlo..xhi).log_scale(), (ylo..yhi).log_scale())?, chart, series, (ylo, yhi), (xlo, xhi))?,
+            (true, false) => plot(&mut builder.build_cartesian_2d((xlo..xhi).log_scale(), ylo..yhi)?, chart, series, (ylo, yhi), (xlo, xhi))?,
+            (false, true) => plot(&mut builder.build_cartesian_2d(xlo..xhi, (ylo..yhi).log_scale())?, chart, series, (ylo, yhi), (xlo, xhi))?,
+            (false, false) => plot(&mut builder.build_cartesian_2d(xlo..xhi, ylo..yhi)?, chart, series, (ylo, yhi), (xlo, xhi))?,
         }
         legend(&right, series, &chart.references)?;
         root.present()?;
@@ -272,7 +288,7 @@ mod tests {
     fn draw(series: &[Series], references: Vec<Reference>) -> String {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f.svg");
-        let chart = Chart { title: "t", x_label: "x", y_label: "y", log_x: false, y_range: Some((0.0, 10.0)), references };
+        let chart = Chart { title: "t", x_label: "x", y_label: "y", log_x: false, log_y: false, y_range: Some((0.0, 10.0)), references };
         line_chart(&path, &chart, series).unwrap();
         std::fs::read_to_string(&path).unwrap()
     }

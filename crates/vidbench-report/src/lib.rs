@@ -15,14 +15,18 @@
 //!   failure-free rate, disk-trace sequences, sendfile latency histograms.
 //! - `figures`: SVG line charts (plotters).
 //! - `render`: the Markdown sections; a section with no data says so.
+//! - `laio`: figures of liblaio's benchmarks (a directory of
+//!   `native/bench/laio/run*`, reported by the same command).
 
 mod analysis;
 mod data;
 mod figures;
+mod laio;
 mod render;
 
 pub use analysis::{bytes_cdf, positionings, read_trace, sequences, Positionings, TraceRequest};
 pub use data::{controller_intervals, delivered_mb_s_over_time, ControllerInterval, DiskDelta, RateKey, Results, Run};
+pub use laio::{is_bench_dir as is_laio_bench_dir, write_figures as write_laio_figures};
 pub use render::{rate_table, write_report, write_trace_windows};
 
 pub mod cli {
@@ -30,9 +34,11 @@ pub mod cli {
 
     /// Arguments of `vidbench report`.
     #[derive(Debug, clap::Args)]
-    #[command(about = "Write a Markdown report with SVG figures from the raw results of `vidbench run`")]
+    #[command(about = "Write a Markdown report with SVG figures from the raw results of `vidbench run` (or the figures of a liblaio benchmark's results)")]
     pub struct Args {
-        /// Results directory written by `vidbench run --out`.
+        /// Results directory written by `vidbench run --out`, or by one of
+        /// native/bench/laio/run, run-openstat, run-httpd (figures only:
+        /// their NOTES.md is the scripts' own).
         pub results: PathBuf,
         /// The report file (default RESULTS/report.md); figures go to `figures/` beside it.
         #[arg(long)]
@@ -49,6 +55,15 @@ pub mod cli {
 
     /// Runs `vidbench report`.
     pub fn run(args: Args) -> anyhow::Result<()> {
+        if crate::laio::is_bench_dir(&args.results) {
+            if args.out.is_some() || args.print_table || args.trace_windows {
+                anyhow::bail!("{} holds a liblaio benchmark's results: --out, --print-table and --trace-windows apply only to `vidbench run` results (its figures go to figures/ beside its NOTES.md)", args.results.display());
+            }
+            for f in crate::laio::write_figures(&args.results)? {
+                tracing::info!("wrote {}", f.display());
+            }
+            return Ok(());
+        }
         let results = crate::data::Results::load(&args.results)?;
         if args.trace_windows {
             for f in crate::render::write_trace_windows(&results)? {

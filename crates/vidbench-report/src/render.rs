@@ -237,8 +237,8 @@ fn versus_rate(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<String, 
     thresholds.sort_by(f64::total_cmp);
     thresholds.dedup();
     let references = thresholds.into_iter().map(|t| Reference { y: t, name: format!("failure threshold ({t} %)") }).collect();
-    ctx.figure("throughput-vs-rate", Chart { title: "Delivered throughput", x_label: "offered rate (sessions/s)", y_label: "MB/s", log_x: false, y_range: None, references: Vec::new() }, tput)?;
-    ctx.figure("failures-vs-rate", Chart { title: "Failed sessions", x_label: "offered rate (sessions/s)", y_label: "failed % (a step: its verdict)", log_x: false, y_range: None, references }, fail)?;
+    ctx.figure("throughput-vs-rate", Chart { title: "Delivered throughput", x_label: "offered rate (sessions/s)", y_label: "MB/s", log_x: false, log_y: false, y_range: None, references: Vec::new() }, tput)?;
+    ctx.figure("failures-vs-rate", Chart { title: "Failed sessions", x_label: "offered rate (sessions/s)", y_label: "failed % (a step: its verdict)", log_x: false, log_y: false, y_range: None, references }, fail)?;
     writeln!(ctx.md, "Bars: 95 % confidence interval over the repetitions of a rate (points run once have none).\n")?;
     per_rate_table(ctx, configs, points, &["runs", "MB/s", "± CI", "failed %", "± CI", "server CPU %"], |p| {
         vec![
@@ -300,7 +300,7 @@ fn disk_section(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<String,
             points_only: true,
         });
     }
-    ctx.figure("disk-vs-delivered", Chart { title: "Disk (hollow markers) and delivered (lines) throughput", x_label: "offered rate (sessions/s)", y_label: "MB/s", log_x: false, y_range: None, references: Vec::new() }, series)?;
+    ctx.figure("disk-vs-delivered", Chart { title: "Disk (hollow markers) and delivered (lines) throughput", x_label: "offered rate (sessions/s)", y_label: "MB/s", log_x: false, log_y: false, y_range: None, references: Vec::new() }, series)?;
     writeln!(
         ctx.md,
         "Disk figures come from the emulated disk's own counters over the load (iostat's definitions: ms per transaction = busy time / transactions). \
@@ -448,7 +448,7 @@ fn trace_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
             points_only: true,
         });
     }
-    ctx.figure("sequence-cdf", Chart { title: "Bytes read in sequences of adjacent requests", x_label: "sequence length (KiB, log)", y_label: "% of bytes read", log_x: true, y_range: Some((0.0, 100.0)), references: Vec::new() }, cdf)?;
+    ctx.figure("sequence-cdf", Chart { title: "Bytes read in sequences of adjacent requests", x_label: "sequence length (KiB, log)", y_label: "% of bytes read", log_x: true, log_y: false, y_range: Some((0.0, 100.0)), references: Vec::new() }, cdf)?;
     writeln!(
         ctx.md,
         "| run | window | disk requests | mean request KiB | sequences | % bytes in sequences ≤ 128 KiB | ≤ 576 KiB | % bytes in sequences > 1920 KiB \
@@ -467,8 +467,8 @@ fn trace_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
          waits for such requests instead).\n",
         analysis::FOLLOW_UP_NS / 1_000_000
     )?;
-    ctx.figure("request-size-cdf", Chart { title: "Disk request sizes", x_label: "request size (KiB, log)", y_label: "% of requests", log_x: true, y_range: Some((0.0, 100.0)), references: Vec::new() }, sizes)?;
-    ctx.figure("access-pattern", Chart { title: "Access pattern: first 250 disk requests of the window", x_label: "transaction number", y_label: "logical block address", log_x: false, y_range: None, references: Vec::new() }, pattern)?;
+    ctx.figure("request-size-cdf", Chart { title: "Disk request sizes", x_label: "request size (KiB, log)", y_label: "% of requests", log_x: true, log_y: false, y_range: Some((0.0, 100.0)), references: Vec::new() }, sizes)?;
+    ctx.figure("access-pattern", Chart { title: "Access pattern: first 250 disk requests of the window", x_label: "transaction number", y_label: "logical block address", log_x: false, log_y: false, y_range: None, references: Vec::new() }, pattern)?;
     Ok(())
 }
 
@@ -492,7 +492,7 @@ fn latency_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
         return Ok(());
     }
     writeln!(ctx.md, "From the shim's per-process latency histograms (power-of-two buckets; a point is the fraction of calls at most that long).\n")?;
-    ctx.figure("sendfile-latency-cdf", Chart { title: "sendfile call latency", x_label: "latency (ms, log)", y_label: "% of calls", log_x: true, y_range: Some((0.0, 100.0)), references: Vec::new() }, series)?;
+    ctx.figure("sendfile-latency-cdf", Chart { title: "sendfile call latency", x_label: "latency (ms, log)", y_label: "% of calls", log_x: true, log_y: false, y_range: Some((0.0, 100.0)), references: Vec::new() }, series)?;
     Ok(())
 }
 
@@ -540,7 +540,7 @@ fn sweep_section(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<String
             prefetch_sweeps.push((base, best));
         }
     }
-    ctx.figure("sweeps", Chart { title: "Maximum failure-free throughput by size", x_label: "prefetch or read_ahead size (KiB, log)", y_label: "MB/s", log_x: true, y_range: None, references: Vec::new() }, series)?;
+    ctx.figure("sweeps", Chart { title: "Maximum failure-free throughput by size", x_label: "prefetch or read_ahead size (KiB, log)", y_label: "MB/s", log_x: true, log_y: false, y_range: None, references: Vec::new() }, series)?;
     adaptive_table(ctx, configs, points, &prefetch_sweeps)
 }
 
@@ -730,7 +730,7 @@ fn prefetch_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()>
     if !series.is_empty() {
         ctx.figure(
             "prefetch-size-over-time",
-            Chart { title: "Prefetch size in force over the run", x_label: "time since the load started (s)", y_label: "MiB", log_x: false, y_range: None, references: Vec::new() },
+            Chart { title: "Prefetch size in force over the run", x_label: "time since the load started (s)", y_label: "MiB", log_x: false, log_y: false, y_range: None, references: Vec::new() },
             series,
         )?;
     }
@@ -775,10 +775,10 @@ fn controller_figures(ctx: &mut Ctx<'_>, configs: &[String], with: &[(&String, V
             right.retain(|s| !s.points.is_empty());
             let x_label = "time since the load started (s)";
             let title = format!("Adaptive controller, {label}: size and score");
-            ctx.figure(&format!("{name}-size-score"), Chart { title: &title, x_label, y_label: "MiB / score (disk ms per transaction x miss ratio)", log_x: false, y_range: None, references: Vec::new() }, left)?;
+            ctx.figure(&format!("{name}-size-score"), Chart { title: &title, x_label, y_label: "MiB / score (disk ms per transaction x miss ratio)", log_x: false, log_y: false, y_range: None, references: Vec::new() }, left)?;
             if !right.is_empty() {
                 let title = format!("Adaptive controller, {label}: throughput, eviction time");
-                ctx.figure(&format!("{name}-throughput"), Chart { title: &title, x_label, y_label: "MB/s / s", log_x: false, y_range: None, references: Vec::new() }, right)?;
+                ctx.figure(&format!("{name}-throughput"), Chart { title: &title, x_label, y_label: "MB/s / s", log_x: false, log_y: false, y_range: None, references: Vec::new() }, right)?;
             }
         }
     }

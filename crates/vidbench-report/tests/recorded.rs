@@ -51,3 +51,27 @@ fn recorded_reports_regenerate_byte_identical() {
     // table3-2026-11-22 ran 2 repetitions per rate: its figures must show bars.
     assert!(svgs_with_bars >= 3, "no CI bars in the recorded figures ({svgs_with_bars})");
 }
+
+/// The figures of the recorded liblaio benchmarks (docs/results/laio/*) are
+/// what `vidbench report` draws from their CSV today.
+#[test]
+fn recorded_laio_figures_regenerate_byte_identical() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/results/laio");
+    let mut checked = 0;
+    for dir in std::fs::read_dir(&root).unwrap().flatten().map(|e| e.path()).filter(|d| vidbench_report::is_laio_bench_dir(d)) {
+        let copy = tempfile::tempdir().unwrap();
+        for f in files(&dir).into_iter().filter(|f| f.extension().is_some_and(|e| e == "csv")) {
+            std::fs::copy(&f, copy.path().join(f.file_name().unwrap())).unwrap();
+        }
+        vidbench_report::write_laio_figures(copy.path()).unwrap_or_else(|e| panic!("{}: {e:#}", dir.display()));
+        let want = files(&dir.join("figures"));
+        let got = files(&copy.path().join("figures"));
+        assert_eq!(got.len(), want.len(), "{}: figures (regenerate: vidbench report {})", dir.display(), dir.display());
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!(g.file_name(), w.file_name());
+            assert!(std::fs::read(g).unwrap() == std::fs::read(w).unwrap(), "{} differs: regenerate it (vidbench report {})", w.display(), dir.display());
+        }
+        checked += 1;
+    }
+    assert!(checked >= 4, "expected the recorded liblaio benchmarks in {}", root.display());
+}
