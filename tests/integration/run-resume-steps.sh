@@ -7,7 +7,9 @@
 #    replayed, and plays only the search's remaining probes;
 #  - search.json holds every probe, the part's first and with the outcomes
 #    the part measured;
-#  - the report reads both directories as the configuration's steps;
+#  - a search its max_probes cut says so, and goes on after its finished
+#    steps once max_probes is raised (its run kept as the next part);
+#  - the report reads every directory as the configuration's steps;
 #  - a configuration added on a later resume, its rates fractions of the
 #    search's answer (rates.relative_to), plays them.
 # Needs root, /dev/fuse, a cgroup memory controller, nginx and jq.
@@ -66,9 +68,27 @@ jq -n --slurpfile s "$search" --slurpfile p "$part/steps.json" \
   '[$s[0].steps[:($p[0] | length)][] | [.rate, .outcome.failure_pct]] == [$p[0][] | [.spec.rate, .failure_percent]]' \
   | grep -qx true || fail "search.json does not start with the part's steps"
 
+# 2. Four probes cannot bracket, refine and confirm two repetitions each: the
+# budget cut the search, and raising it continues after its 4 steps.
+jq -e '.complete == false' "$search" > /dev/null || fail "a search of 4 probes was not cut by its budget"
+"$VB" run "$tmp/exp.toml" --out "$out" --resume > /dev/null 2> "$tmp/log" || fail "resuming a finished experiment failed"
+grep -q "raise max_probes and --resume" "$tmp/log" || fail "the driver did not say the search was cut: $(tail -3 "$tmp/log")"
+sed -i 's/max_probes = 4 }/max_probes = 8 }/' "$tmp/exp.toml"
+"$VB" run "$tmp/exp.toml" --out "$out" --resume > /dev/null 2> "$tmp/log" || fail "the search given more probes failed"
+grep -q "srv: its search stopped at 4 probes (max_probes) before confirming a rate; it goes on to at most 8" "$tmp/log" \
+  || fail "the resume did not say it continues the cut search: $(grep srv: "$tmp/log")"
+part2=$out/runs/srv/steps-part02
+[ -f "$part2/DONE" ] && jq -e '.probes == 4' "$part2/part.json" > /dev/null || fail "the cut search's run was not kept as steps-part02"
+more=$(jq '.steps | length' "$search")
+[ "$more" -gt 4 ] && [ "$more" -le 8 ] || fail "the continued search made $more probes in all"
+jq -n --slurpfile s "$search" --slurpfile a "$part/steps.json" --slurpfile b "$part2/steps.json" \
+  '[$s[0].steps[:4][] | .rate] == [($a[0] + $b[0])[] | .spec.rate]' | grep -qx true || fail "the continued search did not replay its 4 probes first"
+[ "$(jq length "$run/steps.json")" = $((more - 4)) ] || fail "the continued run played $(jq length "$run/steps.json") steps, not $((more - 4))"
+
 "$VB" report "$out" --out "$tmp/report.md" > /dev/null 2>> "$tmp/log" || fail "the report failed"
-grep -q '| `runs/srv/steps-part01` |' "$tmp/report.md" || fail "the report does not list the part"
-grep -q '| `runs/srv/steps-rep0` |' "$tmp/report.md" || fail "the report does not list the resumed run"
+for d in steps-part01 steps-part02 steps-rep0; do
+  grep -q "| \`runs/srv/$d\` |" "$tmp/report.md" || fail "the report does not list $d"
+done
 # 3. Rates relative to the search's answer, in a configuration added later.
 max=$(jq '.max_rate' "$search")
 [ "$max" != null ] || fail "the search found no failure-free rate, so nothing can be relative to it"
@@ -87,4 +107,4 @@ python3 -c "import sys; sys.exit(abs($want - $max / 2) > 0.0051)" || fail "rel p
 jq -e --argjson r "$want" '.[0].spec.rate == $r' "$out/runs/rel/steps-rep0/steps.json" > /dev/null || fail "rel did not play $want sessions/s"
 jq -e --argjson r "$want" '.fixed_rates == [$r]' "$out/runs/rel/steps-rep0/run.json" > /dev/null || fail "run.json does not record the rates played"
 
-echo "run-resume-steps: ok ($kept steps kept, $((probes - kept)) played after the resume)"
+echo "run-resume-steps: ok ($kept steps kept, $((probes - kept)) played after the resume, $((more - 4)) after raising max_probes)"

@@ -1103,13 +1103,35 @@ impl Driver {
             self.progress.printer().line(&format!("{}: the interrupted run's finished steps are kept in {}", cfg.name, part.display()));
         }
         if dir.join(DONE).exists() {
-            self.progress.recalled_run();
-            let records: Vec<StepRecord> = serde_json::from_str(&std::fs::read_to_string(dir.join("steps.json"))?)
-                .with_context(|| format!("{} is not a list of steps", dir.join("steps.json").display()))?;
-            return match std::fs::read_to_string(cdir.join("search.json")) {
-                Ok(text) => Ok(ConfigSummary::from_search(cfg, threshold_pct, &serde_json::from_str(&text)?)),
-                Err(_) => Ok(ConfigSummary::from_points(cfg, threshold_pct, &steps_by_rate(&records)?)),
+            let search: Option<SearchResult> = match std::fs::read_to_string(cdir.join("search.json")) {
+                Ok(text) => Some(serde_json::from_str(&text).with_context(|| format!("{} is not a search result", cdir.join("search.json").display()))?),
+                Err(_) => None,
             };
+            // A search its max_probes cut goes on if it may now probe more.
+            let budget = match &cfg.rates {
+                RatePlan::Bracket { bracket, .. } => Some(bracket.max_probes as usize),
+                _ => None,
+            };
+            match (&search, budget) {
+                (Some(s), Some(budget)) if !s.complete && budget > s.steps.len() => {
+                    let part = parts::keep_cut_search(&cdir, &dir, s.steps.len())?;
+                    self.progress.printer().line(&format!(
+                        "{}: its search stopped at {} probes (max_probes) before confirming a rate; it goes on to at most {budget} after them (its steps kept in {})",
+                        cfg.name,
+                        s.steps.len(),
+                        part.display()
+                    ));
+                }
+                _ => {
+                    self.progress.recalled_run();
+                    let records: Vec<StepRecord> = serde_json::from_str(&std::fs::read_to_string(dir.join("steps.json"))?)
+                        .with_context(|| format!("{} is not a list of steps", dir.join("steps.json").display()))?;
+                    return match search {
+                        Some(s) => Ok(ConfigSummary::from_search(cfg, threshold_pct, &s)),
+                        None => Ok(ConfigSummary::from_points(cfg, threshold_pct, &steps_by_rate(&records)?)),
+                    };
+                }
+            }
         }
         // A search keeps the finished steps of an interrupted run as a part
         // and goes on after them; a fixed schedule starts again.
@@ -1454,6 +1476,10 @@ pub struct ConfigSummary {
     pub threshold_pct: f64,
     /// Whether a rate above the maximum was seen failing.
     pub bounded: bool,
+    /// A bracketing search stopped by its `max_probes` before it confirmed
+    /// a rate: the probes it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut_after_probes: Option<usize>,
 }
 
 impl ConfigSummary {
@@ -1481,6 +1507,7 @@ impl ConfigSummary {
             failure_pct: best.map(|(_, o)| stats::mean(&o.iter().map(|o| o.failure_pct).collect::<Vec<_>>())),
             threshold_pct,
             bounded,
+            cut_after_probes: None,
         }
     }
 
@@ -1495,6 +1522,7 @@ impl ConfigSummary {
             failure_pct: r.failure_pct.map(|t| t.0),
             threshold_pct,
             bounded: r.first_failing_rate.is_some(),
+            cut_after_probes: (!r.complete).then_some(r.steps.len()),
         }
     }
 
@@ -1502,11 +1530,20 @@ impl ConfigSummary {
         match (self.kind, self.max_failure_free_rate, self.throughput_mbs) {
             (RunKind::Wc, _, Some(t)) => format!("wc reads {t:.2} MB/s"),
             (_, Some(r), Some(t)) => format!(
-                "maximum failure-free rate {}{r:.2} sessions/s, {t:.2} +- {:.2} MB/s",
+                "maximum failure-free rate {}{r:.2} sessions/s, {t:.2} +- {:.2} MB/s{}",
                 if self.bounded { "" } else { ">= " },
-                self.throughput_ci95_mbs.unwrap_or(0.0)
+                self.throughput_ci95_mbs.unwrap_or(0.0),
+                match self.cut_after_probes {
+                    Some(n) => format!(" (the best confirmed when the search stopped at its max_probes, {n} probes: raise it and --resume to go on)"),
+                    None => String::new(),
+                }
             ),
-            _ => format!("no rate was failure-free (all >= {} % failed sessions)", self.threshold_pct),
+            _ => match self.cut_after_probes {
+                Some(n) => format!(
+                    "no rate confirmed: the search stopped at its max_probes ({n} probes) before a rate had its repetitions; raise max_probes and --resume to go on"
+                ),
+                None => format!("no rate was failure-free (all >= {} % failed sessions)", self.threshold_pct),
+            },
         }
     }
 }
@@ -1552,7 +1589,8 @@ fn check_resumable(old: &Value, new: &Value, out: &Path) -> anyhow::Result<()> {
             continue;
         }
         match new_configs.iter().find(|c| c.get("name").and_then(Value::as_str) == Some(name)) {
-            Some(c) if *c == config => {}
+            // A search's max_probes may change: raising it continues a search it cut.
+            Some(c) if parts::same_settings(c, &config) => {}
             Some(_) => bail!(
                 "cannot resume {}: configuration `{name}` changed since its finished runs in {} (undo the change, or use a new --out)",
                 out.display(),
@@ -1758,5 +1796,12 @@ libception = "track"
         other_disk["disk"] = serde_json::json!({"preset": "y"});
         let err = check_resumable(&old, &other_disk, out.path()).unwrap_err().to_string();
         assert!(err.contains("`disk` changed"), "{err}");
+        // A finished search may get more probes (to go on if its budget cut
+        // it), not other bracket settings.
+        let searched = |probes: u32, step: f64| serde_json::json!({"name": "a", "rates": {"plan": "bracket", "bracket": {"start": 4.7, "step_pct": step, "max_probes": probes}}});
+        let old = exp(serde_json::json!([searched(14, 20.0)]));
+        check_resumable(&old, &exp(serde_json::json!([searched(20, 20.0)])), out.path()).unwrap();
+        let err = check_resumable(&old, &exp(serde_json::json!([searched(20, 10.0)])), out.path()).unwrap_err().to_string();
+        assert!(err.contains("configuration `a` changed"), "{err}");
     }
 }

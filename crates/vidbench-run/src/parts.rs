@@ -84,6 +84,21 @@ pub enum Keep {
     OlderVerdict,
 }
 
+/// Whether two configurations (as experiment.json records them) run the
+/// same settings: equal but for a bracketing search's `max_probes`, which
+/// bounds how long the search may go on and changes no measurement (raising
+/// it continues a search its budget cut).
+pub fn same_settings(a: &Value, b: &Value) -> bool {
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(bracket) = v.pointer_mut("/rates/bracket").and_then(Value::as_object_mut) {
+            bracket.remove("max_probes");
+        }
+        v
+    };
+    strip(a) == strip(b)
+}
+
 /// The configuration and seed a run recorded in its `run.json`.
 fn identity(run: &Path) -> anyhow::Result<(Value, Value)> {
     let path = run.join("run.json");
@@ -110,7 +125,8 @@ fn next_part(config_dir: &Path) -> u32 {
 pub fn keep(config_dir: &Path, run: &Path, config: &Value, seed: u64) -> anyhow::Result<Keep> {
     let (records, last_sample_s) = finished_steps(run)?;
     let Some(last) = records.last() else { return Ok(Keep::NoStep) };
-    if identity(run)? != (config.clone(), json!(seed)) {
+    let (ran, ran_seed) = identity(run)?;
+    if !same_settings(&ran, config) || ran_seed != json!(seed) {
         return Ok(Keep::Changed);
     }
     if records.iter().any(|r| r.load.measured_failure_percent.is_none()) {
@@ -150,6 +166,21 @@ pub fn is_cut_keep(run: &Path) -> bool {
     run.join(PART_FILE).exists() && run.join(DONE).exists()
 }
 
+/// Turns the finished run `run` of a search that its `max_probes` cut into
+/// the configuration's next part, so that a search given more probes goes on
+/// after its steps (`run` is complete: it only gains `part.json`).
+pub fn keep_cut_search(config_dir: &Path, run: &Path, probes: usize) -> anyhow::Result<PathBuf> {
+    let path = run.join(PART_FILE);
+    let why = json!({
+        "kept_from": run.file_name().and_then(|n| n.to_str()),
+        "probes": probes,
+        "kept_unix_s": now_unix(),
+        "why": "a search its max_probes cut before it confirmed a rate; max_probes was raised and the search went on after these steps in a new run",
+    });
+    std::fs::write(&path, serde_json::to_string_pretty(&why)? + "\n").with_context(|| format!("cannot write {}", path.display()))?;
+    finish_cut_keep(config_dir, run)
+}
+
 /// Renames the kept run `run` to the configuration's next part.
 pub fn finish_cut_keep(config_dir: &Path, run: &Path) -> anyhow::Result<PathBuf> {
     let part = config_dir.join(format!("{PART_PREFIX}{:02}", next_part(config_dir)));
@@ -172,7 +203,8 @@ pub struct Kept {
 pub fn recorded(config_dir: &Path, config: &Value, seed: u64) -> anyhow::Result<Kept> {
     let mut records = Vec::new();
     for part in parts(config_dir) {
-        if identity(&part)? != (config.clone(), json!(seed)) {
+        let (ran, ran_seed) = identity(&part)?;
+        if !same_settings(&ran, config) || ran_seed != json!(seed) {
             anyhow::bail!("{} ran other settings of `{}` than the experiment gives now: remove it", part.display(), config.get("name").and_then(Value::as_str).unwrap_or("?"));
         }
         let path = part.join("steps.json");
@@ -233,6 +265,30 @@ mod tests {
         w.flush().unwrap();
         let mut f = std::fs::OpenOptions::new().append(true).open(dir.join("samples.csv")).unwrap();
         std::io::Write::write_all(&mut f, b"61.0,6").unwrap();
+    }
+
+    #[test]
+    fn settings_are_the_same_whatever_the_probe_budget() {
+        let with = |probes: u32, start: f64| json!({"name": "srv", "rates": {"plan": "bracket", "bracket": {"start": start, "max_probes": probes}, "threshold_pct": 0.3}});
+        assert!(same_settings(&with(14, 4.7), &with(20, 4.7)));
+        assert!(!same_settings(&with(14, 4.7), &with(14, 5.0)));
+        assert!(same_settings(&config(), &config()));
+        assert!(!same_settings(&config(), &json!({"name": "srv", "kind": "server", "server": "apache"})));
+    }
+
+    #[test]
+    fn a_cut_search_becomes_the_next_part() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cdir = tmp.path().join("runs/srv");
+        std::fs::create_dir_all(cdir.join("steps-part01")).unwrap();
+        let run = cdir.join("steps-rep0");
+        std::fs::create_dir_all(&run).unwrap();
+        std::fs::write(run.join(DONE), "1\n").unwrap();
+        let part = keep_cut_search(&cdir, &run, 14).unwrap();
+        assert_eq!(part, cdir.join("steps-part02"));
+        assert!(!run.exists() && part.join(DONE).exists());
+        let why: Value = serde_json::from_str(&std::fs::read_to_string(part.join(PART_FILE)).unwrap()).unwrap();
+        assert_eq!((why["probes"].as_u64(), why["kept_from"].as_str()), (Some(14), Some("steps-rep0")));
     }
 
     #[test]
