@@ -129,16 +129,15 @@ fn bounds(series: &[Series], log_x: bool, references: &[Reference]) -> (f64, f64
     (lo, hi, if ymax > 0.0 { ymax * 1.1 } else { 1.0 })
 }
 
-/// The y range of a logarithmic axis: from half the smallest positive value
-/// (bar ends and reference lines included) to twice the largest.
+/// The y range of a logarithmic axis: from half the smallest positive point
+/// or reference line to twice the largest (with its bar); a bar reaching
+/// below is cut at the axis, as on a linear one.
 fn log_y_range(series: &[Series], references: &[Reference]) -> (f64, f64) {
-    let values = series.iter().flat_map(|s| {
-        s.points.iter().enumerate().flat_map(move |(i, p)| {
-            let ci = s.ci.get(i).copied().flatten().unwrap_or(0.0);
-            [p.1 - ci, p.1, p.1 + ci]
-        })
-    });
-    let (lo, hi) = values.chain(references.iter().map(|r| r.y)).filter(|y| *y > 0.0).fold((f64::INFINITY, 0.0f64), |(a, b), y| (a.min(y), b.max(y)));
+    let points = series.iter().flat_map(|s| s.points.iter().map(|p| p.1));
+    let tops = series.iter().flat_map(|s| s.points.iter().enumerate().map(|(i, p)| p.1 + s.ci.get(i).copied().flatten().unwrap_or(0.0)));
+    let positive = |v: &f64| *v > 0.0;
+    let lo = points.chain(references.iter().map(|r| r.y)).filter(positive).fold(f64::INFINITY, f64::min);
+    let hi = tops.chain(references.iter().map(|r| r.y)).filter(positive).fold(0.0f64, f64::max);
     if lo.is_finite() { (lo / 2.0, hi * 2.0) } else { (0.1, 10.0) }
 }
 
@@ -157,7 +156,7 @@ where
     Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
 {
     c.configure_mesh().x_desc(chart.x_label).y_desc(chart.y_label).label_style(FONT).draw()?;
-    for r in &chart.references {
+    for r in chart.references.iter().filter(|r| !chart.log_y || r.y > 0.0) {
         let line = [(xlo, r.y), (xhi, r.y)];
         c.draw_series(std::iter::once(DashedPathElement::new(line, REFERENCE_DASH.0, REFERENCE_DASH.1, REFERENCE_COLOR.stroke_width(2))))?;
     }
@@ -381,6 +380,14 @@ mod tests {
         // With no reference, no line in that colour.
         let plain = draw(&two_series(), Vec::new());
         assert!(!plain.contains(&hex(REFERENCE_COLOR)));
+    }
+
+    #[test]
+    fn a_log_axis_spans_the_points_not_bars_reaching_towards_zero() {
+        let s = Series { name: "s".into(), points: vec![(1.0, 10.0), (10.0, 100.0)], ci: vec![Some(9.99), Some(50.0)], style: 0, points_only: false };
+        let (lo, hi) = log_y_range(&[s], &[Reference { y: 0.0, name: "zero".into() }, Reference { y: 2.0, name: "two".into() }]);
+        assert_eq!((lo, hi), (1.0, 300.0), "from half the lowest point or line to twice the highest bar end");
+        assert_eq!(log_y_range(&[], &[]), (0.1, 10.0));
     }
 
     #[test]

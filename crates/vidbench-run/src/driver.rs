@@ -1534,7 +1534,7 @@ impl ConfigSummary {
                 if self.bounded { "" } else { ">= " },
                 self.throughput_ci95_mbs.unwrap_or(0.0),
                 match self.cut_after_probes {
-                    Some(n) => format!(" (the best confirmed when the search stopped at its max_probes, {n} probes: raise it and --resume to go on)"),
+                    Some(n) => format!(" (the best passing, not confirmed, when the search stopped at its max_probes of {n} probes: raise max_probes and --resume to go on)"),
                     None => String::new(),
                 }
             ),
@@ -1589,8 +1589,19 @@ fn check_resumable(old: &Value, new: &Value, out: &Path) -> anyhow::Result<()> {
             continue;
         }
         match new_configs.iter().find(|c| c.get("name").and_then(Value::as_str) == Some(name)) {
-            // A search's max_probes may change: raising it continues a search it cut.
-            Some(c) if parts::same_settings(c, &config) => {}
+            // A search's max_probes may be raised: that continues a search it cut.
+            Some(c) if parts::same_settings(c, &config) => {
+                let probes = |v: &Value| v.pointer("/rates/bracket/max_probes").and_then(Value::as_u64);
+                if let (Some(was), Some(now)) = (probes(&config), probes(c)) {
+                    if now < was {
+                        bail!(
+                            "cannot resume {}: configuration `{name}` lowers max_probes from {was} to {now}, below what its finished search in {} may have used: give at least {was}",
+                            out.display(),
+                            runs.display()
+                        );
+                    }
+                }
+            }
             Some(_) => bail!(
                 "cannot resume {}: configuration `{name}` changed since its finished runs in {} (undo the change, or use a new --out)",
                 out.display(),
@@ -1769,6 +1780,28 @@ libception = "track"
     }
 
     #[test]
+    fn a_headline_says_when_the_search_ran_out_of_probes() {
+        let summary = |rate: Option<f64>, cut: Option<usize>| ConfigSummary {
+            config: "a".into(),
+            label: "a".into(),
+            kind: RunKind::Server,
+            max_failure_free_rate: rate,
+            throughput_mbs: rate.map(|r| r * 8.0),
+            throughput_ci95_mbs: Some(0.5),
+            failure_pct: Some(0.0),
+            threshold_pct: 0.3,
+            bounded: true,
+            cut_after_probes: cut,
+        };
+        assert_eq!(summary(Some(4.7), None).headline(), "maximum failure-free rate 4.70 sessions/s, 37.60 +- 0.50 MB/s");
+        let cut = summary(Some(4.7), Some(14)).headline();
+        assert!(cut.starts_with("maximum failure-free rate 4.70") && cut.contains("not confirmed") && cut.contains("raise max_probes and --resume"), "{cut}");
+        let none = summary(None, Some(14)).headline();
+        assert!(none.contains("no rate confirmed") && none.contains("14 probes") && none.contains("raise max_probes and --resume"), "{none}");
+        assert!(summary(None, None).headline().starts_with("no rate was failure-free"));
+    }
+
+    #[test]
     fn a_resume_keeps_finished_configurations_and_may_change_or_add_the_others() {
         let out = tempfile::tempdir().unwrap();
         let done = out.path().join("runs/a/steps-rep0");
@@ -1801,6 +1834,8 @@ libception = "track"
         let searched = |probes: u32, step: f64| serde_json::json!({"name": "a", "rates": {"plan": "bracket", "bracket": {"start": 4.7, "step_pct": step, "max_probes": probes}}});
         let old = exp(serde_json::json!([searched(14, 20.0)]));
         check_resumable(&old, &exp(serde_json::json!([searched(20, 20.0)])), out.path()).unwrap();
+        let err = check_resumable(&old, &exp(serde_json::json!([searched(10, 20.0)])), out.path()).unwrap_err().to_string();
+        assert!(err.contains("lowers max_probes from 14 to 10") && err.contains("at least 14"), "{err}");
         let err = check_resumable(&old, &exp(serde_json::json!([searched(20, 10.0)])), out.path()).unwrap_err().to_string();
         assert!(err.contains("configuration `a` changed"), "{err}");
     }
