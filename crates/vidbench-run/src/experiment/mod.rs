@@ -104,6 +104,13 @@ impl RelativeTo {
             anyhow::anyhow!("rates relative to `{}` need its maximum failure-free rate, from {}: {e} (its search has not finished there)", self.config, file.display())
         })?;
         let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{} is not valid JSON: {e}", file.display()))?;
+        if v.get("complete") == Some(&serde_json::Value::Bool(false)) {
+            tracing::warn!(
+                "`{}`'s search stopped at its max_probes before confirming a rate ({}): its answer is the best rate passing so far; raise max_probes and --resume it for a confirmed one",
+                self.config,
+                file.display()
+            );
+        }
         match v.get("max_rate") {
             Some(serde_json::Value::Number(n)) => n.as_f64().filter(|r| *r > 0.0).ok_or_else(|| anyhow::anyhow!("{}: max_rate {n} is not a positive rate", file.display())),
             Some(serde_json::Value::Null) => anyhow::bail!("`{}` has no failure-free rate ({}): there is nothing to take fractions of", self.config, file.display()),
