@@ -24,6 +24,7 @@ use crate::receptionist::{ReceptionConfig, Receptionist};
 use crate::stats::{DaemonInfo, Stats};
 use crate::limits::Limits;
 use crate::trust::Trust;
+use crate::worker::QueueOrder;
 use anyhow::{bail, Context, Result};
 use libception_proto::{BitrateScale, Prefetch};
 use nix::sys::signal::{SigSet, Signal};
@@ -54,6 +55,8 @@ pub struct DaemonConfig {
     pub per_disk: bool,
     /// Read each range again from the cache to activate its pages (`worker.rs`).
     pub promote: bool,
+    /// In which order each worker takes its queued reads (`worker.rs`).
+    pub queue_order: QueueOrder,
     pub prefetch: Prefetch,
     /// With a fixed size: how a slower stream's size follows its estimated
     /// bitrate (`--prefetch-scale`; paper 001 Fig 10). `None`: one size.
@@ -166,6 +169,7 @@ pub fn run(cfg: DaemonConfig) -> Result<()> {
         },
         per_disk = cfg.per_disk,
         promote = cfg.promote,
+        queue_order = ?cfg.queue_order,
         euid = nix::unistd::geteuid().as_raw(),
         "libception daemon listening"
     );
@@ -181,6 +185,7 @@ pub fn run(cfg: DaemonConfig) -> Result<()> {
             limits: cfg.limits.clone(),
             per_disk: cfg.per_disk,
             promote: cfg.promote,
+            queue_order: cfg.queue_order,
             max_read: cfg.max_read,
             info,
         },

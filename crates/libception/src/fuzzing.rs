@@ -411,6 +411,8 @@ impl Harness {
             },
             per_disk: false,
             promote: false,
+            // The position order looks up FIEMAP on every queued read: hostile input reaches it too.
+            queue_order: crate::worker::QueueOrder::Position { max_wait: std::time::Duration::from_millis(50) },
             max_read: MAX_READ,
             info: DaemonInfo {
                 pid: std::process::id(),

@@ -47,6 +47,7 @@ mod limits;
 pub mod launch;
 pub mod logging;
 mod prefetch;
+mod placement;
 mod receptionist;
 mod residency;
 mod size;
@@ -57,9 +58,11 @@ mod worker;
 
 pub use client::Client;
 pub use daemon::{run as run_daemon, DaemonConfig};
+pub use worker::QueueOrder;
 pub use limits::Limits;
 pub use prefetch::{ControllerSnapshot, Decision, IntervalRecord, ProbeSnapshot, ProbeSource, QueueSnapshot, SizeScore, TransactionSource, UsageTally, WorkerUsage};
 pub use trust::Trust;
+pub use placement::physical_offset;
 pub use residency::{is_resident, page_size, resident_prefix};
 pub use size::{human_size, parse_size, SizeError};
 pub use stats::{

@@ -14,6 +14,13 @@ use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+/// `--queue-order`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum QueueOrderArg {
+    Fifo,
+    Position,
+}
+
 #[derive(Parser, Debug)]
 #[command(
     name = "libception",
@@ -73,6 +80,12 @@ enum Command {
         /// Read each range a second time from the page cache (never from the disk) so that its pages start on the active LRU list, where they outlive the short inactive list of kernels since 4.7 until a stream uses them (docs/daemon.md, "Promotion")
         #[arg(long)]
         promote: bool,
+        /// In which order each disk's queued reads are taken: `fifo` (as they came, paper 000's Reception) or `position` (next on the disk after the previous read, sweeping upwards; the drive sees one read at a time and cannot reorder them itself) (docs/daemon.md, "Queue order")
+        #[arg(long, value_enum, default_value_t = QueueOrderArg::Fifo)]
+        queue_order: QueueOrderArg,
+        /// With `--queue-order position`: a read that has waited this long is taken next whatever its place
+        #[arg(long, value_name = "MS", default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
+        queue_max_wait_ms: u64,
         #[command(flatten)]
         prefetch: PrefetchArgs,
         /// Largest single read, however long the requested range (at least the prefetch size)
@@ -398,7 +411,7 @@ fn init_logging(cli: &Cli, default: &str) {
 fn main() {
     let cli = Cli::parse();
     let result: Result<i32> = match &cli.command {
-        Command::Daemon { socket, socket_mode, socket_group, allow_uids, allow_gids, trust_uids, trust_gids, allow_fs, limits, per_disk, promote, prefetch, max_read, prometheus } => {
+        Command::Daemon { socket, socket_mode, socket_group, allow_uids, allow_gids, trust_uids, trust_gids, allow_fs, limits, per_disk, promote, queue_order, queue_max_wait_ms, prefetch, max_read, prometheus } => {
             init_logging(&cli, "info");
             let prefetch_args = prefetch;
             let prefetch = prefetch_args.resolve().unwrap_or_else(|e| {
@@ -416,6 +429,10 @@ fn main() {
                 limits: limits.limits(),
                 per_disk: *per_disk,
                 promote: *promote,
+                queue_order: match queue_order {
+                    QueueOrderArg::Fifo => libception::QueueOrder::Fifo,
+                    QueueOrderArg::Position => libception::QueueOrder::Position { max_wait: std::time::Duration::from_millis(*queue_max_wait_ms) },
+                },
                 prefetch_scale: prefetch_args.scale(),
                 prefetch,
                 max_read: *max_read,

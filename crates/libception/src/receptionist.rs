@@ -23,7 +23,7 @@ use crate::residency;
 use crate::stats::{DaemonInfo, DiskStats, Stats};
 use crate::sys::{self, Epoll, EV_READ};
 use crate::trust::{self, Trust};
-use crate::worker::{DiskWorker, FileKey, ReadJob, Submitted, Waiter};
+use crate::worker::{DiskWorker, FileKey, QueueOrder, ReadJob, Submitted, Waiter};
 use libception_proto::{echo_header, reply_flags, Op, Reply, Request, RequestError, MAX_MESSAGE, REQUEST_SIZE};
 use std::collections::HashMap;
 use std::fs::File;
@@ -56,6 +56,8 @@ pub struct ReceptionConfig {
     pub per_disk: bool,
     /// Workers read each range again from the cache (`worker.rs`).
     pub promote: bool,
+    /// In which order workers take their queued reads (`worker.rs`).
+    pub queue_order: QueueOrder,
     pub max_read: u64,
     pub info: DaemonInfo,
 }
@@ -149,7 +151,7 @@ impl Receptionist {
 
     fn spawn_worker(&mut self) -> std::io::Result<Arc<DiskWorker>> {
         let index = self.workers.len();
-        let worker = Arc::new(DiskWorker::new(index, self.controller.clone(), self.stats.clone(), self.cfg.promote));
+        let worker = Arc::new(DiskWorker::new(index, self.controller.clone(), self.stats.clone(), self.cfg.promote, self.cfg.queue_order));
         let w = worker.clone();
         let handle = std::thread::Builder::new()
             .name(format!("disk-worker-{index}"))
@@ -606,6 +608,7 @@ impl Receptionist {
         };
         // Pause before queueing: the worker's reply re-arms reading.
         conn.pause_reading();
+        let position = route.worker.orders_by_position().then(|| crate::placement::physical_offset(&file, plan.start)).flatten();
         let job = ReadJob {
             file,
             key,
@@ -615,6 +618,7 @@ impl Receptionist {
             enqueued: Instant::now(),
             owner: conn.peer.uid,
             charge,
+            position,
         };
         match route.worker.submit(job) {
             Submitted::Queued { ahead } => {

@@ -27,6 +27,16 @@
 //! a client with many queued reads delays another client's next read by at
 //! most one read per other client, not by its whole backlog.
 //!
+//! Order (`--queue-order`): within a client's turn the worker takes its
+//! oldest read (`fifo`, paper 000's Reception), or (`position`) the read that
+//! lies next on the disk after the previous one, sweeping upwards and
+//! starting again from the lowest (C-SCAN), a read that has waited
+//! `max_wait` going first. One read at a time leaves the drive nothing to
+//! reorder (its NCQ sees one command), so under a long queue FIFO pays a seek
+//! across the library per read; the sweep makes them short. Positions come
+//! from FIEMAP (`placement.rs`) when the read is queued; a read without one
+//! (a filesystem that does not map) is taken when it is the oldest.
+//!
 //! Lock rule: `DiskWorker::queue` is held only to move jobs and waiters
 //! between the queue, the in-flight slot and local variables; no I/O, no
 //! socket send and no fd close happens under it.
@@ -47,7 +57,7 @@ use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Size of each pread into the worker's reusable buffer.
 pub const READ_CHUNK: usize = 1 << 20;
@@ -64,6 +74,16 @@ pub struct Waiter {
     pub conceal: bool,
 }
 
+/// In which order a worker takes a client's queued reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueOrder {
+    /// As they came.
+    Fifo,
+    /// Next on the disk after the previous read (C-SCAN); a read that has
+    /// waited `max_wait` first.
+    Position { max_wait: Duration },
+}
+
 /// A read to do on one disk.
 pub struct ReadJob {
     /// The uid whose FIFO it waits in (round-robin between uids).
@@ -76,6 +96,9 @@ pub struct ReadJob {
     pub disk: Arc<DiskStats>,
     pub waiters: Vec<Waiter>,
     pub enqueued: Instant,
+    /// Device byte address of the plan's start, when its filesystem maps it
+    /// (only looked up under `QueueOrder::Position`).
+    pub position: Option<u64>,
 }
 
 struct InFlight {
@@ -88,16 +111,32 @@ struct Queue {
     jobs: Jobs,
     in_flight: Option<InFlight>,
     stopping: bool,
+    /// Where the previous read ended on the disk (position order).
+    head: Option<u64>,
 }
 
 /// Something queued on behalf of a client.
 trait Owned {
     fn owner(&self) -> u32;
+    /// Its place on the disk, if known.
+    fn position(&self) -> Option<u64> {
+        None
+    }
+    /// When it was queued.
+    fn enqueued(&self) -> Option<Instant> {
+        None
+    }
 }
 
 impl Owned for ReadJob {
     fn owner(&self) -> u32 {
         self.owner
+    }
+    fn position(&self) -> Option<u64> {
+        self.position
+    }
+    fn enqueued(&self) -> Option<Instant> {
+        Some(self.enqueued)
     }
 }
 
@@ -130,10 +169,21 @@ impl<T: Owned> Jobs<T> {
         self.len += 1;
     }
 
+    #[cfg(test)]
     fn pop(&mut self) -> Option<T> {
+        self.pop_in(QueueOrder::Fifo, None, Instant::now())
+    }
+
+    /// The next job: the next owner's, in `order` (`head`: where the disk's
+    /// previous read ended; `now`: for the position order's age limit).
+    fn pop_in(&mut self, order: QueueOrder, head: Option<u64>, now: Instant) -> Option<T> {
         let owner = self.turns.pop_front()?;
         let fifo = self.by_owner.get_mut(&owner).expect("an owner in turns has a FIFO");
-        let job = fifo.pop_front().expect("an owner in turns has a job");
+        let index = match order {
+            QueueOrder::Fifo => 0,
+            QueueOrder::Position { max_wait } => next_by_position(fifo, head, now, max_wait),
+        };
+        let job = fifo.remove(index).expect("an owner in turns has a job");
         if fifo.is_empty() {
             self.by_owner.remove(&owner);
         } else {
@@ -169,6 +219,21 @@ impl<T: Owned> Jobs<T> {
     }
 }
 
+/// The index in `fifo` (oldest first, not empty) of the job to take in
+/// position order: the oldest if it has waited `max_wait` or has no position;
+/// else the lowest position at or past `head`, or the lowest of all when none
+/// lies past it (the sweep starts again).
+fn next_by_position<T: Owned>(fifo: &VecDeque<T>, head: Option<u64>, now: Instant, max_wait: Duration) -> usize {
+    let oldest = &fifo[0];
+    let overdue = oldest.enqueued().is_some_and(|t| now.saturating_duration_since(t) >= max_wait);
+    if overdue || oldest.position().is_none() {
+        return 0;
+    }
+    let placed = fifo.iter().enumerate().filter_map(|(i, j)| Some((j.position()?, i)));
+    let ahead = placed.clone().filter(|(p, _)| head.is_none_or(|h| *p >= h)).min();
+    ahead.or_else(|| placed.min()).map_or(0, |(_, i)| i)
+}
+
 /// What happened to a submitted job.
 pub enum Submitted {
     /// Queued behind `ahead` other reads.
@@ -185,6 +250,8 @@ pub struct DiskWorker {
     controller: Arc<dyn PrefetchController>,
     /// Read each range a second time from the cache (see the file comment).
     promote: bool,
+    /// In which order queued reads are taken.
+    order: QueueOrder,
     all_stats: Arc<Stats>,
 }
 
@@ -193,16 +260,23 @@ fn covers(key: FileKey, plan: &PlannedRead, other_key: FileKey, other: &PlannedR
 }
 
 impl DiskWorker {
-    pub fn new(index: usize, controller: Arc<dyn PrefetchController>, stats: Arc<Stats>, promote: bool) -> Self {
+    pub fn new(index: usize, controller: Arc<dyn PrefetchController>, stats: Arc<Stats>, promote: bool, order: QueueOrder) -> Self {
         DiskWorker {
             index,
-            queue: Mutex::new(Queue { jobs: Jobs::default(), in_flight: None, stopping: false }),
+            queue: Mutex::new(Queue { jobs: Jobs::default(), in_flight: None, stopping: false, head: None }),
             wake: Condvar::new(),
             stats: stats.add_worker(index),
             controller,
             promote,
+            order,
             all_stats: stats,
         }
+    }
+
+    /// Whether queued reads are ordered by position (their positions are
+    /// then looked up when they are submitted).
+    pub fn orders_by_position(&self) -> bool {
+        matches!(self.order, QueueOrder::Position { .. })
     }
 
     /// Queues a job, or joins it to a read that already covers its range.
@@ -272,7 +346,9 @@ impl DiskWorker {
             let job = {
                 let mut q = self.queue.lock().unwrap();
                 loop {
-                    if let Some(mut job) = q.jobs.pop() {
+                    let head = q.head;
+                    if let Some(mut job) = q.jobs.pop_in(self.order, head, Instant::now()) {
+                        q.head = job.position.map(|p| p + (job.plan.end - job.plan.start)).or(head);
                         q.in_flight = Some(InFlight {
                             key: job.key,
                             plan: job.plan,
@@ -460,6 +536,83 @@ mod tests {
         let order: Vec<_> = std::iter::from_fn(|| jobs.pop()).collect();
         assert_eq!(order, [(1000, 0), (33, 0), (7, 0), (1000, 1), (33, 1), (1000, 2), (1000, 3), (1000, 4)]);
         assert_eq!(jobs.len(), 0);
+    }
+
+    /// A queued read for the position order: owner, disk position, queued when.
+    #[derive(Debug, PartialEq)]
+    struct Placed(u32, Option<u64>, Instant);
+
+    impl Owned for Placed {
+        fn owner(&self) -> u32 {
+            self.0
+        }
+        fn position(&self) -> Option<u64> {
+            self.1
+        }
+        fn enqueued(&self) -> Option<Instant> {
+            Some(self.2)
+        }
+    }
+
+    /// Pops every job in position order, the head following each read
+    /// (`len` bytes long) as the worker moves it; the positions taken.
+    fn sweep(jobs: &mut Jobs<Placed>, mut head: Option<u64>, now: Instant, max_wait: Duration) -> Vec<Option<u64>> {
+        let order = QueueOrder::Position { max_wait };
+        std::iter::from_fn(|| {
+            let job = jobs.pop_in(order, head, now)?;
+            head = job.1.map(|p| p + 10).or(head);
+            Some(job.1)
+        })
+        .collect()
+    }
+
+    #[test]
+    fn the_position_order_sweeps_up_from_the_head_and_starts_again_from_the_lowest() {
+        let t = Instant::now();
+        let mut jobs = Jobs::default();
+        for p in [500, 100, 900, 300, 700] {
+            jobs.push(Placed(33, Some(p), t));
+        }
+        assert_eq!(sweep(&mut jobs, Some(400), t, Duration::from_secs(2)), [Some(500), Some(700), Some(900), Some(100), Some(300)]);
+        // FIFO takes them as they came.
+        for p in [500, 100, 900] {
+            jobs.push(Placed(33, Some(p), t));
+        }
+        let fifo: Vec<_> = std::iter::from_fn(|| jobs.pop_in(QueueOrder::Fifo, Some(400), t)).map(|j| j.1).collect();
+        assert_eq!(fifo, [Some(500), Some(100), Some(900)]);
+    }
+
+    #[test]
+    fn an_overdue_or_unplaced_oldest_read_goes_first() {
+        let t = Instant::now();
+        let wait = Duration::from_millis(100);
+        let mut jobs = Jobs::default();
+        jobs.push(Placed(33, Some(50), t)); // behind the head, queued first
+        jobs.push(Placed(33, Some(600), t + wait));
+        jobs.push(Placed(33, Some(800), t + wait));
+        // Not yet overdue: the sweep goes on from 500 first.
+        assert_eq!(sweep(&mut jobs, Some(500), t + wait / 2, wait), [Some(600), Some(800), Some(50)]);
+        jobs.push(Placed(33, Some(50), t));
+        jobs.push(Placed(33, Some(600), t + wait));
+        // Overdue: it goes first, then the sweep goes on from it.
+        assert_eq!(sweep(&mut jobs, Some(500), t + wait, wait), [Some(50), Some(600)]);
+        // A read the filesystem could not place is taken when it is the oldest.
+        jobs.push(Placed(33, None, t));
+        jobs.push(Placed(33, Some(10), t));
+        jobs.push(Placed(33, Some(5), t));
+        assert_eq!(sweep(&mut jobs, None, t, wait), [None, Some(5), Some(10)]);
+    }
+
+    #[test]
+    fn clients_still_take_turns_in_position_order() {
+        let t = Instant::now();
+        let mut jobs = Jobs::default();
+        for p in [900, 100, 500] {
+            jobs.push(Placed(1000, Some(p), t));
+        }
+        jobs.push(Placed(7, Some(50), t));
+        let order: Vec<_> = std::iter::from_fn(|| jobs.pop_in(QueueOrder::Position { max_wait: Duration::from_secs(9) }, Some(400), t)).map(|j| (j.0, j.1)).collect();
+        assert_eq!(order, [(1000, Some(500)), (7, Some(50)), (1000, Some(900)), (1000, Some(100))]);
     }
 
     #[test]

@@ -15,27 +15,18 @@
 mod common;
 use common::*;
 use libception::Client;
-use libception_proto::{request_flags, Op, Request, PROTO_VERSION};
+use libception_proto::{Op, Request, PROTO_VERSION};
 use std::os::fd::AsRawFd;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const NOBODY: u32 = 65534;
 /// A uid with no account, as an unprivileged web server's could be.
 const OTHER: u32 = 4242;
 const K: u64 = 64 * 1024;
 
-/// A FETCH of exactly [offset, offset + K) (no prefetch), tagged `seq`.
+/// A FETCH of exactly [seq x K, (seq + 1) x K), tagged `seq`.
 fn fetch(c: &Client, fd: i32, seq: u64) {
-    let req = Request { version: PROTO_VERSION, op: Op::Fetch, flags: request_flags::NO_PREFETCH, call: 0, seq, offset: seq * K, length: K, tid: 0 };
-    c.send_raw(&req.encode(), &[fd]).unwrap();
-}
-
-fn wait_for(what: &str, cond: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    send_exact_fetch(c, fd, seq * K, K, seq);
 }
 
 #[test]

@@ -40,13 +40,15 @@ pub struct DaemonOptions {
     pub per_disk: bool,
     /// Read ranges again from the cache to activate them (`--promote`).
     pub promote: bool,
+    /// Queued reads in disk order (`--queue-order position`).
+    pub queue_by_position: bool,
     /// A fixed size's scale for slower streams (`--prefetch-scale`).
     pub prefetch_scale: Option<libception_proto::BitrateScale>,
 }
 
 impl DaemonOptions {
     pub fn of(cfg: &Config) -> DaemonOptions {
-        DaemonOptions { per_disk: cfg.per_disk, promote: cfg.promote, prefetch_scale: cfg.prefetch_scale }
+        DaemonOptions { per_disk: cfg.per_disk, promote: cfg.promote, queue_by_position: cfg.queue_by_position, prefetch_scale: cfg.prefetch_scale }
     }
 }
 
@@ -59,6 +61,9 @@ pub fn daemon_args(socket: &Path, prefetch: &Prefetch, server_user: &str, option
     }
     if options.promote {
         args.push("--promote".into());
+    }
+    if options.queue_by_position {
+        args.extend(["--queue-order".into(), "position".into()]);
     }
     if let Some(scale) = options.prefetch_scale {
         args.extend(["--prefetch-scale".into(), scale.name()]);

@@ -262,3 +262,20 @@ pub fn raise_own_nofile() -> u64 {
     }
     lim.rlim_cur
 }
+
+/// Sends a FETCH of exactly `[offset, offset + length)` (no prefetch), tagged
+/// `seq`, without waiting for the reply.
+pub fn send_exact_fetch(c: &Client, fd: i32, offset: u64, length: u64, seq: u64) {
+    use libception_proto::{request_flags, Op, Request, PROTO_VERSION};
+    let req = Request { version: PROTO_VERSION, op: Op::Fetch, flags: request_flags::NO_PREFETCH, call: 0, seq, offset, length, tid: 0 };
+    c.send_raw(&req.encode(), &[fd]).unwrap();
+}
+
+/// Polls `cond` every 2 ms until it holds; fails after 20 s naming `what`.
+pub fn wait_for(what: &str, cond: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}

@@ -169,35 +169,6 @@ fn allocate(path: &Path, size: u64, how: &mut Option<Allocation>, zeros: &Aligne
     Ok(())
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct FiemapExtent {
-    logical: u64,
-    physical: u64,
-    length: u64,
-    reserved64: [u64; 2],
-    flags: u32,
-    reserved: [u32; 3],
-}
-
-#[repr(C)]
-struct Fiemap<const N: usize> {
-    start: u64,
-    length: u64,
-    flags: u32,
-    mapped_extents: u32,
-    extent_count: u32,
-    reserved: u32,
-    extents: [FiemapExtent; N],
-}
-
-const FS_IOC_FIEMAP: libc::c_ulong = 0xC020_660B;
-const FIEMAP_FLAG_SYNC: u32 = 1;
-const FIEMAP_EXTENT_LAST: u32 = 0x1;
-/// Flags that make an extent's physical position unknown or its data not the file's.
-const FIEMAP_EXTENT_BAD: u32 = 0x2 /* UNKNOWN */ | 0x4 /* DELALLOC */ | 0x8 /* ENCODED */ | 0x80 /* ENCRYPTED */ | 0x200 /* INLINE */ | 0x400 /* TAIL */;
-const FIEMAP_EXTENT_UNWRITTEN: u32 = 0x800;
-
 /// The physical extents of `path` (bytes on the filesystem's device), clipped
 /// to the file's size.
 pub fn fiemap(path: &Path, size: u64) -> anyhow::Result<Vec<(u64, u64, u64)>> {
@@ -205,28 +176,23 @@ pub fn fiemap(path: &Path, size: u64) -> anyhow::Result<Vec<(u64, u64, u64)>> {
     let mut out = Vec::new();
     let mut start = 0u64;
     loop {
-        let mut m = Fiemap::<64> { start, length: u64::MAX - start, flags: FIEMAP_FLAG_SYNC, mapped_extents: 0, extent_count: 64, reserved: 0, extents: [FiemapExtent::default(); 64] };
-        // SAFETY: FS_IOC_FIEMAP with a correctly laid out struct of extent_count entries.
-        if unsafe { libc::ioctl(f.as_raw_fd(), FS_IOC_FIEMAP as _, &mut m as *mut Fiemap<64>) } != 0 {
-            let err = std::io::Error::last_os_error();
-            return Err(err).with_context(|| format!("FIEMAP of {}", path.display()));
-        }
-        if m.mapped_extents == 0 {
+        let extents = ::fiemap::extents::<64>(&f, start, u64::MAX - start, ::fiemap::FLAG_SYNC).with_context(|| format!("FIEMAP of {}", path.display()))?;
+        if extents.is_empty() {
             break;
         }
         let mut last = false;
-        for e in &m.extents[..m.mapped_extents as usize] {
-            if e.flags & FIEMAP_EXTENT_BAD != 0 {
+        for e in &extents {
+            if e.flags & ::fiemap::EXTENT_NOT_PLACED != 0 {
                 bail!("{}: extent at file offset {} has flags {:#x} (delayed, inline or unknown position): cannot map it to the drive", path.display(), e.logical, e.flags);
             }
-            if e.flags & FIEMAP_EXTENT_UNWRITTEN != 0 {
+            if e.flags & ::fiemap::EXTENT_UNWRITTEN != 0 {
                 bail!("{}: extent at file offset {} is unwritten: the filesystem would read it as zeros without asking the drive", path.display(), e.logical);
             }
             if e.logical < size {
                 out.push((e.logical, e.physical, e.length.min(size - e.logical)));
             }
             start = e.logical + e.length;
-            last |= e.flags & FIEMAP_EXTENT_LAST != 0;
+            last |= e.flags & ::fiemap::EXTENT_LAST != 0;
         }
         if last || start >= size {
             break;

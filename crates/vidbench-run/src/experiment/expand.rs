@@ -529,6 +529,7 @@ impl Checker<'_> {
             chaos: self.chaos(key, c)?,
             per_disk: self.daemon_flag(key, "per_disk", c.per_disk, c)?,
             promote: self.daemon_flag(key, "promote", c.promote, c)?,
+            queue_by_position: self.daemon_flag(key, "queue_by_position", c.queue_by_position, c)?,
             prefetch_scale: c.prefetch_scale,
             shim_stats: self.shim_stats(key, c)?,
             patience_ms: self.patience(key, c)?,
@@ -570,7 +571,7 @@ impl Checker<'_> {
         Ok(configs)
     }
 
-    /// A daemon option (`per_disk`, `promote`), checked: a daemon it applies to.
+    /// A daemon option (`per_disk`, `promote`, `queue_by_position`), checked: a daemon it applies to.
     fn daemon_flag(&self, key: &str, name: &str, value: Option<bool>, c: &ConfigSection) -> Result<bool, ExperimentError> {
         match value {
             Some(true) if !matches!(c.libception, Some(Mode::Full | Mode::Serialize)) => {

@@ -172,6 +172,9 @@ pub struct Config {
     /// Prefetched pages promoted to the active LRU list (`--promote`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub promote: bool,
+    /// Queued reads taken in disk order (`--queue-order position`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub queue_by_position: bool,
     /// A fixed size scaled for slower streams (`--prefetch-scale`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefetch_scale: Option<libception_proto::BitrateScale>,
@@ -460,18 +463,20 @@ kind = "wc"
     }
 
     #[test]
-    fn per_disk_and_promote_need_a_daemon_and_shim_stats_a_shim() {
+    fn per_disk_promote_and_queue_order_need_a_daemon_and_shim_stats_a_shim() {
         let lib = "libception = \"full\"\nprefetch_kb = [1024, 2048]";
-        let e = parse(&GOOD.replace(lib, &format!("{lib}\nper_disk = true\npromote = true\nshim_stats = true"))).unwrap();
+        let e = parse(&GOOD.replace(lib, &format!("{lib}\nper_disk = true\npromote = true\nqueue_by_position = true\nshim_stats = true"))).unwrap();
         let c = e.config("lib-p2048").unwrap();
-        assert!(c.per_disk && c.promote && c.shim_stats);
+        assert!(c.per_disk && c.promote && c.queue_by_position && c.shim_stats);
+        let args = crate::daemon::daemon_args(std::path::Path::new("/s"), &libception_proto::Prefetch::Fixed(1 << 21), "www-data", crate::daemon::DaemonOptions::of(c));
+        assert!(args.windows(2).any(|w| w == ["--queue-order", "position"]) && args.iter().any(|a| a == "--promote"), "{args:?}");
         let v = e.config("vanilla").unwrap();
-        assert!(!v.per_disk && !v.promote && !v.shim_stats);
+        assert!(!v.per_disk && !v.promote && !v.queue_by_position && !v.shim_stats);
         let json = serde_json::to_value(v).unwrap();
-        for key in ["per_disk", "promote", "shim_stats"] {
+        for key in ["per_disk", "promote", "queue_by_position", "shim_stats"] {
             assert!(json.get(key).is_none(), "{key} unset, not recorded (resumed results compare configs): {json}");
         }
-        for key in ["per_disk", "promote"] {
+        for key in ["per_disk", "promote", "queue_by_position"] {
             let err = parse(&GOOD.replace(lib, &format!("libception = \"prefetch\"\nprefetch_kb = 2048\n{key} = true"))).unwrap_err().to_string();
             assert!(err.contains(key) && err.contains("needs the daemon"), "{err}");
         }

@@ -632,6 +632,10 @@ pub struct ConfigSection {
     /// pages start on the active LRU list (`libception daemon --promote`);
     /// needs a mode with a daemon.
     pub promote: Option<bool>,
+    /// The daemon takes each disk's queued reads in disk order, sweeping
+    /// upwards, instead of as they came (`libception daemon --queue-order
+    /// position`); needs a mode with a daemon.
+    pub queue_by_position: Option<bool>,
     /// With a fixed `prefetch_kb` under the daemon: a slower stream's size
     /// follows its estimated bitrate by this rule or factor (`libception
     /// daemon --prefetch-scale`; paper 001 Fig 10). The adaptive controller
