@@ -411,7 +411,9 @@ impl Harness {
             },
             per_disk: false,
             promote: false,
-            // The position order looks up FIEMAP on every queued read: hostile input reaches it too.
+            // The position order looks up FIEMAP for queued reads with the queue
+            // unlocked: hostile input reaches that path here; the default FIFO
+            // order meets it in the hostile-client tests of the real daemon.
             queue_order: crate::worker::QueueOrder::Position { max_wait: std::time::Duration::from_millis(50) },
             max_read: MAX_READ,
             info: DaemonInfo {

@@ -7,6 +7,14 @@
 
 use std::fs::File;
 
+/// Where `offset` of `file` lies: its device's number and the byte on it,
+/// if its filesystem maps it.
+pub fn place(file: &File, offset: u64) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = file.metadata().ok()?.dev();
+    Some((dev, physical_offset(file, offset)?))
+}
+
 /// The device byte address of `offset` in `file`, if its filesystem maps it.
 pub fn physical_offset(file: &File, offset: u64) -> Option<u64> {
     let e = *fiemap::extents::<1>(file, offset, 1, 0).ok()?.first()?;

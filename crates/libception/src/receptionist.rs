@@ -608,7 +608,6 @@ impl Receptionist {
         };
         // Pause before queueing: the worker's reply re-arms reading.
         conn.pause_reading();
-        let position = route.worker.orders_by_position().then(|| crate::placement::physical_offset(&file, plan.start)).flatten();
         let job = ReadJob {
             file,
             key,
@@ -618,7 +617,8 @@ impl Receptionist {
             enqueued: Instant::now(),
             owner: conn.peer.uid,
             charge,
-            position,
+            position: None,
+            id: 0,
         };
         match route.worker.submit(job) {
             Submitted::Queued { ahead } => {

@@ -30,12 +30,14 @@
 //! Order (`--queue-order`): within a client's turn the worker takes its
 //! oldest read (`fifo`, paper 000's Reception), or (`position`) the read that
 //! lies next on the disk after the previous one, sweeping upwards and
-//! starting again from the lowest (C-SCAN), a read that has waited
-//! `max_wait` going first. One read at a time leaves the drive nothing to
-//! reorder (its NCQ sees one command), so under a long queue FIFO pays a seek
-//! across the library per read; the sweep makes them short. Positions come
-//! from FIEMAP (`placement.rs`) when the read is queued; a read without one
-//! (a filesystem that does not map) is taken when it is the oldest.
+//! starting again from the lowest (C-SCAN), a client's read that has waited
+//! `max_wait` going first. One read at a time leaves the drive almost
+//! nothing to reorder (its NCQ sees one command), so under a long queue FIFO
+//! pays a seek across the library per read; the sweep makes them short.
+//! Positions (device, byte) come from FIEMAP (`placement.rs`), looked up by
+//! the worker before it picks, with the queue unlocked (the lookup may wait
+//! on the filesystem; the event loop never does); a read without one (a
+//! filesystem that does not map) is taken when it is its client's oldest.
 //!
 //! Lock rule: `DiskWorker::queue` is held only to move jobs and waiters
 //! between the queue, the in-flight slot and local variables; no I/O, no
@@ -74,6 +76,10 @@ pub struct Waiter {
     pub conceal: bool,
 }
 
+/// Where a read lies: the device number and the byte on it (devices in
+/// number order, then bytes: a worker serving several disks sweeps each).
+pub type Place = (u64, u64);
+
 /// In which order a worker takes a client's queued reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QueueOrder {
@@ -96,9 +102,13 @@ pub struct ReadJob {
     pub disk: Arc<DiskStats>,
     pub waiters: Vec<Waiter>,
     pub enqueued: Instant,
-    /// Device byte address of the plan's start, when its filesystem maps it
-    /// (only looked up under `QueueOrder::Position`).
-    pub position: Option<u64>,
+    /// Where the plan's start lies, looked up by the worker before it picks
+    /// (`QueueOrder::Position` only): `None` until then, `Some(None)` where
+    /// the filesystem does not map files.
+    pub position: Option<Option<Place>>,
+    /// Its number in the worker's queue (set by `submit`), to store a
+    /// position looked up while the queue was unlocked.
+    pub id: u64,
 }
 
 struct InFlight {
@@ -112,14 +122,16 @@ struct Queue {
     in_flight: Option<InFlight>,
     stopping: bool,
     /// Where the previous read ended on the disk (position order).
-    head: Option<u64>,
+    head: Option<Place>,
+    /// The number the next submitted job gets.
+    next_id: u64,
 }
 
 /// Something queued on behalf of a client.
 trait Owned {
     fn owner(&self) -> u32;
     /// Its place on the disk, if known.
-    fn position(&self) -> Option<u64> {
+    fn position(&self) -> Option<Place> {
         None
     }
     /// When it was queued.
@@ -132,8 +144,8 @@ impl Owned for ReadJob {
     fn owner(&self) -> u32 {
         self.owner
     }
-    fn position(&self) -> Option<u64> {
-        self.position
+    fn position(&self) -> Option<Place> {
+        self.position.flatten()
     }
     fn enqueued(&self) -> Option<Instant> {
         Some(self.enqueued)
@@ -176,7 +188,7 @@ impl<T: Owned> Jobs<T> {
 
     /// The next job: the next owner's, in `order` (`head`: where the disk's
     /// previous read ended; `now`: for the position order's age limit).
-    fn pop_in(&mut self, order: QueueOrder, head: Option<u64>, now: Instant) -> Option<T> {
+    fn pop_in(&mut self, order: QueueOrder, head: Option<Place>, now: Instant) -> Option<T> {
         let owner = self.turns.pop_front()?;
         let fifo = self.by_owner.get_mut(&owner).expect("an owner in turns has a FIFO");
         let index = match order {
@@ -223,7 +235,7 @@ impl<T: Owned> Jobs<T> {
 /// position order: the oldest if it has waited `max_wait` or has no position;
 /// else the lowest position at or past `head`, or the lowest of all when none
 /// lies past it (the sweep starts again).
-fn next_by_position<T: Owned>(fifo: &VecDeque<T>, head: Option<u64>, now: Instant, max_wait: Duration) -> usize {
+fn next_by_position<T: Owned>(fifo: &VecDeque<T>, head: Option<Place>, now: Instant, max_wait: Duration) -> usize {
     let oldest = &fifo[0];
     let overdue = oldest.enqueued().is_some_and(|t| now.saturating_duration_since(t) >= max_wait);
     if overdue || oldest.position().is_none() {
@@ -263,7 +275,7 @@ impl DiskWorker {
     pub fn new(index: usize, controller: Arc<dyn PrefetchController>, stats: Arc<Stats>, promote: bool, order: QueueOrder) -> Self {
         DiskWorker {
             index,
-            queue: Mutex::new(Queue { jobs: Jobs::default(), in_flight: None, stopping: false, head: None }),
+            queue: Mutex::new(Queue { jobs: Jobs::default(), in_flight: None, stopping: false, head: None, next_id: 0 }),
             wake: Condvar::new(),
             stats: stats.add_worker(index),
             controller,
@@ -273,10 +285,34 @@ impl DiskWorker {
         }
     }
 
-    /// Whether queued reads are ordered by position (their positions are
-    /// then looked up when they are submitted).
-    pub fn orders_by_position(&self) -> bool {
+    fn orders_by_position(&self) -> bool {
         matches!(self.order, QueueOrder::Position { .. })
+    }
+
+    /// Position order: looks up where every queued read not looked up yet
+    /// lies, with `q` unlocked meanwhile (FIEMAP may wait on the filesystem),
+    /// through duplicates of their descriptors (a read cancelled meanwhile
+    /// keeps its own), and stores the answers. Returns the queue locked.
+    fn place_queued<'a>(&'a self, mut q: std::sync::MutexGuard<'a, Queue>) -> std::sync::MutexGuard<'a, Queue> {
+        if !self.orders_by_position() {
+            return q;
+        }
+        let unplaced: Vec<(u64, Option<File>, u64)> =
+            q.jobs.iter_mut().filter(|j| j.position.is_none()).map(|j| (j.id, j.file.try_clone().ok(), j.plan.start)).collect();
+        if unplaced.is_empty() {
+            return q;
+        }
+        drop(q);
+        // The duplicates close here, with the queue unlocked.
+        let found: HashMap<u64, Option<Place>> =
+            unplaced.into_iter().map(|(id, file, start)| (id, file.and_then(|f| crate::placement::place(&f, start)))).collect();
+        let mut q = self.queue.lock().unwrap();
+        for j in q.jobs.iter_mut() {
+            if let Some(p) = found.get(&j.id) {
+                j.position = Some(*p);
+            }
+        }
+        q
     }
 
     /// Queues a job, or joins it to a read that already covers its range.
@@ -292,6 +328,8 @@ impl DiskWorker {
             existing.waiters.extend(job.waiters.drain(..).map(|w| Waiter { joined: true, ..w }));
             return Submitted::Joined { in_flight: false, file: job.file };
         }
+        job.id = q.next_id;
+        q.next_id += 1;
         let ahead = q.jobs.len();
         job.disk.on_queued(ahead);
         self.stats.on_queued();
@@ -346,9 +384,10 @@ impl DiskWorker {
             let job = {
                 let mut q = self.queue.lock().unwrap();
                 loop {
+                    q = self.place_queued(q);
                     let head = q.head;
                     if let Some(mut job) = q.jobs.pop_in(self.order, head, Instant::now()) {
-                        q.head = job.position.map(|p| p + (job.plan.end - job.plan.start)).or(head);
+                        q.head = job.position.flatten().map(|(dev, p)| (dev, p + (job.plan.end - job.plan.start))).or(head);
                         q.in_flight = Some(InFlight {
                             key: job.key,
                             plan: job.plan,
@@ -546,8 +585,8 @@ mod tests {
         fn owner(&self) -> u32 {
             self.0
         }
-        fn position(&self) -> Option<u64> {
-            self.1
+        fn position(&self) -> Option<Place> {
+            self.1.map(|p| (8, p))
         }
         fn enqueued(&self) -> Option<Instant> {
             Some(self.2)
@@ -556,11 +595,12 @@ mod tests {
 
     /// Pops every job in position order, the head following each read
     /// (`len` bytes long) as the worker moves it; the positions taken.
-    fn sweep(jobs: &mut Jobs<Placed>, mut head: Option<u64>, now: Instant, max_wait: Duration) -> Vec<Option<u64>> {
+    fn sweep(jobs: &mut Jobs<Placed>, head: Option<u64>, now: Instant, max_wait: Duration) -> Vec<Option<u64>> {
         let order = QueueOrder::Position { max_wait };
+        let mut head = head.map(|p| (8, p));
         std::iter::from_fn(|| {
             let job = jobs.pop_in(order, head, now)?;
-            head = job.1.map(|p| p + 10).or(head);
+            head = job.position().map(|(d, p)| (d, p + 10)).or(head);
             Some(job.1)
         })
         .collect()
@@ -578,7 +618,7 @@ mod tests {
         for p in [500, 100, 900] {
             jobs.push(Placed(33, Some(p), t));
         }
-        let fifo: Vec<_> = std::iter::from_fn(|| jobs.pop_in(QueueOrder::Fifo, Some(400), t)).map(|j| j.1).collect();
+        let fifo: Vec<_> = std::iter::from_fn(|| jobs.pop_in(QueueOrder::Fifo, Some((8, 400)), t)).map(|j| j.1).collect();
         assert_eq!(fifo, [Some(500), Some(100), Some(900)]);
     }
 
@@ -603,6 +643,38 @@ mod tests {
         assert_eq!(sweep(&mut jobs, None, t, wait), [None, Some(5), Some(10)]);
     }
 
+    /// A read on device `dev` at byte `p`.
+    struct OnDevice(u64, u64);
+
+    impl Owned for OnDevice {
+        fn owner(&self) -> u32 {
+            0
+        }
+        fn position(&self) -> Option<Place> {
+            Some((self.0, self.1))
+        }
+        fn enqueued(&self) -> Option<Instant> {
+            None
+        }
+    }
+
+    #[test]
+    fn a_worker_serving_several_devices_sweeps_each_in_device_order() {
+        let mut jobs = Jobs::default();
+        for (dev, p) in [(9, 100), (3, 500), (9, 50), (3, 200), (5, 10)] {
+            jobs.push(OnDevice(dev, p));
+        }
+        let order = QueueOrder::Position { max_wait: Duration::from_secs(9) };
+        let mut head = Some((3, 300));
+        let got: Vec<Place> = std::iter::from_fn(|| {
+            let j = jobs.pop_in(order, head, Instant::now())?;
+            head = Some((j.0, j.1 + 1));
+            Some((j.0, j.1))
+        })
+        .collect();
+        assert_eq!(got, [(3, 500), (5, 10), (9, 50), (9, 100), (3, 200)]);
+    }
+
     #[test]
     fn clients_still_take_turns_in_position_order() {
         let t = Instant::now();
@@ -611,7 +683,7 @@ mod tests {
             jobs.push(Placed(1000, Some(p), t));
         }
         jobs.push(Placed(7, Some(50), t));
-        let order: Vec<_> = std::iter::from_fn(|| jobs.pop_in(QueueOrder::Position { max_wait: Duration::from_secs(9) }, Some(400), t)).map(|j| (j.0, j.1)).collect();
+        let order: Vec<_> = std::iter::from_fn(|| jobs.pop_in(QueueOrder::Position { max_wait: Duration::from_secs(9) }, Some((8, 400)), t)).map(|j| (j.0, j.1)).collect();
         assert_eq!(order, [(1000, Some(500)), (7, Some(50)), (1000, Some(900)), (1000, Some(100))]);
     }
 

@@ -1,7 +1,7 @@
 //! `--queue-order`: the order in which the real daemon's worker takes queued
 //! reads. A FUSE file whose reads are held (`hang_fs`) occupies the worker
 //! while reads of files on the real filesystem queue behind it, submitted
-//! from the highest disk position to the lowest; after the release, the
+//! in an order neither up nor down the disk; after the release, the
 //! daemon's log of finished reads gives the order. `fifo` takes them as they
 //! came; `position` sweeps up the disk (the FUSE file has no position, so the
 //! sweep starts from the lowest). Where the filesystem does not map files
@@ -74,10 +74,12 @@ fn fifo_takes_reads_as_they_came_and_position_sweeps_up_the_disk() {
     let dir = real_tempdir();
     let paths: Vec<_> = (0..FILES).map(|i| make_file(dir.path(), &format!("f{i}"), (FILES + 1) * K)).collect();
     let files: Vec<std::fs::File> = paths.iter().map(|p| open_random(p)).collect();
-    // Where each file's read lies on the disk, and the order from the top down.
+    // Where each file's read lies on the disk; submitted neither up nor down
+    // the disk (the ranks 2, 5, 0, 3, 1, 4 from the lowest).
     let places: Vec<Option<u64>> = files.iter().enumerate().map(|(i, f)| libception::physical_offset(f, (i as u64 + 1) * K)).collect();
-    let mut submit: Vec<usize> = (0..FILES as usize).collect();
-    submit.sort_by_key(|&i| std::cmp::Reverse(places[i]));
+    let mut by_place: Vec<usize> = (0..FILES as usize).collect();
+    by_place.sort_by_key(|&i| places[i]);
+    let submit: Vec<usize> = [2, 5, 0, 3, 1, 4].iter().map(|&rank| by_place[rank]).collect();
 
     assert_eq!(order_read("fifo", &paths, &files, &submit), submit, "fifo: as submitted");
     let by_position = order_read("position", &paths, &files, &submit);
