@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# scripts/experiment-queue with a stand-in for vidbench (it records its
+# arguments, runs for the seconds its experiment file says and exits with its
+# status, or 130 at SIGINT, counting the SIGINTs it got): at most --parallel
+# at once, in queue order, each with --out OUT --resume and its --only; done
+# and failed lines recorded and skipped next time; at --until every running
+# experiment gets one SIGINT and the queue waits for it; a bad queue line is
+# an error naming it.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+tmp=$(mktemp -d /tmp/experiment-queue.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+q=scripts/experiment-queue
+
+cat > "$tmp/vidbench" <<'STUB'
+#!/usr/bin/env bash
+# experiment file: "SECONDS STATUS"
+exp=$2 out=$4
+read -r secs status < "$exp"
+echo "$(date +%s.%N) start $*" >> "$(dirname "$out")/calls"
+ints=0
+trap 'ints=$((ints + 1)); echo "$(date +%s.%N) sigint $out" >> "$(dirname "$out")/calls"; sleep 0.3; echo "ints=$ints" >> "$out.ints"; exit 130' INT
+for _ in $(seq $((secs * 10))); do sleep 0.1; done
+echo "$(date +%s.%N) end $out $status" >> "$(dirname "$out")/calls"
+exit "$status"
+STUB
+chmod +x "$tmp/vidbench"
+echo "1 0" > "$tmp/short.toml"
+echo "2 0" > "$tmp/two.toml"
+echo "1 3" > "$tmp/broken.toml"
+echo "600 0" > "$tmp/long.toml"
+
+cat > "$tmp/q.txt" <<EOT
+# three quick ones, two at a time
+$tmp/a $tmp/two.toml
+$tmp/b $tmp/short.toml --only x,y
+$tmp/c $tmp/broken.toml
+EOT
+"$q" "$tmp/q.txt" --until 23:59 --parallel 2 --vidbench "$tmp/vidbench" --poll-s 0.2 > "$tmp/out1" || fail "the queue failed: $(cat "$tmp/out1")"
+grep -q "every experiment of the queue is done or failed" "$tmp/out1" || fail "no end line: $(cat "$tmp/out1")"
+grep -q "start run $tmp/two.toml --out $tmp/a --resume$" "$tmp/calls" || fail "a's command: $(cat "$tmp/calls")"
+grep -q "start run $tmp/short.toml --out $tmp/b --resume --only x,y$" "$tmp/calls" || fail "b's command: $(cat "$tmp/calls")"
+# c starts only when b (1 s) ends, before a (2 s) does: never three at once.
+python3 - "$tmp/calls" <<'PY'
+import sys
+events = sorted((float(l.split()[0]), l.split()[1]) for l in open(sys.argv[1]) if l.split()[1] in ("start", "end"))
+running = peak = 0
+for _, what in events:
+    running += 1 if what == "start" else -1
+    peak = max(peak, running)
+assert peak == 2, f"{peak} at once"
+PY
+grep -qP "^done\t$tmp/a\t" "$tmp/q.txt.done" && grep -qP "^done\t$tmp/b\t" "$tmp/q.txt.done" || fail "done lines: $(cat "$tmp/q.txt.done")"
+grep -qP "^failed 3\t$tmp/c\t" "$tmp/q.txt.done" || fail "the failed line: $(cat "$tmp/q.txt.done")"
+grep -q "$tmp/c FAILED (exit 3)" "$tmp/out1" || fail "the failure was not reported"
+
+# Done and failed lines are skipped; a long one is interrupted at --until, once.
+echo "$tmp/d $tmp/long.toml" >> "$tmp/q.txt"
+: > "$tmp/calls"
+"$q" "$tmp/q.txt" --until +3s --vidbench "$tmp/vidbench" --poll-s 0.2 > "$tmp/out2" || fail "the second queue failed: $(cat "$tmp/out2")"
+grep -q "1 of 4 experiments to run" "$tmp/out2" || fail "finished lines were not skipped: $(cat "$tmp/out2")"
+[ "$(grep -c ' start ' "$tmp/calls")" = 1 ] || fail "only d should have started: $(cat "$tmp/calls")"
+grep -q "interrupting 1 experiment" "$tmp/out2" && grep -q "$tmp/d interrupted (exit 130); --resume continues it" "$tmp/out2" || fail "d was not interrupted 3 s on: $(cat "$tmp/out2")"
+[ "$(cat "$tmp/d.ints")" = "ints=1" ] || fail "d got $(cat "$tmp/d.ints") SIGINTs"
+! grep -q "$tmp/d" "$tmp/q.txt.done" || fail "an interrupted experiment was recorded as finished"
+
+# Bad input names what and where.
+printf '%s\n' "$tmp/e" > "$tmp/bad.txt"
+err=$("$q" "$tmp/bad.txt" --until 23:59 --vidbench "$tmp/vidbench" 2>&1) && fail "a line without an experiment was accepted"
+echo "$err" | grep -q "bad.txt:1: expected" || fail "$err"
+printf '%s x.toml\n%s y.toml\n' "$tmp/e" "$tmp/e" > "$tmp/bad.txt"
+err=$("$q" "$tmp/bad.txt" --until 23:59 --vidbench "$tmp/vidbench" 2>&1) && fail "two lines into one directory were accepted"
+echo "$err" | grep -q "is the results directory of 2 lines" || fail "$err"
+err=$("$q" "$tmp/q.txt" --until 25:00 --vidbench "$tmp/vidbench" 2>&1) && fail "--until 25:00 was accepted"
+echo "$err" | grep -q "is not HH:MM" || fail "$err"
+err=$("$q" "$tmp/q.txt" --until +5d --vidbench "$tmp/vidbench" 2>&1) && fail "--until +5d was accepted"
+echo "$err" | grep -q "or +N followed by s, m or h" || fail "$err"
+err=$("$q" "$tmp/q.txt" --until 23:59 --vidbench "$tmp/none" 2>&1) && fail "a missing vidbench was accepted"
+echo "$err" | grep -q "is not an executable vidbench" || fail "$err"
+echo "experiment-queue: ok"
