@@ -49,3 +49,13 @@ refused "b with other settings" "configuration b has other settings" "$tmp/cfg"
 [ ! -e "$tmp/into/runs/b" ] && [ ! -e "$tmp/into/runs/c" ] || fail "a refused merge copied something"
 refused "not a results directory" "not a results directory" "$tmp/nothing"
 echo "ok: refused: finished in both, another memory limit, another image, other settings, not a results directory"
+
+# Only the configurations named; a search's max_probes may differ.
+results "$tmp/two" 8589934592 abc 2048; finish "$tmp/two/runs/b" two-b; finish "$tmp/two/runs/d" two-d
+jq '.configs += [{name: "d", server: "nginx", rates: {plan: "bracket", bracket: {start: 4.7, max_probes: 14}}}]' "$tmp/two/experiment.json" > "$tmp/x" && mv "$tmp/x" "$tmp/two/experiment.json"
+jq '.configs += [{name: "d", server: "nginx", rates: {plan: "bracket", bracket: {start: 4.7, max_probes: 20}}}]' "$tmp/into/experiment.json" > "$tmp/x" && mv "$tmp/x" "$tmp/into/experiment.json"
+scripts/merge-results "$tmp/two" "$tmp/into" d > "$tmp/out" || fail "merging d alone failed"
+grep -qx "merged d" "$tmp/out" && [ "$(wc -l < "$tmp/out")" -eq 1 ] && [ ! -e "$tmp/into/runs/b" ] || fail "merged: $(cat "$tmp/out")"
+if scripts/merge-results "$tmp/two" "$tmp/into" zz > /dev/null 2> "$tmp/err"; then fail "an absent configuration was accepted"; fi
+grep -q "runs/zz is not a finished configuration" "$tmp/err" || fail "$(cat "$tmp/err")"
+echo "ok: only the configurations named, max_probes aside"
