@@ -58,4 +58,14 @@ scripts/merge-results "$tmp/two" "$tmp/into" d > "$tmp/out" || fail "merging d a
 grep -qx "merged d" "$tmp/out" && [ "$(wc -l < "$tmp/out")" -eq 1 ] && [ ! -e "$tmp/into/runs/b" ] || fail "merged: $(cat "$tmp/out")"
 if scripts/merge-results "$tmp/two" "$tmp/into" zz > /dev/null 2> "$tmp/err"; then fail "an absent configuration was accepted"; fi
 grep -q "runs/zz is not a finished configuration" "$tmp/err" || fail "$(cat "$tmp/err")"
+jq -e '[.configs[].name] == ["a", "b", "d"]' "$tmp/into/experiment.json" > /dev/null || fail "configs: $(jq -c '[.configs[].name]' "$tmp/into/experiment.json")"
 echo "ok: only the configurations named, max_probes aside"
+
+# A configuration INTO's experiment.json lacks (it ran with --only) joins it, in FROM's place.
+results "$tmp/half" 8589934592 abc 2048; finish "$tmp/half/runs/e" half-e
+jq '.configs = [{name: "z", server: "nginx"}, {name: "e", server: "apache"}, {name: "a", server: "nginx"}]' "$tmp/half/experiment.json" > "$tmp/x" && mv "$tmp/x" "$tmp/half/experiment.json"
+jq '.configs = [.configs[] | select(.name == "a" or .name == "d")]' "$tmp/into/experiment.json" > "$tmp/x" && mv "$tmp/x" "$tmp/into/experiment.json"
+scripts/merge-results "$tmp/half" "$tmp/into" e > /dev/null || fail "merging e failed"
+jq -e '[.configs[].name] == ["e", "a", "d"] and (.configs[0].server == "apache")' "$tmp/into/experiment.json" > /dev/null \
+  || fail "e was not listed in FROM's place: $(jq -c '.configs' "$tmp/into/experiment.json")"
+echo "ok: a configuration INTO did not list joins its experiment.json"
