@@ -63,9 +63,11 @@ echo "ok: only the configurations named, max_probes aside"
 
 # A configuration INTO's experiment.json lacks (it ran with --only) joins it, in FROM's place.
 results "$tmp/half" 8589934592 abc 2048; finish "$tmp/half/runs/e" half-e
-jq '.configs = [{name: "z", server: "nginx"}, {name: "e", server: "apache"}, {name: "a", server: "nginx"}]' "$tmp/half/experiment.json" > "$tmp/x" && mv "$tmp/x" "$tmp/half/experiment.json"
+printf '%s' '{"disk": {"preset": "wd-red-1tb"}, "run": {"ramp_s": 1200}, "memory_limit_bytes": 8589934592, "workload": {"spec": "/s.toml"},
+  "configs": [{"name": "z", "server": "nginx"}, {"name": "e", "server": "apache", "rates": {"bracket": {"step_pct": 20.0}}}, {"name": "a", "server": "nginx"}]}' > "$tmp/half/experiment.json"
 jq '.configs = [.configs[] | select(.name == "a" or .name == "d")]' "$tmp/into/experiment.json" > "$tmp/x" && mv "$tmp/x" "$tmp/into/experiment.json"
 scripts/merge-results "$tmp/half" "$tmp/into" e > /dev/null || fail "merging e failed"
 jq -e '[.configs[].name] == ["e", "a", "d"] and (.configs[0].server == "apache")' "$tmp/into/experiment.json" > /dev/null \
   || fail "e was not listed in FROM's place: $(jq -c '.configs' "$tmp/into/experiment.json")"
+grep -q '"step_pct": 20.0' "$tmp/into/experiment.json" || fail "20.0 was rewritten (what resumes compare must keep its form)"
 echo "ok: a configuration INTO did not list joins its experiment.json"
