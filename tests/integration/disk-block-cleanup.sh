@@ -14,10 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . tests/integration/block/common.sh
-block_skip_checks
-block_need_mkfs ext4
-block_scratch
-mkdir "$tmp/mnt"
+block_test ext4
 "$VB" disk library "$tmp/lib.json" --files 4 --size-mib 2 --odd --name cleanup
 mnt=$tmp/mnt
 

@@ -10,10 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . tests/integration/block/common.sh
-block_skip_checks
-block_need_mkfs ext4
-block_scratch
-mkdir "$tmp/mnt"
+block_test ext4
 "$VB" disk library "$tmp/lib.json" --files 8 --size-mib 48 --name block-join
 "$VB" disk mount "$tmp/mnt" --library "$tmp/lib.json" --preset wd-red-1tb --block --fs ext4 \
   --max-sectors-kb 16384 --read-ahead-kb 2048 --trace "$tmp/trace.csv" --daemonize --log "$tmp/block.log" \

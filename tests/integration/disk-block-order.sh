@@ -8,10 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . tests/integration/block/common.sh
-block_skip_checks
-block_need_mkfs ext4
-block_scratch
-mkdir "$tmp/mnt"
+block_test ext4
 "$VB" disk library "$tmp/lib.json" --files 4 --size-mib 64 --name block-order
 "$VB" disk mount "$tmp/mnt" --library "$tmp/lib.json" --preset wd-red-1tb --block --fs ext4 --max-sectors-kb 768 \
   --trace "$tmp/trace.csv" --daemonize --log "$tmp/block.log" | sed -n 's/.*server pid \([0-9]*\).*/\1/p' >> "$tmp/pids"

@@ -6,9 +6,7 @@
 # never a traceback.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-tmp=$(mktemp -d /tmp/window-demand.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. tests/integration/lib/run_script.sh
 script=bench/load/window_demand.py
 run=$tmp/steps-rep0
 mkdir -p "$run/load"
@@ -41,13 +39,7 @@ echo "$out"
 echo "$out" | grep -qF "| 1.00 | 100-110 | 3 of 10 | 0.20 (-80 %) | 0.20 | 0.30 | 0.20 | 0.4 |" || fail "the window's row"
 [ "$(echo "$out" | grep -c '^| [0-9]')" = 1 ] || fail "a step without a window was printed"
 
-# Errors name the input, never a traceback: rejects RUN WHAT EXPECTED.
-rejects() {
-  local err
-  err=$(python3 "$script" "$1" 2>&1) && fail "$2 accepted"
-  echo "$err" | grep -q "$3" || fail "$2: $err"
-  if echo "$err" | grep -q Traceback; then fail "$2: a traceback: $err"; fi
-}
+# Errors name the input, never a traceback (rejects: lib/run_script.sh).
 printf 'session,phase,class,video,path,range,start_s\n1,m,c,1,/v,0-1,soon\n' > "$run/load/requests.csv"
 rejects "$run" "a malformed request" "requests.csv:2: malformed"
 rm "$run/load/requests.csv"

@@ -6,9 +6,7 @@
 # error naming the run directory, never a traceback.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-tmp=$(mktemp -d /tmp/window-positionings.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. tests/integration/lib/run_script.sh
 script=bench/disk/window_positionings.py
 run=$tmp/steps-rep0
 mkdir -p "$run"
@@ -44,13 +42,7 @@ gzip "$run/disk-trace.csv"
 mv "$run/disk-trace.csv.gz" "$run/disk-trace-window.csv.gz"
 python3 "$script" "$run" | grep -qF "| 2.50 | 10-20 | 0.00 | 1.05 | 30 % | 2 | 0.10 | 256.0 |" || fail "gzipped window trace"
 
-# Errors name the input, never a traceback: rejects RUN WHAT EXPECTED.
-rejects() {
-  local err
-  err=$(python3 "$script" "$1" 2>&1) && fail "$2 accepted"
-  echo "$err" | grep -q "$3" || fail "$2: $err"
-  if echo "$err" | grep -q Traceback; then fail "$2: a traceback: $err"; fi
-}
+# Errors name the input, never a traceback (rejects: lib/run_script.sh).
 head -c 40 "$run/disk-trace-window.csv.gz" > "$run/cut.gz" && mv "$run/cut.gz" "$run/disk-trace-window.csv.gz"
 rejects "$run" "a cut gzip" "trace unreadable"
 rm "$run/disk-trace-window.csv.gz"

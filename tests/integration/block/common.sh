@@ -27,6 +27,15 @@ block_scratch() {
   trap block_cleanup EXIT
 }
 
+# The start of a test of one block mount: the skip checks, mkfs for
+# filesystem $1, the scratch directory and its mount point $tmp/mnt.
+block_test() {
+  block_skip_checks
+  block_need_mkfs "$1"
+  block_scratch
+  mkdir "$tmp/mnt"
+}
+
 block_cleanup() {
   local m d
   for m in $(awk -v p="$tmp" 'index($2, p) == 1 { print $2 }' /proc/mounts | sort -r); do

@@ -17,10 +17,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../../.."
 . tests/integration/block/common.sh
 FS=${FS:?FS=ext4 or FS=xfs}
-block_skip_checks
-block_need_mkfs "$FS"
-block_scratch
-mkdir "$tmp/mnt" "$tmp/fuse"
+block_test "$FS"
+mkdir "$tmp/fuse"
 "$VB" disk library "$tmp/lib.json" --files 6 --size-mib 3 --odd --name "block-$FS"
 
 mount_block() {
