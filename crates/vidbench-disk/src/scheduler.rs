@@ -182,8 +182,9 @@ fn run(mut drive: Drive, clock: Clock, jobs: mpsc::Receiver<Job>, stats: Arc<Sta
                 Err(TryRecvError::Disconnected) => open = false,
             }
         }
-        if join != join_bytes.load(Ordering::Relaxed) {
-            join = join_bytes.load(Ordering::Relaxed);
+        let wanted = join_bytes.load(Ordering::Relaxed);
+        if wanted != join {
+            join = wanted;
             drive.set_join_limit(join);
         }
         let now = clock.now_ns();
