@@ -39,7 +39,7 @@ mod sys;
 mod trace;
 
 pub use mount::read_snapshot;
-pub use sys::unescape as unescape_mountinfo;
+pub use sys::{fuse_max_request_kb, unescape as unescape_mountinfo};
 pub use layout::{Layout, Placement};
 pub use model::{sim, Completion, Drive, Geometry, Outcome, Request, SECTOR};
 pub use params::{preset, presets, DriveFile, DriveKind, DriveParams, ParamsError, Preset, Reference};

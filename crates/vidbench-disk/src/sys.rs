@@ -79,6 +79,17 @@ pub fn read_ahead_kb(m: &MountEntry) -> anyhow::Result<u32> {
 
 const MAX_PAGES_LIMIT: &str = "/proc/sys/fs/fuse/max_pages_limit";
 
+/// The largest FUSE request this kernel can be made to send, KiB: 1024 where
+/// the page limit is fixed (kernels before 6.13, no `fs.fuse.max_pages_limit`),
+/// else the 65,535 pages the sysctl can be raised to (FUSE's u16 `max_pages`).
+pub fn fuse_max_request_kb() -> u32 {
+    if std::path::Path::new(MAX_PAGES_LIMIT).exists() {
+        65_535 * 4
+    } else {
+        1024
+    }
+}
+
 /// Makes sure the kernel lets FUSE requests of `pages` pages through; raises
 /// `fs.fuse.max_pages_limit` when it is lower (root only). Returns a notice
 /// when it changed something.

@@ -37,6 +37,8 @@ const DRIVER_FLAGS: &[&str] = &[
 
 /// FUSE mode's default largest request, KiB.
 pub const DEFAULT_MAX_REQUEST_KB: u32 = 128;
+/// Paper 003's failure threshold: a rate fails when 0.3 % of its sessions do.
+const DEFAULT_THRESHOLD_PCT: f64 = 0.3;
 
 /// Most drives `[disk] count` may mount.
 pub const MAX_DISKS: u32 = 8;
@@ -83,7 +85,7 @@ pub(super) fn expand(file: ExperimentFile, path: &Path, base: &Path) -> Result<E
     }
     check.memory(&file.memory)?;
     check.run(&file.run)?;
-    let default_plan = file.rates.as_ref().map(|r| check.rates("rates", r)).transpose()?;
+    let default_plan = file.rates.as_ref().map(|r| check.rates("rates", r, DEFAULT_THRESHOLD_PCT)).transpose()?;
     if file.configs.is_empty() {
         return Err(check.invalid("config", "the experiment has no [[config]]"));
     }
@@ -379,8 +381,10 @@ impl Checker<'_> {
     }
 
     /// A `[rates]` table (top-level or a configuration's) as a rate plan.
-    fn rates(&self, key: &str, rates: &RatesSection) -> Result<RatePlan, ExperimentError> {
-        if !(rates.threshold_pct.is_finite() && rates.threshold_pct > 0.0 && rates.threshold_pct < 100.0) {
+    /// `inherited_threshold` applies where the table gives no `threshold_pct`.
+    fn rates(&self, key: &str, rates: &RatesSection, inherited_threshold: f64) -> Result<RatePlan, ExperimentError> {
+        let threshold_pct = rates.threshold_pct.unwrap_or(inherited_threshold);
+        if !(threshold_pct.is_finite() && threshold_pct > 0.0 && threshold_pct < 100.0) {
             return Err(self.invalid(format!("{key}.threshold_pct"), "must be a percentage above 0 and below 100"));
         }
         if rates.repetitions == 0 {
@@ -410,7 +414,7 @@ impl Checker<'_> {
             if b.max_probes < 2 * b.repetitions {
                 return Err(self.invalid(format!("{k}.max_probes"), format!("must allow the repetitions on both sides (at least {})", 2 * b.repetitions)));
             }
-            return Ok(RatePlan::Bracket { bracket: *b, threshold_pct: rates.threshold_pct });
+            return Ok(RatePlan::Bracket { bracket: *b, threshold_pct });
         }
         match (&rates.fixed, &rates.search) {
             (Some(_), Some(_)) | (None, None) => unreachable!("exactly one was checked above"),
@@ -436,7 +440,7 @@ impl Checker<'_> {
                         return Err(self.invalid(format!("{key}.relative_to.results"), format!("{} is not there: no finished search of `{config}`", file.display())));
                     }
                 }
-                Ok(RatePlan::Fixed { rates: fixed.clone(), repetitions: rates.repetitions, threshold_pct: rates.threshold_pct, relative_to })
+                Ok(RatePlan::Fixed { rates: fixed.clone(), repetitions: rates.repetitions, threshold_pct, relative_to })
             }
             (None, Some(s)) => {
                 let k = format!("{key}.search");
@@ -455,7 +459,7 @@ impl Checker<'_> {
                 if s.repetitions == 0 {
                     return Err(self.invalid(format!("{k}.repetitions"), "must be at least 1"));
                 }
-                Ok(RatePlan::Search { search: *s, threshold_pct: rates.threshold_pct })
+                Ok(RatePlan::Search { search: *s, threshold_pct })
             }
         }
     }
@@ -658,7 +662,7 @@ impl Checker<'_> {
                 }
                 Ok(RatePlan::None { repetitions: reps })
             }
-            (Some(r), _, _) => self.rates(&format!("{key}.rates"), r),
+            (Some(r), _, _) => self.rates(&format!("{key}.rates"), r, default_plan.and_then(RatePlan::threshold_pct).unwrap_or(DEFAULT_THRESHOLD_PCT)),
             (None, Some(p), _) => Ok(p.clone()),
             (None, None, _) => Err(self.invalid(format!("{key}.rates"), "no rates here and no top-level [rates]")),
         }

@@ -291,8 +291,12 @@ impl Experiment {
     /// when `support` (the disk's check for the experiment's filesystem)
     /// passes and FUSE mode otherwise; `block` needs it to pass. The other
     /// mode's keys are then dropped, so `experiment.json` and every run record
-    /// only what was used. Returns the reason for falling back to FUSE mode.
-    pub fn resolve_disk_mode(&mut self, support: impl FnOnce(FsKind) -> anyhow::Result<()>) -> anyhow::Result<Option<String>> {
+    /// only what was used. In FUSE mode a `max_sectors_kb` (kernel tuning's
+    /// large requests) becomes the FUSE request cap, `max_request_kb`, bounded
+    /// by `fuse_cap_kb` (what this kernel lets FUSE requests grow to), so a
+    /// fallback keeps what a configuration tunes. Returns the reason for
+    /// falling back to FUSE mode.
+    pub fn resolve_disk_mode(&mut self, support: impl FnOnce(FsKind) -> anyhow::Result<()>, fuse_cap_kb: u32) -> anyhow::Result<Option<String>> {
         let fs = self.disk.fs.unwrap_or_default();
         let (mode, fallback) = match self.disk.mode {
             DiskMode::Fuse => (DiskMode::Fuse, None),
@@ -315,11 +319,12 @@ impl Experiment {
             }
             _ => {
                 let d = &mut self.disk;
-                let kb = *d.max_request_kb.get_or_insert(expand::DEFAULT_MAX_REQUEST_KB);
+                let as_request = |sectors: Option<u32>| sectors.map(|kb| kb.min(fuse_cap_kb));
+                let kb = *d.max_request_kb.get_or_insert(as_request(d.max_sectors_kb).unwrap_or(expand::DEFAULT_MAX_REQUEST_KB));
                 (d.fs, d.fs_size, d.fs_slack_pct, d.fill_order, d.fill_seed, d.image_cache) = (None, None, None, None, None, None);
                 (d.scheduler, d.max_sectors_kb, d.nr_requests) = (None, None, None);
                 for c in &mut self.configs {
-                    c.max_request_kb.get_or_insert(kb);
+                    c.max_request_kb.get_or_insert(as_request(c.max_sectors_kb).unwrap_or(kb));
                     (c.scheduler, c.max_sectors_kb, c.nr_requests) = (None, None, None);
                 }
             }
@@ -565,6 +570,21 @@ kind = "wc"
         }
         let err = parse(&GOOD.replace("prefetch_kb = [1024, 2048]", "prefetch_kb = 2048\nadaptive = { interval_s = 30 }")).unwrap_err().to_string();
         assert!(err.contains("only with prefetch_kb = \"adaptive\""), "{err}");
+    }
+
+    #[test]
+    fn a_configurations_own_rates_inherit_the_top_level_threshold_unless_they_set_one() {
+        let text = GOOD.replace("fixed = [10, 20]", "fixed = [10, 20]\nthreshold_pct = 1.5").replace(
+            "name = \"vanilla\"\nserver = \"nginx\"",
+            "name = \"vanilla\"\nserver = \"nginx\"\nrates = { bracket = { start = 2.0 } }",
+        );
+        let threshold = |e: &Experiment, name: &str| e.config(name).unwrap().rates.threshold_pct();
+        let e = parse(&text).unwrap();
+        assert_eq!((threshold(&e, "vanilla"), threshold(&e, "lib-p1024")), (Some(1.5), Some(1.5)));
+        let e = parse(&text.replace("start = 2.0 }", "start = 2.0 }, threshold_pct = 0.5")).unwrap();
+        assert_eq!((threshold(&e, "vanilla"), threshold(&e, "lib-p1024")), (Some(0.5), Some(1.5)));
+        let e = parse(&text.replace("threshold_pct = 1.5", "")).unwrap();
+        assert_eq!((threshold(&e, "vanilla"), threshold(&e, "lib-p1024")), (Some(0.3), Some(0.3)), "paper 003's 0.3 % by default");
     }
 
     #[test]
@@ -859,10 +879,13 @@ kind = "wc"
             .replace("name = \"vanilla\"\nserver = \"nginx\"", "name = \"vanilla\"\nserver = \"nginx\"\nmax_request_kb = 1024\nmax_sectors_kb = 1280");
         let mut e = parse(&auto).unwrap();
         let mut asked = None;
-        let fallback = e.resolve_disk_mode(|fs| {
-            asked = Some(fs);
-            Ok(())
-        });
+        let fallback = e.resolve_disk_mode(
+            |fs| {
+                asked = Some(fs);
+                Ok(())
+            },
+            1024,
+        );
         assert_eq!(fallback.unwrap(), None);
         assert_eq!(asked, Some(FsKind::Xfs), "the support check is for the experiment's filesystem");
         assert_eq!(e.disk.mode, DiskMode::Block);
@@ -871,7 +894,7 @@ kind = "wc"
         assert_eq!((v.max_request_kb, v.max_sectors_kb), (None, Some(1280)));
 
         let mut e = parse(&auto).unwrap();
-        let why = e.resolve_disk_mode(|_| anyhow::bail!("no loop devices here")).unwrap();
+        let why = e.resolve_disk_mode(|_| anyhow::bail!("no loop devices here"), 1024).unwrap();
         assert_eq!(why.as_deref(), Some("no loop devices here"));
         assert_eq!(e.disk.mode, DiskMode::Fuse);
         assert_eq!((e.disk.fs, e.disk.max_request_kb), (None, Some(256)));
@@ -881,10 +904,33 @@ kind = "wc"
         assert!(serde_json::to_value(&e).unwrap().to_string().find("max_sectors_kb").is_none(), "FUSE results record no block keys");
 
         let mut e = parse(&block("")).unwrap();
-        let err = e.resolve_disk_mode(|_| anyhow::bail!("no loop devices here")).unwrap_err().to_string();
+        let err = e.resolve_disk_mode(|_| anyhow::bail!("no loop devices here"), 1024).unwrap_err().to_string();
         assert!(err.contains("mode = \"block\"") && err.contains("no loop devices here") && err.contains("\"auto\""), "{err}");
         let mut e = parse(GOOD).unwrap();
-        assert_eq!(e.resolve_disk_mode(|_| panic!("FUSE mode needs no check")).unwrap(), None);
+        assert_eq!(e.resolve_disk_mode(|_| panic!("FUSE mode needs no check"), 1024).unwrap(), None);
+    }
+
+    #[test]
+    fn a_fallback_to_fuse_mode_keeps_kernel_tunings_large_requests_as_far_as_fuse_allows() {
+        // Kernel tuning at paper 000's 16 MB, a configuration at the disk's
+        // setting, one with its own FUSE cap: what each reads in one request
+        // must survive the fallback, not become FUSE's default 128 KiB.
+        let auto = GOOD
+            .replace("preset = \"wd-red-1tb\"", "preset = \"wd-red-1tb\"\nmode = \"auto\"\nmax_sectors_kb = 512")
+            .replace("name = \"vanilla\"\nserver = \"nginx\"", "name = \"vanilla\"\nserver = \"nginx\"\nmax_sectors_kb = 16384\nread_ahead_kb = 2048")
+            .replace("name = \"lib\"\nserver = \"nginx\"", "name = \"lib\"\nserver = \"nginx\"\nmax_request_kb = 256");
+        let request_kb = |cap: u32| {
+            let mut e = parse(&auto).unwrap();
+            e.resolve_disk_mode(|_| anyhow::bail!("no loop devices here"), cap).unwrap();
+            assert!(e.configs.iter().all(|c| c.max_sectors_kb.is_none()));
+            (e.disk.max_request_kb, e.config("vanilla").unwrap().max_request_kb, e.config("lib-p1024").unwrap().max_request_kb)
+        };
+        assert_eq!(request_kb(65_535 * 4), (Some(512), Some(16384), Some(256)));
+        assert_eq!(request_kb(1024), (Some(512), Some(1024), Some(256)), "bounded by the kernel's FUSE limit");
+        // With no max_sectors_kb anywhere, FUSE mode's default as before.
+        let mut e = parse(&GOOD.replace("preset = \"wd-red-1tb\"", "preset = \"wd-red-1tb\"\nmode = \"auto\"")).unwrap();
+        e.resolve_disk_mode(|_| anyhow::bail!("no loop devices here"), 1024).unwrap();
+        assert_eq!((e.disk.max_request_kb, e.config("vanilla").unwrap().max_request_kb), (Some(128), Some(128)));
     }
 
     #[test]

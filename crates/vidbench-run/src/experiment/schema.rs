@@ -343,16 +343,14 @@ pub struct RatesSection {
     /// Runs per fixed rate.
     #[serde(default = "one_u32")]
     pub repetitions: u32,
-    /// A rate fails when at least this percentage of sessions fail.
-    #[serde(default = "default_threshold")]
-    pub threshold_pct: f64,
+    /// A rate fails when at least this percentage of sessions fail; a
+    /// configuration's own `rates` inherit the top-level value, else 0.3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold_pct: Option<f64>,
 }
 
 fn one_u32() -> u32 {
     1
-}
-fn default_threshold() -> f64 {
-    0.3
 }
 
 /// The maximum failure-free rate search: a coarse sweep from `low` to `high`,
