@@ -934,6 +934,40 @@ kind = "wc"
     }
 
     #[test]
+    fn files_read_beside_table_3_share_its_testbed_and_protocol() {
+        // Their rows are compared with Table 3's, so every setting but the
+        // configurations and their start rates must be table3-paper's.
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/experiments");
+        let load = |name: &str| Experiment::from_file(&dir.join(format!("{name}.toml"))).unwrap_or_else(|e| panic!("{e}"));
+        fn json<T: serde::Serialize>(v: &T) -> serde_json::Value {
+            serde_json::to_value(v).unwrap()
+        }
+        let table3 = load("table3-paper");
+        let search = |e: &Experiment, c: &Config| match c.rates {
+            RatePlan::Bracket { bracket, threshold_pct } => (bracket.step_pct, bracket.resolution_pct, bracket.repetitions, bracket.max_probes, threshold_pct),
+            ref other => panic!("{}: {} does not bracket: {other:?}", e.name, c.name),
+        };
+        let protocol = search(&table3, &table3.configs[0]);
+        for name in ["table3-operator", "promotion", "queue-order", "laio-video", "lighttpd-gap", "fig17-sendfile"] {
+            let e = load(name);
+            assert_eq!(json(&e.workload), json(&table3.workload), "{name}: workload");
+            assert_eq!(json(&e.disk), json(&table3.disk), "{name}: [disk]");
+            assert_eq!(e.memory_limit_bytes, table3.memory_limit_bytes, "{name}: memory");
+            let (mut run, mut table3_run) = (json(&e.run), json(&table3.run));
+            // Fig 17 measures each rate in a run of its own (one window).
+            run["steady"].as_object_mut().map(|s| s.remove("one_run"));
+            table3_run["steady"].as_object_mut().map(|s| s.remove("one_run"));
+            assert_eq!(run, table3_run, "{name}: [run]");
+            for c in &e.configs {
+                assert_eq!(c.ramp_s, None, "{name}: {} has a ramp of its own", c.name);
+                if name != "fig17-sendfile" {
+                    assert_eq!(search(&e, c), protocol, "{name}: {}'s search", c.name);
+                }
+            }
+        }
+    }
+
+    #[test]
     fn the_bundled_experiments_are_valid() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/experiments");
         let mut seen = 0;
