@@ -209,6 +209,11 @@ pub struct Sample {
     /// the loop device's max_sectors_kb); absent in files from before.
     #[serde(default)]
     pub disk_joined: Option<f64>,
+    /// Seconds the drive's replies left after their modelled completion,
+    /// summed (`reply_late_ns`): a host that starves the drive's process
+    /// (another experiment, a build) shows here. Absent in files from before.
+    #[serde(default)]
+    pub disk_reply_late_s: Option<f64>,
     /// The loop device's `/sys/block/*/stat` (block mode).
     pub block_reads: Option<f64>,
     pub block_read_sectors: Option<f64>,
@@ -237,6 +242,11 @@ pub struct Sample {
     pub server_cpu_s: Option<f64>,
     #[serde(default)]
     pub daemon_cpu_s: Option<f64>,
+    /// CPU seconds the whole machine has been busy, all CPUs together
+    /// (`/proc/stat`: everything but idle and iowait), so a window shows what
+    /// else ran beside the run. Absent in files from before this column.
+    #[serde(default)]
+    pub host_cpu_busy_s: Option<f64>,
     /// The daemon's prefetch size in force (the adaptive controller's first
     /// queue, or the fixed size) and, cumulative, what became of the bytes it
     /// prefetched (paper 001 Table 1: read, used, evicted before use, wasted,
@@ -289,6 +299,7 @@ impl Sample {
             disk_bytes: at(&["total", "counters", "bytes"]),
             disk_busy_s: at(&["total", "counters", "busy_ns"]).map(|ns| ns / 1e9),
             disk_joined: at(&["total", "counters", "joined_reads"]),
+            disk_reply_late_s: at(&["total", "counters", "reply_late_ns"]).map(|ns| ns / 1e9),
             block_reads: at(&["block_layer", "counters", "reads"]),
             block_read_sectors: at(&["block_layer", "counters", "read_sectors"]),
             block_io_ticks_ms: at(&["block_layer", "counters", "io_ticks_ms"]),
@@ -300,6 +311,7 @@ impl Sample {
             kernel_bytes: memory.get("kernel_bytes").and_then(Value::as_f64),
             // As for the memory: a sample without CPU rather than no sample.
             server_cpu_s: children.cgroup.cpu_usage(Role::Server).ok().flatten(),
+            host_cpu_busy_s: host_cpu_busy_s(),
             ..Sample::default()
         };
         let mut daemon_stats = None;
@@ -385,6 +397,10 @@ pub struct DiskWindow {
     pub mb_s: f64,
     pub block_reads: Option<f64>,
     pub block_mb_s: Option<f64>,
+    /// Mean lateness of the drive's replies in the window, ms per read
+    /// (none in records from before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_late_ms: Option<f64>,
 }
 
 /// A step of a steady-state run: the load's figures and the disk's and the
@@ -410,6 +426,10 @@ pub struct StepRecord {
     pub server_cpu_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub daemon_cpu_s: Option<f64>,
+    /// CPUs the whole machine kept busy on average in the window (what ran
+    /// beside the run included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_cpus_busy: Option<f64>,
 }
 
 /// The memory cgroup's file LRU lists over a step's window: mean bytes on
@@ -463,6 +483,7 @@ impl StepRecord {
             mb_s: bytes / 1e6 / seconds,
             block_reads: delta(|s| s.block_reads),
             block_mb_s: delta(|s| s.block_read_sectors).map(|sectors| sectors * 512.0 / 1e6 / seconds),
+            reply_late_ms: delta(|s| s.disk_reply_late_s).zip(delta(|s| s.disk_reads)).filter(|(_, n)| *n > 0.0).map(|(late, n)| late * 1e3 / n),
         });
         // The mean of a column over the samples inside the window.
         let mean = |f: fn(&Sample) -> Option<f64>| {
@@ -495,6 +516,7 @@ impl StepRecord {
             prefetch,
             server_cpu_s: delta(|s| s.server_cpu_s),
             daemon_cpu_s: delta(|s| s.daemon_cpu_s),
+            host_cpus_busy: delta(|s| s.host_cpu_busy_s).map(|busy| busy / seconds),
             disk_bytes_per_delivered_byte: disk.filter(|_| delivered > 0.0).map(|d| d.mb_s / delivered),
             disk,
             memory_mean_bytes: mean(|s| s.memory_bytes),
@@ -502,6 +524,23 @@ impl StepRecord {
             load,
         }
     }
+}
+
+/// CPU seconds the machine has been busy since boot, all CPUs together: the
+/// first line of `/proc/stat` without idle and iowait, in clock ticks
+/// (USER_HZ, 100 on Linux). None where it cannot be read.
+fn host_cpu_busy_s() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    parse_host_cpu_busy_s(text.lines().next()?)
+}
+
+fn parse_host_cpu_busy_s(cpu_line: &str) -> Option<f64> {
+    const USER_HZ: f64 = 100.0;
+    let mut fields = cpu_line.split_whitespace();
+    (fields.next()? == "cpu").then_some(())?;
+    // user nice system idle iowait irq softirq steal (guest time is already in user).
+    let ticks: Vec<f64> = fields.take(8).map(str::parse).collect::<Result<_, _>>().ok()?;
+    (ticks.len() == 8).then(|| (ticks.iter().sum::<f64>() - ticks[3] - ticks[4]) / USER_HZ)
 }
 
 /// Stops the sampler when dropped, whatever way the run ends (a panic of
@@ -645,13 +684,19 @@ mod tests {
                     // The server uses 1.5 cores, the daemon a tenth of one.
                     server_cpu_s: Some(1.5 * t),
                     daemon_cpu_s: Some(0.1 * t),
+                    // The machine keeps 1.8 CPUs busy; each read's reply
+                    // leaves 0.25 ms late.
+                    host_cpu_busy_s: Some(1000.0 + 1.8 * t),
+                    disk_reply_late_s: Some(t * 0.25e-3),
                     ..Sample::default()
                 }
             })
             .collect();
         let r = StepRecord::new(load_step((10.0, 30.0), 20.0), &samples);
         assert!((r.server_cpu_s.unwrap() - 30.0).abs() < 1e-9 && (r.daemon_cpu_s.unwrap() - 2.0).abs() < 1e-9);
+        assert!((r.host_cpus_busy.unwrap() - 1.8).abs() < 1e-9);
         let d = r.disk.unwrap();
+        assert!((d.reply_late_ms.unwrap() - 0.25).abs() < 1e-9);
         assert_eq!((d.seconds, d.reads, d.busy_s), (20.0, 20.0, 10.0));
         assert!((d.mb_s - 30.0).abs() < 1e-9);
         assert!((d.block_mb_s.unwrap() - 30.0).abs() < 1e-9);
@@ -665,6 +710,16 @@ mod tests {
         assert_eq!(lru.kernel_mean_bytes, Some(40.0));
         // No sample at an edge: no disk figure rather than a wrong one.
         assert_eq!(StepRecord::new(load_step((10.0, 60.0), 20.0), &samples).disk, None);
+    }
+
+    #[test]
+    fn the_machines_busy_cpu_time_is_proc_stats_first_line_without_idle_and_iowait() {
+        // user nice system idle iowait irq softirq steal guest guest_nice, in ticks.
+        assert_eq!(parse_host_cpu_busy_s("cpu  1000 50 300 9000 200 10 40 100 0 0"), Some(15.0));
+        assert_eq!(parse_host_cpu_busy_s("cpu0 1 2 3 4 5 6 7 8"), None, "a CPU's line, not the machine's");
+        assert_eq!(parse_host_cpu_busy_s("cpu  1 2 3"), None, "too few fields");
+        assert_eq!(parse_host_cpu_busy_s("cpu  1 2 x 4 5 6 7 8"), None);
+        assert!(host_cpu_busy_s().is_some_and(|s| s > 0.0), "this machine's /proc/stat");
     }
 
     #[test]
