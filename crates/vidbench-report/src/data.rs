@@ -59,6 +59,11 @@ pub struct Run {
     /// Under the page cache's gate: whether the lists had settled when the
     /// step's window opened (false: the gate's cap opened it).
     pub cache_settled: Option<bool>,
+    /// CPUs the whole machine kept busy in the step's window, and the
+    /// drive's mean reply lateness (ms per read) there: what else ran beside
+    /// the run, and whether it starved the drive (steps recorded since).
+    pub host_cpus_busy: Option<f64>,
+    pub reply_late_ms: Option<f64>,
 }
 
 impl Run {
@@ -362,6 +367,8 @@ fn load_run(dir: &Path) -> anyhow::Result<Vec<Run>> {
         prefetch: None,
         lru: None,
         cache_settled: None,
+        host_cpus_busy: None,
+        reply_late_ms: None,
     };
     match read_json(&dir.join("steps.json")) {
         Ok(steps) => expand_steps(base, &steps).with_context(|| format!("{} is not a list of steps", dir.join("steps.json").display())),
@@ -404,6 +411,8 @@ fn expand_steps(base: Run, steps: &Value) -> anyhow::Result<Vec<Run>> {
             prefetch: step.get("prefetch").and_then(|p| serde_json::from_value(p.clone()).ok()),
             lru: step.get("lru").and_then(|p| serde_json::from_value(p.clone()).ok()),
             cache_settled: step.get("cache_settled").and_then(Value::as_bool),
+            host_cpus_busy: f(&["host_cpus_busy"]),
+            reply_late_ms: f(&["disk", "reply_late_ms"]),
             ..base.clone()
         });
     }

@@ -79,6 +79,7 @@ pub fn write_report(results: &Results, out: &Path) -> anyhow::Result<usize> {
     sweep_section(&mut ctx, &server_configs, &points)?;
     prefetch_section(&mut ctx, &server_configs)?;
     lru_section(&mut ctx, &server_configs)?;
+    machine_section(&mut ctx, &server_configs)?;
     setup_section(&mut ctx)?;
     std::fs::write(out, &ctx.md).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?;
     Ok(ctx.figures)
@@ -664,6 +665,48 @@ fn lru_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()> {
                 gib(l.inactive_file_mean_bytes),
                 f2(l.refault_mb_s),
                 f2(share)
+            )?;
+        }
+    }
+    writeln!(ctx.md)?;
+    Ok(())
+}
+
+/// What the machine did beside each window: the CPUs it kept busy (the
+/// run's own server and daemon, and whatever else ran, such as a second
+/// experiment) and how late the emulated drive's replies left. A drive
+/// process starved by the host answers late and slows every configuration
+/// on it; this table shows whether a window was measured on a crowded host.
+fn machine_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()> {
+    let with = windows_with(ctx, configs, |r| r.host_cpus_busy.is_some());
+    if with.is_empty() {
+        return Ok(());
+    }
+    let cpus = ctx.results.machine.get("cpus").and_then(Value::as_u64);
+    writeln!(ctx.md, "## The machine beside each window\n")?;
+    writeln!(
+        ctx.md,
+        "Per measured window: the CPUs the whole machine kept busy on average (`/proc/stat`; {}), the run's server and daemon \
+         (their cgroups' CPU), and the emulated drive's mean reply lateness, ms per read past the modelled completion \
+         (docs/run.md, \"Two experiments at once\").\n",
+        cpus.map_or("of the machine's CPUs".to_string(), |n| format!("of {n}"))
+    )?;
+    writeln!(ctx.md, "| configuration | rate | window s | machine CPUs busy | server CPUs | daemon CPUs | drive reply late ms |")?;
+    writeln!(ctx.md, "|---|---:|---|---:|---:|---:|---:|")?;
+    for (c, runs) in &with {
+        for r in runs {
+            let per_s = |cpu_s: Option<f64>| cpu_s.zip(r.cpu_span_s()).map(|(c, w)| c / w);
+            let window = r.window_s.map(|(a, b)| format!("{a:.0}-{b:.0}")).unwrap_or_default();
+            writeln!(
+                ctx.md,
+                "| {} | {:.2} | {} | {} | {} | {} | {} |",
+                ctx.results.label(c),
+                r.rate.unwrap_or(0.0),
+                window,
+                f2(r.host_cpus_busy),
+                f2(per_s(r.server_cpu_s)),
+                f2(per_s(r.daemon_cpu_s)),
+                f2(r.reply_late_ms)
             )?;
         }
     }

@@ -308,6 +308,36 @@ fn server_cpu_over_each_window() {
     assert!(md.contains("| Apache | 3.00 | 1 | 20.00 | 0.00 | 0.00 | 0.00 | - |"), "{md}");
 }
 
+/// Steps that carry the machine's busy CPUs and the drive's reply lateness
+/// get a row each in the machine table; results from before have no table.
+#[test]
+fn the_machine_beside_each_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let step = |from: f64, host: Option<f64>, late: Option<f64>| {
+        serde_json::json!({
+            "index": 0, "spec": {"rate": 4.87}, "window_s": [from, from + 90.0], "failure_percent": 0.0, "throughput_mb_s": 39.0,
+            "server_cpu_s": 9.0, "daemon_cpu_s": 4.5, "host_cpus_busy": host,
+            "disk": {"seconds": 90.0, "reads": 9000.0, "bytes": 4.9e9, "busy_s": 80.0, "reply_late_ms": late}
+        })
+    };
+    let run = stepped_run(root, "l", "nginx + Libception", serde_json::json!([step(1200.0, Some(1.25), Some(0.24)), step(1320.0, None, None)]));
+    std::fs::write(run.join("DONE"), "").unwrap();
+    let out = root.join("report.md");
+    vidbench_report::write_report(&Results::load(root).unwrap(), &out).unwrap();
+    let md = std::fs::read_to_string(&out).unwrap();
+    assert!(md.contains("## The machine beside each window"), "{md}");
+    assert!(md.contains("| nginx + Libception | 4.87 | 1200-1290 | 1.25 | 0.10 | 0.05 | 0.24 |"), "{md}");
+    assert!(!md.contains("| nginx + Libception | 4.87 | 1320-1410 |"), "a window without the machine's figures has no row: {md}");
+
+    let older = tempfile::tempdir().unwrap();
+    let run = stepped_run(older.path(), "l", "nginx + Libception", serde_json::json!([step(1200.0, None, None)]));
+    std::fs::write(run.join("DONE"), "").unwrap();
+    let out = older.path().join("report.md");
+    vidbench_report::write_report(&Results::load(older.path()).unwrap(), &out).unwrap();
+    assert!(!std::fs::read_to_string(&out).unwrap().contains("## The machine"));
+}
+
 /// A stepped run with a disk trace: the trace figures and table take the
 /// requests of the first window at the maximum failure-free rate, put on the
 /// trace's clock by the samples' `disk_uptime_s`, not the whole run's.
