@@ -345,12 +345,13 @@ impl Driver {
             eprintln!("vidbench run: port {} is in use: the servers listen on {}", exp.run.port, share.port());
         }
         let stored = out.join("experiment.json");
+        let recorded = exp.recorded(|name| has_finished_runs(&out, name));
         if resume && stored.exists() {
             let old: Value = serde_json::from_str(&std::fs::read_to_string(&stored)?).context("experiment.json of the results is not JSON")?;
-            check_resumable(&old, &serde_json::to_value(&exp)?, &out)?;
+            check_resumable(&old, &recorded, &out)?;
         }
         std::fs::write(out.join("experiment.toml"), &exp.file_text).with_context(|| format!("cannot write the experiment file into {}", out.display()))?;
-        write_json(&stored, &exp)?;
+        write_json(&stored, &recorded)?;
         let mut workload = prepare_workload(&exp, &out, &programs)?;
         let mut sessions = vidbench_library::session_io::read_sessions(&workload.sessions)?;
         if let Some(max) = exp.run.max_session_s {
@@ -1573,6 +1574,11 @@ pub fn cleanup_leftovers(out: &Path) {
 /// and so must every configuration with a finished run under `out`; a
 /// configuration without one may change, go, or be added (an experiment in
 /// progress gains a configuration without its finished ones running again).
+/// Whether configuration `name` has a finished run (one with `DONE`) in `out`.
+fn has_finished_runs(out: &Path, name: &str) -> bool {
+    std::fs::read_dir(out.join("runs").join(name)).map(|d| d.flatten().any(|e| e.path().join(DONE).exists())).unwrap_or(false)
+}
+
 fn check_resumable(old: &Value, new: &Value, out: &Path) -> anyhow::Result<()> {
     for key in ["disk", "run", "memory_limit_bytes", "workload"] {
         if old.get(key) != new.get(key) {
@@ -1584,8 +1590,7 @@ fn check_resumable(old: &Value, new: &Value, out: &Path) -> anyhow::Result<()> {
     for config in configs(old) {
         let Some(name) = config.get("name").and_then(Value::as_str) else { continue };
         let runs = out.join("runs").join(name);
-        let finished = std::fs::read_dir(&runs).map(|d| d.flatten().any(|e| e.path().join(DONE).exists())).unwrap_or(false);
-        if !finished {
+        if !has_finished_runs(out, name) {
             continue;
         }
         match new_configs.iter().find(|c| c.get("name").and_then(Value::as_str) == Some(name)) {

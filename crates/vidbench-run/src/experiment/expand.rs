@@ -118,6 +118,8 @@ pub(super) fn expand(file: ExperimentFile, path: &Path, base: &Path) -> Result<E
         run: file.run,
         paths: file.paths,
         configs,
+        omitted: Vec::new(),
+        file_order: Vec::new(),
     })
 }
 

@@ -54,6 +54,14 @@ pub struct Experiment {
     pub run: RunSection,
     pub paths: PathsSection,
     pub configs: Vec<Config>,
+    /// The file's configurations `--only` left out ([`Experiment::keep_only`]),
+    /// in file order: a resume with another `--only` keeps those already
+    /// finished in the results' `experiment.json`.
+    #[serde(skip)]
+    pub omitted: Vec<Config>,
+    /// Every configuration's name in file order (set by `keep_only`).
+    #[serde(skip)]
+    file_order: Vec<String>,
 }
 
 /// Where the workload comes from, with an absolute path.
@@ -332,6 +340,24 @@ impl Experiment {
         Ok(fallback)
     }
 
+    /// What a results directory's `experiment.json` records: the experiment,
+    /// whose configurations are those run now and, of those `--only` left
+    /// out, the ones with finished runs there (`finished`), in file order. So
+    /// a directory filled by runs with different `--only` lists describes
+    /// every configuration it holds, and a resume checks their settings.
+    pub fn recorded(&self, finished: impl Fn(&str) -> bool) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).expect("an experiment serializes");
+        let done: Vec<&Config> = self.omitted.iter().filter(|c| finished(&c.name)).collect();
+        if !done.is_empty() {
+            let all = self.configs.iter().chain(done);
+            let position = |c: &&Config| self.file_order.iter().position(|n| *n == c.name);
+            let mut configs: Vec<&Config> = all.collect();
+            configs.sort_by_key(position);
+            v["configs"] = serde_json::to_value(configs).expect("configurations serialize");
+        }
+        v
+    }
+
     /// The configuration named `name`.
     pub fn config(&self, name: &str) -> Option<&Config> {
         self.configs.iter().find(|c| c.name == name)
@@ -347,7 +373,13 @@ impl Experiment {
                 anyhow::bail!("no configuration {n:?} in experiment {:?} (it has: {})", self.name, known.join(", "));
             }
         }
-        self.configs.retain(|c| names.iter().any(|n| n == &c.name || n == &c.base));
+        if self.file_order.is_empty() {
+            self.file_order = self.configs.iter().map(|c| c.name.clone()).collect();
+        }
+        let kept = |c: &Config| names.iter().any(|n| n == &c.name || n == &c.base);
+        let (keep, omit): (Vec<Config>, Vec<Config>) = std::mem::take(&mut self.configs).into_iter().partition(|c| kept(c));
+        self.configs = keep;
+        self.omitted.extend(omit);
         Ok(())
     }
 }
@@ -524,6 +556,19 @@ kind = "wc"
         assert_eq!(e.configs.len(), 1);
         let err = parse(GOOD).unwrap().keep_only(&["vanila".into()]).unwrap_err().to_string();
         assert!(err.contains("\"vanila\"") && err.contains("vanilla, lib-p1024"), "{err}");
+    }
+
+    #[test]
+    fn the_recorded_experiment_keeps_finished_configurations_only_left_out() {
+        let names = |v: &serde_json::Value| -> Vec<String> { v["configs"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap().to_string()).collect() };
+        let mut e = parse(GOOD).unwrap();
+        assert_eq!(names(&e.recorded(|_| true)), ["vanilla", "lib-p1024", "lib-p2048", "wc"], "without --only: the file's");
+        e.keep_only(&["lib-p2048".into()]).unwrap();
+        assert_eq!(names(&e.recorded(|_| false)), ["lib-p2048"], "nothing else finished: what runs now");
+        // vanilla and wc finished in an earlier run with another --only: kept, in file order.
+        assert_eq!(names(&e.recorded(|n| n == "vanilla" || n == "wc")), ["vanilla", "lib-p2048", "wc"]);
+        let vanilla = e.omitted.iter().find(|c| c.name == "vanilla").unwrap();
+        assert_eq!(e.recorded(|_| true)["configs"][0], serde_json::to_value(vanilla).unwrap(), "with its settings, for a resume to compare");
     }
 
     #[test]
