@@ -5,7 +5,7 @@ use crate::driver::{self, Driver};
 use crate::progress::fmt_duration;
 use crate::experiment::{Config, Experiment, Prefetch, RatePlan};
 use libception_proto::AdaptiveParams;
-use crate::{cgroup, cgroup_probe, interrupt, reader};
+use crate::{cgroup, cgroup_probe, estimate, interrupt, reader};
 use anyhow::Context;
 use std::io::Write;
 use std::path::PathBuf;
@@ -135,7 +135,7 @@ fn print_plan(exp: &Experiment, out: &mut dyn Write) -> std::io::Result<()> {
         "experiment {:?}: {} configurations, about {} runs, disk {} in {} mode{}; {}",
         exp.name,
         exp.configs.len(),
-        exp.configs.iter().map(|c| driver::estimate_config_runs(exp, c)).sum::<usize>(),
+        exp.configs.iter().map(|c| estimate::estimate_config_runs(exp, c)).sum::<usize>(),
         exp.disk.preset,
         exp.disk.mode.name(),
         if exp.disk.count > 1 { format!(", {} drives (each file on one)", exp.disk.count) } else { String::new() },
@@ -192,7 +192,7 @@ fn print_plan(exp: &Experiment, out: &mut dyn Write) -> std::io::Result<()> {
             ),
             RatePlan::None { repetitions } => format!("{repetitions} run(s)"),
         };
-        let time = driver::estimate_config_seconds(exp, c).map_or(String::new(), |s| format!("; about {}", fmt_duration(s)));
+        let time = estimate::estimate_config_seconds(exp, c).map_or(String::new(), |s| format!("; about {}", fmt_duration(s)));
         writeln!(out, "  {:<24} {what}; {}; {plan}{time}", c.name, queue_summary(c))?;
     }
     Ok(())
@@ -201,7 +201,7 @@ fn print_plan(exp: &Experiment, out: &mut dyn Write) -> std::io::Result<()> {
 /// The experiment's machine time as `--check` states it: the sum of the
 /// configurations the steady protocol times, naming those it cannot.
 fn machine_time_summary(exp: &Experiment) -> String {
-    let estimates: Vec<_> = exp.configs.iter().map(|c| (c, driver::estimate_config_seconds(exp, c))).collect();
+    let estimates: Vec<_> = exp.configs.iter().map(|c| (c, estimate::estimate_config_seconds(exp, c))).collect();
     let known: f64 = estimates.iter().filter_map(|(_, s)| *s).sum();
     let unknown: Vec<&str> = estimates.iter().filter(|(_, s)| s.is_none()).map(|(c, _)| c.name.as_str()).collect();
     match (known > 0.0, unknown.is_empty()) {
@@ -290,17 +290,17 @@ mod tests {
         // A search of 9 windows at 5 rates: setup 60 s, ramp 1,200 s, a
         // window and hold of 120 s, 4 rates settling 60 s each, 4 repetitions.
         let search = 60.0 + 1200.0 + 120.0 + 4.0 * 180.0 + 4.0 * 120.0;
-        assert_eq!(driver::estimate_config_seconds(&exp, &exp.configs[0]), Some(search));
+        assert_eq!(estimate::estimate_config_seconds(&exp, &exp.configs[0]), Some(search));
         assert!(plan.lines().nth(1).unwrap().ends_with("; about 43m00s"), "{plan}");
         let total = fmt_duration(8.0 * search);
         assert!(plan.lines().next().unwrap().ends_with(&format!("machine time about {total} (a lower estimate) plus wc (not timed by the steady protocol)")), "{plan}");
         let wc = exp.configs.iter().find(|c| c.name == "wc").unwrap();
-        assert_eq!(driver::estimate_config_seconds(&exp, wc), None);
+        assert_eq!(estimate::estimate_config_seconds(&exp, wc), None);
 
         // Rates in separate runs: each its own setup, ramp and window.
         let mut apart = exp.clone();
         apart.run.steady.as_mut().unwrap().one_run = false;
-        assert_eq!(driver::estimate_config_seconds(&apart, &apart.configs[0]), Some(9.0 * (60.0 + 1200.0 + 120.0)));
+        assert_eq!(estimate::estimate_config_seconds(&apart, &apart.configs[0]), Some(9.0 * (60.0 + 1200.0 + 120.0)));
         // Without the steady protocol the sessions' length decides: no estimate.
         let mut plain = exp.clone();
         plain.run.steady = None;

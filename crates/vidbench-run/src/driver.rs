@@ -28,6 +28,9 @@ use crate::cgroup::{self, Role, RunCgroup};
 use crate::chaos;
 use crate::daemon::{Daemon, DaemonOptions};
 use crate::disk::{self, BlockOptions, Disk, DiskOptions, Disks};
+use crate::estimate::estimate_config_runs;
+use crate::resume::{check_resumable, has_finished_runs};
+use crate::summary::ConfigSummary;
 use crate::experiment::{Config, DiskMode, Experiment, Mode, Prefetch, RatePlan, RelativeTo, RunKind, WorkloadSource};
 use crate::interrupt::{self, Interrupted};
 use crate::parts;
@@ -42,7 +45,6 @@ use std::sync::{Arc, Mutex};
 use crate::server::{self, ServerSetup};
 use crate::setup;
 use crate::sharing::{self, Share};
-use vidbench_stats as stats;
 use anyhow::{bail, Context};
 use libception_proto::ShimEnv;
 use serde::{Deserialize, Serialize};
@@ -109,62 +111,6 @@ impl Programs {
             build,
         })
     }
-}
-
-/// Estimated number of runs of a plan (exact for fixed plans).
-pub fn estimate_runs(plan: &RatePlan) -> usize {
-    match plan {
-        RatePlan::Fixed { rates, repetitions, .. } => rates.len() * *repetitions as usize,
-        RatePlan::None { repetitions } => *repetitions as usize,
-        RatePlan::Bracket { bracket, .. } => 3 + 2 * bracket.repetitions as usize,
-        RatePlan::Search { search, .. } => {
-            let step = (search.high - search.low) / (search.coarse_points.max(2) - 1) as f64;
-            let bisect = (step / search.resolution).log2().ceil().max(0.0) as usize;
-            (search.coarse_points as usize).div_ceil(2) + bisect + search.repetitions as usize - 1
-        }
-    }
-}
-
-/// Estimated number of runs of a configuration: one when its rates are steps
-/// of one run (the steady protocol's `one_run`), else those of its plan.
-pub fn estimate_config_runs(exp: &Experiment, cfg: &Config) -> usize {
-    if cfg.steady(exp.run.steady).is_some_and(|t| t.one_run) && cfg.kind == RunKind::Server {
-        1
-    } else {
-        estimate_runs(&cfg.rates)
-    }
-}
-
-/// What a run costs before its load: mount, warming the cache (about 40 s for
-/// Table 3's warming set) and starting the server and daemon.
-const RUN_SETUP_S: f64 = 60.0;
-
-/// Estimated machine time of a configuration under the steady protocol, in
-/// seconds, for planning (`--check`): a ramp and a window, then per further
-/// rate its settling and window, per repetition a window (each window with
-/// its hold), as many windows as [`estimate_runs`] counts probes. Gates that
-/// keep a window waiting past its settling are not foreseen, so it is a
-/// lower estimate; Table 3's recorded searches took 0-15 % longer. `None`
-/// where the time is not set by the protocol: `wc` (the drive's speed) and
-/// runs without the steady protocol (their sessions' length).
-pub fn estimate_config_seconds(exp: &Experiment, cfg: &Config) -> Option<f64> {
-    let st = cfg.steady(exp.run.steady).filter(|_| cfg.kind == RunKind::Server)?;
-    let windows = estimate_runs(&cfg.rates).max(1);
-    let rates = match &cfg.rates {
-        RatePlan::Fixed { rates, .. } => rates.len(),
-        RatePlan::None { .. } => 1,
-        // The bracket's climb, its two bisections and the rate above the result.
-        RatePlan::Bracket { .. } => 5,
-        RatePlan::Search { search, .. } => windows + 1 - search.repetitions as usize,
-    }
-    .clamp(1, windows);
-    let window = st.measure_s + st.hold_s;
-    let first = RUN_SETUP_S + st.ramp_s + window;
-    Some(if st.one_run {
-        first + (rates - 1) as f64 * (st.settle_s + window) + (windows - rates) as f64 * window
-    } else {
-        windows as f64 * first
-    })
 }
 
 /// Rate as it appears in directory names.
@@ -1463,92 +1409,6 @@ fn prepare_workload(exp: &Experiment, out: &Path, programs: &Programs) -> anyhow
     Ok(WorkloadFiles { dir, library, sessions, warm })
 }
 
-/// One configuration's headline, as in paper 000 Table 3.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ConfigSummary {
-    pub config: String,
-    pub label: String,
-    pub kind: RunKind,
-    /// The highest rate whose mean failure % is below the threshold.
-    pub max_failure_free_rate: Option<f64>,
-    pub throughput_mbs: Option<f64>,
-    pub throughput_ci95_mbs: Option<f64>,
-    pub failure_pct: Option<f64>,
-    pub threshold_pct: f64,
-    /// Whether a rate above the maximum was seen failing.
-    pub bounded: bool,
-    /// A bracketing search stopped by its `max_probes` before it confirmed
-    /// a rate: the probes it ran.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cut_after_probes: Option<usize>,
-}
-
-impl ConfigSummary {
-    fn from_points(cfg: &Config, threshold_pct: f64, points: &[(f64, Vec<Outcome>)]) -> ConfigSummary {
-        let mut best: Option<(f64, &Vec<Outcome>)> = None;
-        let mut bounded = false;
-        for (rate, outcomes) in points {
-            let fail = stats::mean(&outcomes.iter().map(|o| o.failure_pct).collect::<Vec<_>>());
-            if fail < threshold_pct {
-                if best.is_none_or(|(r, _)| *rate > r) {
-                    best = Some((*rate, outcomes));
-                }
-            } else {
-                bounded = true;
-            }
-        }
-        let tp = |o: &Vec<Outcome>| o.iter().map(|o| o.throughput_mbs).collect::<Vec<_>>();
-        ConfigSummary {
-            config: cfg.name.clone(),
-            label: cfg.label.clone(),
-            kind: cfg.kind,
-            max_failure_free_rate: best.map(|(r, _)| r).filter(|_| cfg.kind == RunKind::Server),
-            throughput_mbs: best.map(|(_, o)| stats::mean(&tp(o))),
-            throughput_ci95_mbs: best.map(|(_, o)| stats::ci95_half_width(&tp(o))),
-            failure_pct: best.map(|(_, o)| stats::mean(&o.iter().map(|o| o.failure_pct).collect::<Vec<_>>())),
-            threshold_pct,
-            bounded,
-            cut_after_probes: None,
-        }
-    }
-
-    fn from_search(cfg: &Config, threshold_pct: f64, r: &SearchResult) -> ConfigSummary {
-        ConfigSummary {
-            config: cfg.name.clone(),
-            label: cfg.label.clone(),
-            kind: cfg.kind,
-            max_failure_free_rate: r.max_rate,
-            throughput_mbs: r.throughput_mbs.map(|t| t.0),
-            throughput_ci95_mbs: r.throughput_mbs.map(|t| t.1),
-            failure_pct: r.failure_pct.map(|t| t.0),
-            threshold_pct,
-            bounded: r.first_failing_rate.is_some(),
-            cut_after_probes: (!r.complete).then_some(r.steps.len()),
-        }
-    }
-
-    pub fn headline(&self) -> String {
-        match (self.kind, self.max_failure_free_rate, self.throughput_mbs) {
-            (RunKind::Wc, _, Some(t)) => format!("wc reads {t:.2} MB/s"),
-            (_, Some(r), Some(t)) => format!(
-                "maximum failure-free rate {}{r:.2} sessions/s, {t:.2} +- {:.2} MB/s{}",
-                if self.bounded { "" } else { ">= " },
-                self.throughput_ci95_mbs.unwrap_or(0.0),
-                match self.cut_after_probes {
-                    Some(n) => format!(" (the best passing, not confirmed, when the search stopped at its max_probes of {n} probes: raise max_probes and --resume to go on)"),
-                    None => String::new(),
-                }
-            ),
-            _ => match self.cut_after_probes {
-                Some(n) => format!(
-                    "no rate confirmed: the search stopped at its max_probes ({n} probes) before a rate had its repetitions; raise max_probes and --resume to go on"
-                ),
-                None => format!("no rate was failure-free (all >= {} % failed sessions)", self.threshold_pct),
-            },
-        }
-    }
-}
-
 /// Removes what a killed driver may have left: stale cgroups and a mount under OUT/mnt.
 pub fn cleanup_leftovers(out: &Path) {
     for name in cgroup::cleanup_stale() {
@@ -1574,54 +1434,6 @@ pub fn cleanup_leftovers(out: &Path) {
 /// and so must every configuration with a finished run under `out`; a
 /// configuration without one may change, go, or be added (an experiment in
 /// progress gains a configuration without its finished ones running again).
-/// Whether configuration `name` has a finished run (one with `DONE`) in `out`.
-fn has_finished_runs(out: &Path, name: &str) -> bool {
-    std::fs::read_dir(out.join("runs").join(name)).map(|d| d.flatten().any(|e| e.path().join(DONE).exists())).unwrap_or(false)
-}
-
-fn check_resumable(old: &Value, new: &Value, out: &Path) -> anyhow::Result<()> {
-    for key in ["disk", "run", "memory_limit_bytes", "workload"] {
-        if old.get(key) != new.get(key) {
-            bail!("cannot resume {}: the experiment's `{key}` changed since these results were started (use a new --out)", out.display());
-        }
-    }
-    let configs = |v: &Value| v.get("configs").and_then(Value::as_array).cloned().unwrap_or_default();
-    let new_configs = configs(new);
-    for config in configs(old) {
-        let Some(name) = config.get("name").and_then(Value::as_str) else { continue };
-        let runs = out.join("runs").join(name);
-        if !has_finished_runs(out, name) {
-            continue;
-        }
-        match new_configs.iter().find(|c| c.get("name").and_then(Value::as_str) == Some(name)) {
-            // A search's max_probes may be raised: that continues a search it cut.
-            Some(c) if parts::same_settings(c, &config) => {
-                let probes = |v: &Value| v.pointer("/rates/bracket/max_probes").and_then(Value::as_u64);
-                if let (Some(was), Some(now)) = (probes(&config), probes(c)) {
-                    if now < was {
-                        bail!(
-                            "cannot resume {}: configuration `{name}` lowers max_probes from {was} to {now}, below what its finished search in {} may have used: give at least {was}",
-                            out.display(),
-                            runs.display()
-                        );
-                    }
-                }
-            }
-            Some(_) => bail!(
-                "cannot resume {}: configuration `{name}` changed since its finished runs in {} (undo the change, or use a new --out)",
-                out.display(),
-                runs.display()
-            ),
-            None => bail!(
-                "cannot resume {}: configuration `{name}` has finished runs in {} but is no longer in the experiment file",
-                out.display(),
-                runs.display()
-            ),
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1784,64 +1596,4 @@ libception = "track"
         assert!(vars.iter().any(|(k, v)| k == "LIBCEPTION_PATIENCE_MS" && v == "0"), "{vars:?}");
     }
 
-    #[test]
-    fn a_headline_says_when_the_search_ran_out_of_probes() {
-        let summary = |rate: Option<f64>, cut: Option<usize>| ConfigSummary {
-            config: "a".into(),
-            label: "a".into(),
-            kind: RunKind::Server,
-            max_failure_free_rate: rate,
-            throughput_mbs: rate.map(|r| r * 8.0),
-            throughput_ci95_mbs: Some(0.5),
-            failure_pct: Some(0.0),
-            threshold_pct: 0.3,
-            bounded: true,
-            cut_after_probes: cut,
-        };
-        assert_eq!(summary(Some(4.7), None).headline(), "maximum failure-free rate 4.70 sessions/s, 37.60 +- 0.50 MB/s");
-        let cut = summary(Some(4.7), Some(14)).headline();
-        assert!(cut.starts_with("maximum failure-free rate 4.70") && cut.contains("not confirmed") && cut.contains("raise max_probes and --resume"), "{cut}");
-        let none = summary(None, Some(14)).headline();
-        assert!(none.contains("no rate confirmed") && none.contains("14 probes") && none.contains("raise max_probes and --resume"), "{none}");
-        assert!(summary(None, None).headline().starts_with("no rate was failure-free"));
-    }
-
-    #[test]
-    fn a_resume_keeps_finished_configurations_and_may_change_or_add_the_others() {
-        let out = tempfile::tempdir().unwrap();
-        let done = out.path().join("runs/a/steps-rep0");
-        std::fs::create_dir_all(&done).unwrap();
-        std::fs::write(done.join(DONE), "1\n").unwrap();
-        std::fs::create_dir_all(out.path().join("runs/b/steps-rep0")).unwrap(); // interrupted: no DONE
-        let exp = |configs: serde_json::Value| serde_json::json!({ "disk": {"preset": "x"}, "run": {}, "memory_limit_bytes": 1, "workload": {}, "configs": configs });
-        let a = serde_json::json!({"name": "a", "prefetch": 2048});
-        let b = serde_json::json!({"name": "b", "prefetch": 2048});
-        let old = exp(serde_json::json!([a, b]));
-        // Unchanged, b changed (it finished nothing), c added, b removed: all fine.
-        for new in [
-            old.clone(),
-            exp(serde_json::json!([a, {"name": "b", "prefetch": 1024}])),
-            exp(serde_json::json!([a, b, {"name": "c"}])),
-            exp(serde_json::json!([a])),
-        ] {
-            check_resumable(&old, &new, out.path()).unwrap();
-        }
-        let err = check_resumable(&old, &exp(serde_json::json!([{"name": "a", "prefetch": 1024}, b])), out.path()).unwrap_err().to_string();
-        assert!(err.contains("configuration `a` changed"), "{err}");
-        let err = check_resumable(&old, &exp(serde_json::json!([b])), out.path()).unwrap_err().to_string();
-        assert!(err.contains("`a` has finished runs") && err.contains("no longer"), "{err}");
-        let mut other_disk = old.clone();
-        other_disk["disk"] = serde_json::json!({"preset": "y"});
-        let err = check_resumable(&old, &other_disk, out.path()).unwrap_err().to_string();
-        assert!(err.contains("`disk` changed"), "{err}");
-        // A finished search may get more probes (to go on if its budget cut
-        // it), not other bracket settings.
-        let searched = |probes: u32, step: f64| serde_json::json!({"name": "a", "rates": {"plan": "bracket", "bracket": {"start": 4.7, "step_pct": step, "max_probes": probes}}});
-        let old = exp(serde_json::json!([searched(14, 20.0)]));
-        check_resumable(&old, &exp(serde_json::json!([searched(20, 20.0)])), out.path()).unwrap();
-        let err = check_resumable(&old, &exp(serde_json::json!([searched(10, 20.0)])), out.path()).unwrap_err().to_string();
-        assert!(err.contains("lowers max_probes from 14 to 10") && err.contains("at least 14"), "{err}");
-        let err = check_resumable(&old, &exp(serde_json::json!([searched(20, 10.0)])), out.path()).unwrap_err().to_string();
-        assert!(err.contains("configuration `a` changed"), "{err}");
-    }
 }
