@@ -109,7 +109,8 @@ fn header(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
     }
     let m = &ctx.results.machine;
     let s = |k: &str| m.get(k).map(|v| v.to_string().trim_matches('"').to_string()).unwrap_or_else(|| "?".into());
-    writeln!(ctx.md, "Machine: {} CPUs ({}), {} kB RAM, kernel {}, {}; git {}{}.\n", s("cpus"), s("cpu_model"), s("mem_total_kb"), s("kernel"), s("os_release"), s("git_commit"), if m.get("git_dirty").and_then(Value::as_bool) == Some(true) { " (with local changes)" } else { "" })?;
+    let build = m.get("vidbench_build").and_then(Value::as_str).map_or(String::new(), |b| format!("; vidbench built from {b}"));
+    writeln!(ctx.md, "Machine: {} CPUs ({}), {} kB RAM, kernel {}, {}; git {}{}{build}.\n", s("cpus"), s("cpu_model"), s("mem_total_kb"), s("kernel"), s("os_release"), s("git_commit"), if m.get("git_dirty").and_then(Value::as_bool) == Some(true) { " (with local changes)" } else { "" })?;
     if let Some(p) = m.get("packages").and_then(Value::as_object) {
         let list: Vec<String> = p.iter().map(|(k, v)| format!("{k} {}", v.as_str().unwrap_or("?"))).collect();
         writeln!(ctx.md, "Packages: {}.\n", list.join(", "))?;

@@ -329,6 +329,11 @@ fn the_machine_beside_each_window() {
     assert!(md.contains("## The machine beside each window"), "{md}");
     assert!(md.contains("| nginx + Libception | 4.87 | 1200-1290 | 1.25 | 0.10 | 0.05 | 0.24 |"), "{md}");
     assert!(!md.contains("| nginx + Libception | 4.87 | 1320-1410 |"), "a window without the machine's figures has no row: {md}");
+    assert!(!md.contains("vidbench built from"), "no build recorded, none reported: {md}");
+    std::fs::write(root.join("machine.json"), serde_json::json!({"cpus": 2, "git_commit": "abc", "vidbench_build": "def-dirty"}).to_string()).unwrap();
+    vidbench_report::write_report(&Results::load(root).unwrap(), &out).unwrap();
+    let md = std::fs::read_to_string(&out).unwrap();
+    assert!(md.contains("git abc; vidbench built from def-dirty."), "{md}");
 
     let older = tempfile::tempdir().unwrap();
     let run = stepped_run(older.path(), "l", "nginx + Libception", serde_json::json!([step(1200.0, None, None)]));

@@ -81,7 +81,25 @@ pub fn machine(source_dir: &Path) -> Value {
         "fuse_max_pages_limit": read("/proc/sys/fs/fuse/max_pages_limit"),
         "packages": packages,
         "vidbench_version": env!("CARGO_PKG_VERSION"),
+        // The commit the running vidbench was built from; `git_commit` is the
+        // checkout the experiment file came from, which may have moved on.
+        "vidbench_build": env!("VIDBENCH_BUILD_COMMIT"),
         "git_commit": run("git", &["-C", &dir, "rev-parse", "HEAD"]),
         "git_dirty": run("git", &["-C", &dir, "status", "--porcelain", "--untracked-files=no"]).map(|s| !s.is_empty()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_machine_record_names_the_build_and_the_checkout() {
+        let m = super::machine(std::path::Path::new(env!("CARGO_MANIFEST_DIR")));
+        let build = m["vidbench_build"].as_str().unwrap();
+        let commit = build.trim_end_matches("-dirty");
+        assert!(commit == "unknown" || (commit.len() == 40 && commit.chars().all(|c| c.is_ascii_hexdigit())), "{build}");
+        // Built from this checkout (tests build what they test), unless git is absent.
+        if let Some(head) = m["git_commit"].as_str() {
+            assert_eq!(commit, head, "the test binary was built from the checkout it runs in");
+        }
+    }
 }
