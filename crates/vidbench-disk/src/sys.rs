@@ -79,14 +79,20 @@ pub fn read_ahead_kb(m: &MountEntry) -> anyhow::Result<u32> {
 
 const MAX_PAGES_LIMIT: &str = "/proc/sys/fs/fuse/max_pages_limit";
 
-/// The largest FUSE request this kernel can be made to send, KiB: 1024 where
-/// the page limit is fixed (kernels before 6.13, no `fs.fuse.max_pages_limit`),
-/// else the 65,535 pages the sysctl can be raised to (FUSE's u16 `max_pages`).
+/// The largest FUSE request a mount here can be given, KiB: 1024 where the
+/// page limit is fixed (kernels before 6.13, no `fs.fuse.max_pages_limit`);
+/// else the mount's own cap (16 MiB) where the sysctl can be raised (root,
+/// a writable /proc/sys), or the limit it has now (a container, say).
 pub fn fuse_max_request_kb() -> u32 {
-    if std::path::Path::new(MAX_PAGES_LIMIT).exists() {
-        65_535 * 4
-    } else {
-        1024
+    const MOUNT_CAP_KB: u32 = 16384; // `vidbench disk mount --max-request-kb`'s range
+    let Ok(text) = std::fs::read_to_string(MAX_PAGES_LIMIT) else {
+        return 1024;
+    };
+    let writable = std::fs::OpenOptions::new().write(true).open(MAX_PAGES_LIMIT).is_ok();
+    match text.trim().parse::<u32>() {
+        Ok(_) if writable => MOUNT_CAP_KB,
+        Ok(pages) => pages.saturating_mul(4).min(MOUNT_CAP_KB),
+        Err(_) => 1024,
     }
 }
 
@@ -146,6 +152,20 @@ pub fn unmount(path: &Path, m: Option<&MountEntry>) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_fuse_request_cap_is_what_a_mount_here_can_be_given() {
+        let cap = fuse_max_request_kb();
+        assert!(cap.is_multiple_of(4) && (4..=16384).contains(&cap), "{cap}");
+        match std::fs::read_to_string(MAX_PAGES_LIMIT) {
+            Err(_) => assert_eq!(cap, 1024, "a fixed 256-page limit"),
+            Ok(t) => {
+                let writable = std::fs::OpenOptions::new().write(true).open(MAX_PAGES_LIMIT).is_ok();
+                let now: u32 = t.trim().parse().unwrap();
+                assert_eq!(cap, if writable { 16384 } else { (now * 4).min(16384) });
+            }
+        }
+    }
 
     #[test]
     fn mountinfo_escapes_are_decoded() {

@@ -71,6 +71,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if !args.only.is_empty() {
         exp.keep_only(&args.only).with_context(|| format!("--only for {}", path.display()))?;
     }
+    // After --only: the left-out configurations are resolved too, as a
+    // resume records the finished ones among them (`Experiment::recorded`).
     if let Some(why) = exp.resolve_disk_mode(vidbench_disk::block::check_support, vidbench_disk::fuse_max_request_kb())? {
         eprintln!("vidbench run: using FUSE mode: block mode is not available here ({why})");
     }

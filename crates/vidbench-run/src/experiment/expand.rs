@@ -491,7 +491,12 @@ impl Checker<'_> {
         for r in &read_aheads {
             self.kb(&format!("{key}.read_ahead_kb"), *r)?;
         }
-        let max_request_kb = c.max_request_kb.or(disk.max_request_kb);
+        // In `auto` the disk's cap is applied when the mode is resolved, after a
+        // configuration's own max_sectors_kb (Experiment::resolve_disk_mode).
+        let max_request_kb = match disk.mode {
+            DiskMode::Auto => c.max_request_kb,
+            _ => c.max_request_kb.or(disk.max_request_kb),
+        };
         if let Some(kb) = c.max_request_kb {
             if disk.mode == DiskMode::Block {
                 return Err(self.invalid(format!("{key}.max_request_kb"), FUSE_ONLY));

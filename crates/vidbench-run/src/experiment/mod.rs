@@ -321,17 +321,18 @@ impl Experiment {
         match mode {
             DiskMode::Block => {
                 self.disk.max_request_kb = None;
-                for c in &mut self.configs {
+                for c in self.configs.iter_mut().chain(self.omitted.iter_mut()) {
                     c.max_request_kb = None;
                 }
             }
             _ => {
                 let d = &mut self.disk;
-                let as_request = |sectors: Option<u32>| sectors.map(|kb| kb.min(fuse_cap_kb));
+                // FUSE requests are whole pages, at least one.
+                let as_request = |sectors: Option<u32>| sectors.map(|kb| (kb.min(fuse_cap_kb) / 4 * 4).max(4));
                 let kb = *d.max_request_kb.get_or_insert(as_request(d.max_sectors_kb).unwrap_or(expand::DEFAULT_MAX_REQUEST_KB));
                 (d.fs, d.fs_size, d.fs_slack_pct, d.fill_order, d.fill_seed, d.image_cache) = (None, None, None, None, None, None);
                 (d.scheduler, d.max_sectors_kb, d.nr_requests) = (None, None, None);
-                for c in &mut self.configs {
+                for c in self.configs.iter_mut().chain(self.omitted.iter_mut()) {
                     c.max_request_kb.get_or_insert(as_request(c.max_sectors_kb).unwrap_or(kb));
                     (c.scheduler, c.max_sectors_kb, c.nr_requests) = (None, None, None);
                 }
@@ -569,6 +570,25 @@ kind = "wc"
         assert_eq!(names(&e.recorded(|n| n == "vanilla" || n == "wc")), ["vanilla", "lib-p2048", "wc"]);
         let vanilla = e.omitted.iter().find(|c| c.name == "vanilla").unwrap();
         assert_eq!(e.recorded(|_| true)["configs"][0], serde_json::to_value(vanilla).unwrap(), "with its settings, for a resume to compare");
+    }
+
+    #[test]
+    fn configurations_left_out_by_only_are_resolved_to_the_disk_mode_too() {
+        // A resume records the finished ones; they must read as an earlier
+        // run of the same mode recorded them.
+        let auto = GOOD
+            .replace("preset = \"wd-red-1tb\"", "preset = \"wd-red-1tb\"\nmode = \"auto\"\nmax_request_kb = 256")
+            .replace("name = \"vanilla\"\nserver = \"nginx\"", "name = \"vanilla\"\nserver = \"nginx\"\nmax_sectors_kb = 16384\nread_ahead_kb = 2048");
+        let vanilla = |block: bool| {
+            let mut e = parse(&auto).unwrap();
+            e.keep_only(&["lib".into()]).unwrap();
+            e.resolve_disk_mode(|_| if block { Ok(()) } else { anyhow::bail!("no loop devices here") }, 16384).unwrap();
+            let recorded = e.recorded(|n| n == "vanilla");
+            let v = recorded["configs"].as_array().unwrap().iter().find(|c| c["name"] == "vanilla").cloned().unwrap();
+            (v.get("max_request_kb").cloned(), v.get("max_sectors_kb").cloned())
+        };
+        assert_eq!(vanilla(true), (None, Some(serde_json::json!(16384))), "block mode: no FUSE cap from [disk]");
+        assert_eq!(vanilla(false), (Some(serde_json::json!(16384)), None), "FUSE mode: the cap, no block keys");
     }
 
     #[test]
@@ -970,8 +990,12 @@ kind = "wc"
             assert!(e.configs.iter().all(|c| c.max_sectors_kb.is_none()));
             (e.disk.max_request_kb, e.config("vanilla").unwrap().max_request_kb, e.config("lib-p1024").unwrap().max_request_kb)
         };
-        assert_eq!(request_kb(65_535 * 4), (Some(512), Some(16384), Some(256)));
+        assert_eq!(request_kb(16384), (Some(512), Some(16384), Some(256)));
         assert_eq!(request_kb(1024), (Some(512), Some(1024), Some(256)), "bounded by the kernel's FUSE limit");
+        // FUSE requests are whole pages.
+        let mut e = parse(&auto.replace("max_sectors_kb = 16384", "max_sectors_kb = 1022")).unwrap();
+        e.resolve_disk_mode(|_| anyhow::bail!("no loop devices here"), 16384).unwrap();
+        assert_eq!(e.config("vanilla").unwrap().max_request_kb, Some(1020));
         // With no max_sectors_kb anywhere, FUSE mode's default as before.
         let mut e = parse(&GOOD.replace("preset = \"wd-red-1tb\"", "preset = \"wd-red-1tb\"\nmode = \"auto\"")).unwrap();
         e.resolve_disk_mode(|_| anyhow::bail!("no loop devices here"), 1024).unwrap();
