@@ -687,10 +687,10 @@ fn machine_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()> 
     writeln!(ctx.md, "## The machine beside each window\n")?;
     writeln!(
         ctx.md,
-        "Per measured window: the CPUs the whole machine kept busy on average (`/proc/stat`; {}), the run's server and daemon \
+        "Per measured window: the CPUs the whole machine kept busy on average (`/proc/stat`, every CPU of the host; {}), the run's server and daemon \
          (their cgroups' CPU), and the emulated drive's mean reply lateness, ms per read past the modelled completion \
          (docs/run.md, \"Two experiments at once\").\n",
-        cpus.map_or("of the machine's CPUs".to_string(), |n| format!("of {n}"))
+        cpus.map_or("the run saw an unknown number".to_string(), |n| format!("the run could use {n}"))
     )?;
     writeln!(ctx.md, "| configuration | rate | window s | machine CPUs busy | server CPUs | daemon CPUs | drive reply late ms |")?;
     writeln!(ctx.md, "|---|---:|---|---:|---:|---:|---:|")?;

@@ -297,7 +297,13 @@ impl Driver {
             check_resumable(&old, &recorded, &out)?;
         }
         std::fs::write(out.join("experiment.toml"), &exp.file_text).with_context(|| format!("cannot write the experiment file into {}", out.display()))?;
-        write_json(&stored, &recorded)?;
+        // The experiment's own key order unless finished configurations left
+        // out by --only had to be added.
+        if recorded == serde_json::to_value(&exp)? {
+            write_json(&stored, &exp)?;
+        } else {
+            write_json(&stored, &recorded)?;
+        }
         let mut workload = prepare_workload(&exp, &out, &programs)?;
         let mut sessions = vidbench_library::session_io::read_sessions(&workload.sessions)?;
         if let Some(max) = exp.run.max_session_s {

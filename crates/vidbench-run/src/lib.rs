@@ -15,7 +15,10 @@
 //! - `search`: the maximum failure-free rate search (pure, tested against a
 //!   simulated server; confidence intervals come from vidbench-stats).
 //! - `driver`: the loop over configurations, rates and repetitions, results
-//!   layout, progress, resume; one run builds its guards in order:
+//!   layout, progress; `resume` (what a resume may continue) and `parts` (an
+//!   interrupted search's finished steps); `summary` (a configuration's
+//!   headline); `estimate` (runs and machine time for progress and `--check`).
+//!   One run builds its guards in order:
 //!   `disk` (outside the cgroup), `cgroup`, `daemon`, `server` (from a
 //!   `template`), all children being `process` guards, and stops them in
 //!   reverse whatever happens (`interrupt` turns Ctrl-C into an error).

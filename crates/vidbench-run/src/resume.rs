@@ -13,6 +13,12 @@ pub fn has_finished_runs(out: &Path, name: &str) -> bool {
     std::fs::read_dir(out.join("runs").join(name)).map(|d| d.flatten().any(|e| e.path().join(DONE).exists())).unwrap_or(false)
 }
 
+/// Whether the results in `out`, recorded as `old` (their experiment.json),
+/// may be continued by the experiment recorded as `new`: the testbed (disk,
+/// run protocol, memory, workload) unchanged, and every configuration with
+/// finished runs still there with its settings (a search's `max_probes` may
+/// be raised, not lowered). Configurations without finished runs may change,
+/// come or go.
 pub fn check_resumable(old: &Value, new: &Value, out: &Path) -> anyhow::Result<()> {
     for key in ["disk", "run", "memory_limit_bytes", "workload"] {
         if old.get(key) != new.get(key) {
