@@ -101,7 +101,9 @@ fn rust_facts() -> BTreeMap<String, String> {
     };
     // The tables the codec itself is built from, so every field the Rust side
     // encodes is checked, at the offset and size it encodes it.
-    let structs: [(&str, usize, &[(&str, usize, usize)]); 2] = [
+    // (C struct, its size, its fields as (name, offset, size)).
+    type Layout<'a> = (&'a str, usize, &'a [(&'a str, usize, usize)]);
+    let structs: [Layout; 2] = [
         ("lcp_request", size_of::<RawRequest>(), RawRequest::FIELDS),
         ("lcp_reply", size_of::<RawReply>(), RawReply::FIELDS),
     ];

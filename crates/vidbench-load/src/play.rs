@@ -56,9 +56,8 @@ impl std::fmt::Display for Progress {
             self.sessions_failed,
             self.received_mb_s
         )?;
-        match self.step {
-            Some((i, rate)) => write!(f, "  step {} at {rate:.2}/s", i + 1)?,
-            None => {}
+        if let Some((i, rate)) = self.step {
+            write!(f, "  step {} at {rate:.2}/s", i + 1)?;
         }
         match self.phase {
             Some(p) => write!(f, " ({p})"),

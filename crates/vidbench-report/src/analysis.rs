@@ -70,7 +70,7 @@ pub fn points(results: &Results, config: &str) -> Vec<Point> {
 /// The configuration's maximum failure-free point: the search's own answer
 /// where the driver searched (`answer`: its maximum and first failing rate),
 /// else [`max_failure_free`].
-pub fn best_point<'a>(points: &'a [Point], threshold: f64, answer: Option<(Option<f64>, Option<f64>)>) -> (Option<&'a Point>, bool) {
+pub fn best_point(points: &[Point], threshold: f64, answer: Option<(Option<f64>, Option<f64>)>) -> (Option<&Point>, bool) {
     match answer {
         Some((max, failing)) => (max.and_then(|r| points.iter().find(|p| (p.rate - r).abs() < 1e-9)), failing.is_some()),
         None => max_failure_free(points, threshold),

@@ -552,7 +552,11 @@ fn sweep_section(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<String
 /// on (at the end of its windows at its result rate), and whether the
 /// adaptive result reaches the best fixed one minus its CI (issue 12's
 /// acceptance; paper 001 asks for 5 %).
-fn adaptive_table(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<String, Vec<Point>>, sweeps: &[(String, Vec<(f64, String, Point)>)]) -> anyhow::Result<()> {
+/// A swept configuration's base name and, per size, the size (KiB), the
+/// expanded configuration's name and its maximum failure-free point.
+type Sweep = (String, Vec<(f64, String, Point)>);
+
+fn adaptive_table(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<String, Vec<Point>>, sweeps: &[Sweep]) -> anyhow::Result<()> {
     let adaptive: Vec<&String> = configs
         .iter()
         .filter(|c| ctx.results.runs_of(c).next().is_some_and(|r| r.config_json.get("prefetch_adaptive").and_then(Value::as_bool) == Some(true)))

@@ -337,16 +337,32 @@ mod tests {
         assert_eq!(a.port(), 8089);
         let mut dropped = 0;
         let me = std::process::id();
-        assert!(a.drop_unless_shared(|| vec![me], || Ok(dropped += 1)).unwrap().alone(), "its own cgroups are not company");
+        let alone = a
+            .drop_unless_shared(|| vec![me], || {
+                dropped += 1;
+                Ok(())
+            })
+            .unwrap();
+        assert!(alone.alone(), "its own cgroups are not company");
         assert_eq!(dropped, 1, "alone: the global drop runs");
         // A driver that did not register (pid 1 stands for it) stops the drop too.
-        let company = a.drop_unless_shared(|| vec![1, me], || Ok(dropped += 1)).unwrap();
+        let company = a
+            .drop_unless_shared(|| vec![1, me], || {
+                dropped += 1;
+                Ok(())
+            })
+            .unwrap();
         assert_eq!((dropped, company.unregistered_pids), (1, vec![1]));
         // A second live experiment: pid 1 stands for it (this process is a).
         let init = Holder::of(1).expect("pid 1 exists");
         let b = Sharer { pid: 1, start: init.start, port: 8090, ..want("/r/b", 8 * GIB, 0) };
         std::fs::write(dir.path().join(file_name(init)), serde_json::to_vec(&b).unwrap()).unwrap();
-        let company = a.drop_unless_shared(|| vec![1], || Ok(dropped += 1)).unwrap();
+        let company = a
+            .drop_unless_shared(|| vec![1], || {
+                dropped += 1;
+                Ok(())
+            })
+            .unwrap();
         let others = company.registered;
         assert_eq!((dropped, others.len(), others[0].out.as_path()), (1, 1, Path::new("/r/b")), "shared: the drop is skipped and the other named");
         assert!(company.unregistered_pids.is_empty(), "b's own cgroups do not count as an unregistered driver");

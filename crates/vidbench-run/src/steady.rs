@@ -607,7 +607,7 @@ mod tests {
         let shape = |t: f64| {
             let filled = (t / 450.0).min(1.0) * 7.9;
             let active = (t / 1100.0).min(1.0) * 7.0;
-            let noise = if (t / 5.0) as u32 % 2 == 0 { 0.02 } else { -0.02 };
+            let noise = if ((t / 5.0) as u32).is_multiple_of(2) { 0.02 } else { -0.02 };
             (active, filled - active + noise)
         };
         let samples = lru_samples(1500.0, shape);
