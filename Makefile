@@ -2,7 +2,7 @@
 # vidbench toolkit (crates/), their tests, the demo and installation.
 #
 #   make               build everything (C with -Werror, Rust in release)
-#   make test          every test: C unit tests (+ASan/UBSan), cargo tests, integration tests
+#   make test          every test: C unit tests (+ASan/UBSan), cargo tests and clippy, integration tests
 #   make demo          the quick start: emulated disk, nginx with and without Libception
 #   make install PREFIX=/usr/local [DESTDIR=...]   binaries, library, headers, man pages, systemd units
 #   make install-service                            only the systemd units (dist/systemd/)
@@ -44,6 +44,12 @@ test-native: native
 
 test-rust:
 	$(CARGO) test --release --workspace
+	@if $(CARGO) clippy --version >/dev/null 2>&1; then \
+		echo "$(CARGO) clippy --release --workspace --all-targets -- -D warnings"; \
+		$(CARGO) clippy --release --workspace --all-targets -- -D warnings; \
+	else \
+		echo "make test: cargo clippy is not installed (rustup component add clippy): lints NOT checked" >&2; \
+	fi
 
 test-integration: all
 	tests/run
