@@ -329,7 +329,9 @@ impl StepCounters {
     /// the gate, for what), measuring, or holding.
     pub fn phase(&self, t_s: f64) -> &'static str {
         let (a, b) = self.window();
-        if t_s < a {
+        // A gate check not made yet (a progress tick at the same instant
+        // comes first) has not opened the window: it may move it on.
+        if t_s < a || self.gate_check_s().is_some() {
             self.waiting.unwrap_or("settling")
         } else if t_s < b {
             "measuring"
@@ -631,6 +633,7 @@ mod tests {
         // waits for the cache, then opens once it has settled.
         let mut s = StepCounters::new(1, gated, 100.0);
         assert_eq!(s.phase(105.0), "settling");
+        assert_eq!(s.phase(112.0), "settling", "at or past the window's start, the gate not yet asked");
         s.gate(0.0, Some(false));
         assert_eq!(s.gate_check_s(), Some(115.0));
         assert_eq!(s.phase(112.0), "settling, waiting for the page cache");
