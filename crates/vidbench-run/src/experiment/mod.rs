@@ -840,7 +840,12 @@ kind = "wc"
                 let recorded: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
                 let config: Config = serde_json::from_value(recorded["config"].clone()).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
                 let kb = recorded["config"]["prefetch_kb"].as_u64();
-                assert_eq!(config.prefetch, kb.map(|kb| Prefetch::Fixed(kb << 10)), "{}", file.display());
+                if recorded["config"]["prefetch_adaptive"] == true {
+                    let Some(Prefetch::Adaptive(p)) = &config.prefetch else { panic!("{}: adaptive, read as {:?}", file.display(), config.prefetch) };
+                    assert_eq!(serde_json::to_value(p).unwrap(), recorded["config"]["prefetch_adaptive_params"], "{}", file.display());
+                } else {
+                    assert_eq!(config.prefetch, kb.map(|kb| Prefetch::Fixed(kb << 10)), "{}", file.display());
+                }
                 assert_eq!(serde_json::to_value(&config).unwrap(), recorded["config"], "{}", file.display());
                 runs += 1;
             }
