@@ -656,24 +656,21 @@ fn lru_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()> {
             let share = l.refault_mb_s.zip(disk_mb_s).filter(|(_, d)| *d > 0.0).map(|(f, d)| 100.0 * f / d);
             let moving = if r.cache_settled == Some(false) { " *lists moving*" } else { "" };
             let window = r.window_s.map(|(a, b)| format!("{a:.0}-{b:.0}{moving}")).unwrap_or_default();
-            let kernel_cell = match kernel {
-                true => format!(" {} |", f2(l.kernel_mean_bytes.map(mib))),
-                false => String::new(),
-            };
-            writeln!(
-                ctx.md,
-                "| {} | {:.2} | {} | {:.2} | {:.2} | {} | {} |{kernel_cell}",
-                ctx.results.label(c),
-                r.rate.unwrap_or(0.0),
-                window,
-                gib(l.active_file_mean_bytes),
-                gib(l.inactive_file_mean_bytes),
-                f2(l.refault_mb_s),
-                f2(share)
-            )?;
+            let mut cells = vec![window, format!("{:.2}", gib(l.active_file_mean_bytes)), format!("{:.2}", gib(l.inactive_file_mean_bytes)), f2(l.refault_mb_s), f2(share)];
+            if kernel {
+                cells.push(f2(l.kernel_mean_bytes.map(mib)));
+            }
+            window_row(ctx, c, r, &cells)?;
         }
     }
     writeln!(ctx.md)?;
+    Ok(())
+}
+
+/// One row of a per-window table: the configuration's label and the step's
+/// rate, then `cells`.
+fn window_row(ctx: &mut Ctx<'_>, config: &str, r: &Run, cells: &[String]) -> anyhow::Result<()> {
+    writeln!(ctx.md, "| {} | {:.2} | {} |", ctx.results.label(config), r.rate.unwrap_or(0.0), cells.join(" | "))?;
     Ok(())
 }
 
@@ -702,17 +699,7 @@ fn machine_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()> 
         for r in runs {
             let per_s = |cpu_s: Option<f64>| cpu_s.zip(r.cpu_span_s()).map(|(c, w)| c / w);
             let window = r.window_s.map(|(a, b)| format!("{a:.0}-{b:.0}")).unwrap_or_default();
-            writeln!(
-                ctx.md,
-                "| {} | {:.2} | {} | {} | {} | {} | {} |",
-                ctx.results.label(c),
-                r.rate.unwrap_or(0.0),
-                window,
-                f2(r.host_cpus_busy),
-                f2(per_s(r.server_cpu_s)),
-                f2(per_s(r.daemon_cpu_s)),
-                f2(r.reply_late_ms)
-            )?;
+            window_row(ctx, c, r, &[window, f2(r.host_cpus_busy), f2(per_s(r.server_cpu_s)), f2(per_s(r.daemon_cpu_s)), f2(r.reply_late_ms)])?;
         }
     }
     writeln!(ctx.md)?;
@@ -742,21 +729,17 @@ fn prefetch_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()>
         for r in runs {
             let p = r.prefetch.expect("filtered");
             let evicted_pct = p.evicted_mb_s.zip(p.read_mb_s).filter(|(_, read)| *read > 0.0).map(|(e, read)| 100.0 * e / read);
-            writeln!(
-                ctx.md,
-                "| {} | {:.2} | {:.2} / {:.2} | {} | {} | {} | {} | {} | {} | {} |",
-                ctx.results.label(c),
-                r.rate.unwrap_or(0.0),
-                mib(p.size_mean_bytes),
-                mib(p.size_end_bytes),
+            let cells = [
+                format!("{:.2} / {:.2}", mib(p.size_mean_bytes), mib(p.size_end_bytes)),
                 f2(p.read_mb_s),
                 f2(p.used_mb_s),
                 f2(p.evicted_mb_s),
                 f2(p.wasted_mb_s),
                 f2(p.reread_mb_s),
                 f2(evicted_pct),
-                p.eviction_time_s.map_or("-".into(), |s| format!("{s:.1}"))
-            )?;
+                p.eviction_time_s.map_or("-".into(), |s| format!("{s:.1}")),
+            ];
+            window_row(ctx, c, r, &cells)?;
         }
     }
     writeln!(ctx.md)?;
