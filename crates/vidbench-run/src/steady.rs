@@ -527,20 +527,22 @@ impl StepRecord {
 }
 
 /// CPU seconds the machine has been busy since boot, all CPUs together: the
-/// first line of `/proc/stat` without idle and iowait, in clock ticks
-/// (USER_HZ, 100 on Linux). None where it cannot be read.
+/// first line of `/proc/stat` without idle and iowait, in clock ticks of
+/// `sysconf(_SC_CLK_TCK)`. None where it cannot be read.
 fn host_cpu_busy_s() -> Option<f64> {
     let text = std::fs::read_to_string("/proc/stat").ok()?;
-    parse_host_cpu_busy_s(text.lines().next()?)
+    // SAFETY: sysconf has no preconditions.
+    let ticks_per_s = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (ticks_per_s > 0).then_some(())?;
+    parse_host_cpu_busy_s(text.lines().next()?, ticks_per_s as f64)
 }
 
-fn parse_host_cpu_busy_s(cpu_line: &str) -> Option<f64> {
-    const USER_HZ: f64 = 100.0;
+fn parse_host_cpu_busy_s(cpu_line: &str, ticks_per_s: f64) -> Option<f64> {
     let mut fields = cpu_line.split_whitespace();
     (fields.next()? == "cpu").then_some(())?;
     // user nice system idle iowait irq softirq steal (guest time is already in user).
     let ticks: Vec<f64> = fields.take(8).map(str::parse).collect::<Result<_, _>>().ok()?;
-    (ticks.len() == 8).then(|| (ticks.iter().sum::<f64>() - ticks[3] - ticks[4]) / USER_HZ)
+    (ticks.len() == 8).then(|| (ticks.iter().sum::<f64>() - ticks[3] - ticks[4]) / ticks_per_s)
 }
 
 /// Stops the sampler when dropped, whatever way the run ends (a panic of
@@ -715,10 +717,10 @@ mod tests {
     #[test]
     fn the_machines_busy_cpu_time_is_proc_stats_first_line_without_idle_and_iowait() {
         // user nice system idle iowait irq softirq steal guest guest_nice, in ticks.
-        assert_eq!(parse_host_cpu_busy_s("cpu  1000 50 300 9000 200 10 40 100 0 0"), Some(15.0));
-        assert_eq!(parse_host_cpu_busy_s("cpu0 1 2 3 4 5 6 7 8"), None, "a CPU's line, not the machine's");
-        assert_eq!(parse_host_cpu_busy_s("cpu  1 2 3"), None, "too few fields");
-        assert_eq!(parse_host_cpu_busy_s("cpu  1 2 x 4 5 6 7 8"), None);
+        assert_eq!(parse_host_cpu_busy_s("cpu  1000 50 300 9000 200 10 40 100 0 0", 100.0), Some(15.0));
+        assert_eq!(parse_host_cpu_busy_s("cpu0 1 2 3 4 5 6 7 8", 100.0), None, "a CPU's line, not the machine's");
+        assert_eq!(parse_host_cpu_busy_s("cpu  1 2 3", 100.0), None, "too few fields");
+        assert_eq!(parse_host_cpu_busy_s("cpu  1 2 x 4 5 6 7 8", 100.0), None);
         assert!(host_cpu_busy_s().is_some_and(|s| s > 0.0), "this machine's /proc/stat");
     }
 
