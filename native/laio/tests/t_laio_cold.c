@@ -1,8 +1,9 @@
 /*
  * t_laio_cold.c - path calls on a file system whose dentries and pages are
  * all cold (root: a small ext4 image; each back end mounts a new copy of
- * it, checked to have nothing in the dentry cache): openat, statx, stat of uncached paths and a
- * pread of uncached data go to the background in the lazy back end too;
+ * it, checked to have nothing in the dentry cache): openat, statx, stat,
+ * lstat, newfstatat of uncached paths and a pread of uncached data go to
+ * the background in the lazy back end too;
  * each result equals the direct call's made afterwards. The image is
  * unmounted (and the loop device detached with it) at exit and on signals.
  */
@@ -170,6 +171,7 @@ static void remount(void)
 	sh("losetup -d %s%s", loopdev, "");
 	loopdev[0] = 0;
 	CHECK(!path_cached_now("d3/f3") && !path_cached_now("d4/f4"));
+	CHECK(!path_cached_now("d5/f5") && !path_cached_now("d6/f6"));
 }
 
 static void in(char *out, const char *name)
@@ -216,6 +218,20 @@ static void body(void)
 	SAME(&o, &d);
 	CHECK(st.st_ino == dst.st_ino && st.st_size == SIZE);
 
+	in(p, "d5/f5");
+	call(&o, SYS_lstat, p, &st);
+	EXPECT_MODE(&o, 0);
+	direct(&d, SYS_lstat, p, &dst);
+	SAME(&o, &d);
+	CHECK(st.st_ino == dst.st_ino && st.st_size == SIZE);
+
+	in(p, "d6/f6");
+	call(&o, SYS_newfstatat, AT_FDCWD, p, &st, 0);
+	EXPECT_MODE(&o, 0);
+	direct(&d, SYS_newfstatat, AT_FDCWD, p, &dst, 0);
+	SAME(&o, &d);
+	CHECK(st.st_ino == dst.st_ino && st.st_size == SIZE);
+
 	/* Data: the dentry is warm now (stat above), the pages are not. */
 	fd = open(p, O_RDONLY);
 	CHECK(fd >= 0);
@@ -229,7 +245,7 @@ static void body(void)
 int main(void)
 {
 	static char data[SIZE];
-	const char *dirs[] = { "d1", "d2", "d3", "d4" };
+	const char *dirs[] = { "d1", "d2", "d3", "d4", "d5", "d6" };
 	char p[160];
 	int fd, rc;
 
@@ -256,7 +272,7 @@ int main(void)
 	mounted = 1;
 	for (int i = 0; i < SIZE; i++)
 		data[i] = (char)(i * 13);
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < 6; i++) {
 		in(p, dirs[i]);
 		CHECK(mkdir(p, 0755) == 0);
 		snprintf(p + strlen(p), sizeof(p) - strlen(p), "/f%d", i + 1);

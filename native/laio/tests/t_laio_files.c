@@ -2,7 +2,8 @@
  * t_laio_files.c - file call families on both back ends, results and errno
  * equal to the direct call: read, pread64, readv with the data in the page
  * cache (lazy: inline) and evicted with posix_fadvise(DONTNEED), checked
- * non-resident with mincore (lazy: background); write, pwrite64; openat of
+ * non-resident with mincore (lazy: background); write, pwrite64, writev
+ * (write and writev on a descriptor opened read-only: EBADF); openat of
  * a cached path and of a missing one (lazy: inline), with O_CREAT (either);
  * statx, stat of a cached path (lazy: inline); close; fsync (background on
  * both: io_uring always punts it). Lazy only: the stat of a path buffer
@@ -120,12 +121,17 @@ static void reads(void)
 	direct(&d, SYS_write, fd, a, 10);	/* opened read-only */
 	call(&o, SYS_write, fd, a, 10);
 	SAME(&o, &d);
+	direct(&d, SYS_writev, fd, iov, 2);
+	call(&o, SYS_writev, fd, iov, 2);
+	SAME(&o, &d);
+	CHECK(o.err == EBADF);
 	close(fd);
 }
 
 static void writes(void)
 {
 	char name[160], back[64];
+	struct iovec v[2] = { { (void *)"ab", 2 }, { (void *)"cd", 2 } };
 	struct outcome o;
 	int fd;
 
@@ -138,6 +144,10 @@ static void writes(void)
 	CHECK(o.ret == 5 && o.err == 0);
 	CHECK(lseek(fd, 0, SEEK_CUR) == 6);	/* pwrite leaves the position */
 	CHECK(pread(fd, back, sizeof(back), 0) == 11 && memcmp(back, "hello world", 11) == 0);
+	call(&o, SYS_writev, fd, v, 2);	/* at the position, 6 */
+	CHECK(o.ret == 4 && o.err == 0);
+	CHECK(lseek(fd, 0, SEEK_CUR) == 10);
+	CHECK(pread(fd, back, sizeof(back), 0) == 11 && memcmp(back, "hello abcdd", 11) == 0);
 	call(&o, SYS_fsync, fd);
 	CHECK(o.ret == 0 && o.err == 0);
 	CHECK(o.background);	/* both back ends: see laio(3) */

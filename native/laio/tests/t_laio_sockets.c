@@ -2,9 +2,10 @@
  * t_laio_sockets.c - socket call families on both back ends, results and
  * errno equal to the direct call: recv and read with data waiting (lazy:
  * inline) and without (background, completing when data comes); on a
- * non-blocking socket without data (EAGAIN inline, as directly); send and
- * write with room (lazy: inline) and on a full socket (background until the
- * peer reads); accept with a connection pending (lazy: inline) and without
+ * non-blocking socket without data (EAGAIN inline, as directly); send,
+ * write and writev with room (lazy: inline) and on a full socket
+ * (background until the peer reads); write to a closed peer (EPIPE, as
+ * directly); accept with a connection pending (lazy: inline) and without
  * (background until a client connects); recvfrom with an address on a
  * datagram socket (the pool).
  */
@@ -12,7 +13,9 @@
 
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 
 static void recvs(void)
@@ -65,12 +68,46 @@ static void recvs(void)
 	close(sv[1]);
 }
 
-static void sends(void)
+/*
+ * Fill the socket sv[1] writes to, then send the byte ch through the call
+ * family nr (sendto, write or writev): it must wait for the reader, in the
+ * background on both back ends, and arrive after everything before it.
+ */
+static void blocked_send(int sv[2], long nr, char ch)
 {
 	static char big[1 << 16], sink[1 << 16];
+	struct iovec v = { &ch, 1 };
 	struct outcome o;
-	int sv[2], size = 4096;
 	long filled = 0, r, got = 0;
+	char last = 0;
+
+	while ((r = send(sv[1], big, sizeof(big), MSG_DONTWAIT)) > 0)
+		filled += r;
+	CHECK(r == -1 && errno == EAGAIN);
+	if (nr == SYS_sendto)
+		start_call(&o, SYS_sendto, sv[1], &ch, 1, 0, 0, 0);
+	else if (nr == SYS_write)
+		start_call(&o, SYS_write, sv[1], &ch, 1);
+	else
+		start_call(&o, SYS_writev, sv[1], &v, 1);
+	CHECK(o.background);
+	while (got < filled + 1) {
+		r = read(sv[0], sink, sizeof(sink));
+		CHECK(r > 0);
+		got += r;
+		last = sink[r - 1];
+	}
+	collect(o.handle, &o);
+	CHECK(o.ret == 1 && o.err == 0);
+	CHECK(got == filled + 1 && last == ch);
+}
+
+static void sends(void)
+{
+	static char sink[1 << 16];
+	struct iovec v[2] = { { (void *)"ab", 2 }, { (void *)"cd", 2 } };
+	struct outcome o, d;
+	int sv[2], size = 4096;
 
 	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
 	CHECK(setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &size, sizeof(size)) == 0);
@@ -80,23 +117,23 @@ static void sends(void)
 	call(&o, SYS_write, sv[1], "there", 5);
 	EXPECT_MODE(&o, 1);
 	CHECK(o.ret == 5);
-	CHECK(read(sv[0], sink, sizeof(sink)) == 7);
+	call(&o, SYS_writev, sv[1], v, 2);
+	EXPECT_MODE(&o, 1);
+	CHECK(o.ret == 4);
+	CHECK(read(sv[0], sink, sizeof(sink)) == 11 && memcmp(sink, "hithereabcd", 11) == 0);
 
-	/* Fill the socket, then a send must wait for the reader. */
-	while ((r = send(sv[1], big, sizeof(big), MSG_DONTWAIT)) > 0)
-		filled += r;
-	CHECK(r == -1 && errno == EAGAIN);
-	start_call(&o, SYS_sendto, sv[1], "!", 1, 0, 0, 0);
-	CHECK(o.background);
-	while (got < filled + 1) {
-		r = read(sv[0], sink, sizeof(sink));
-		CHECK(r > 0);
-		got += r;
-	}
-	collect(o.handle, &o);
-	CHECK(o.ret == 1 && o.err == 0);
-	CHECK(sink[(got - 1) % sizeof(sink)] == '!' || got == filled + 1);
+	/* A full socket: each family waits for the reader. */
+	blocked_send(sv, SYS_sendto, '!');
+	blocked_send(sv, SYS_write, '?');
+	blocked_send(sv, SYS_writev, '#');
+
+	/* The peer gone: EPIPE as directly (SIGPIPE ignored for both). */
 	close(sv[0]);
+	signal(SIGPIPE, SIG_IGN);
+	direct(&d, SYS_write, sv[1], "x", 1);
+	call(&o, SYS_write, sv[1], "x", 1);
+	SAME(&o, &d);
+	CHECK(o.err == EPIPE);
 	close(sv[1]);
 }
 
