@@ -24,6 +24,7 @@ use crate::receptionist::{ReceptionConfig, Receptionist};
 use crate::stats::{DaemonInfo, Stats};
 use crate::limits::Limits;
 use crate::trust::Trust;
+use crate::promotion::PromoteMode;
 use crate::worker::QueueOrder;
 use anyhow::{bail, Context, Result};
 use libception_proto::{BitrateScale, Prefetch};
@@ -53,8 +54,10 @@ pub struct DaemonConfig {
     /// Caps per uid and in all (`limits.rs`).
     pub limits: Limits,
     pub per_disk: bool,
-    /// Read each range again from the cache to activate its pages (`worker.rs`).
-    pub promote: bool,
+    /// When the workers read each range again from the cache to activate
+    /// its pages (`promotion.rs`, `worker.rs`), and `auto`'s window.
+    pub promote: PromoteMode,
+    pub promote_window: Duration,
     /// In which order each worker takes its queued reads (`worker.rs`).
     pub queue_order: QueueOrder,
     pub prefetch: Prefetch,
@@ -155,6 +158,8 @@ pub fn run(cfg: DaemonConfig) -> Result<()> {
         max_read_bytes: cfg.max_read.max(cfg.prefetch.max_bytes()),
         residency_method: String::new(),
         uptime_s: 0.0,
+        promote: String::new(),
+        promoting_since_s: None,
     };
     if let Some(addr) = cfg.prometheus {
         spawn_prometheus(addr, stats.clone(), controller.clone(), info.clone())?;
@@ -168,7 +173,7 @@ pub fn run(cfg: DaemonConfig) -> Result<()> {
             Prefetch::Fixed(bytes) => format!("{bytes}, scaled by {} for slower streams", cfg.prefetch_scale.name()),
         },
         per_disk = cfg.per_disk,
-        promote = cfg.promote,
+        promote = cfg.promote.name(),
         queue_order = ?cfg.queue_order,
         euid = nix::unistd::geteuid().as_raw(),
         "libception daemon listening"
@@ -185,6 +190,7 @@ pub fn run(cfg: DaemonConfig) -> Result<()> {
             limits: cfg.limits.clone(),
             per_disk: cfg.per_disk,
             promote: cfg.promote,
+            promote_window: cfg.promote_window,
             queue_order: cfg.queue_order,
             max_read: cfg.max_read,
             info,

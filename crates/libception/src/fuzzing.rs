@@ -410,7 +410,8 @@ impl Harness {
                 max_check: MAX_READ,
             },
             per_disk: false,
-            promote: false,
+            promote: crate::promotion::PromoteMode::Off,
+            promote_window: std::time::Duration::from_secs(60),
             // The position order looks up FIEMAP for queued reads with the queue
             // unlocked: hostile input reaches that path here; the default FIFO
             // order meets it in the hostile-client tests of the real daemon.
@@ -426,6 +427,8 @@ impl Harness {
                 max_read_bytes: MAX_READ,
                 residency_method: String::new(),
                 uptime_s: 0.0,
+                promote: String::new(),
+                promoting_since_s: None,
             },
         };
         let info = cfg.info.clone();

@@ -18,6 +18,7 @@ use crate::prefetch::{plan_read, PrefetchContext, PrefetchController, RequestObs
 use crate::disks;
 use crate::fsfilter::{FsFilter, Verdict};
 use crate::limits::{Clients, Limits};
+use crate::promotion::{PromoteMode, Promotion};
 use crate::warn_limited;
 use crate::residency;
 use crate::stats::{DaemonInfo, DiskStats, Stats};
@@ -31,7 +32,7 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub const TOKEN_LISTENER: u64 = 0;
 pub const TOKEN_SIGNAL: u64 = 1;
@@ -54,8 +55,9 @@ pub struct ReceptionConfig {
     pub allow_fs: Vec<String>,
     pub limits: Limits,
     pub per_disk: bool,
-    /// Workers read each range again from the cache (`worker.rs`).
-    pub promote: bool,
+    /// When workers read each range again from the cache (`promotion.rs`).
+    pub promote: PromoteMode,
+    pub promote_window: Duration,
     /// In which order workers take their queued reads (`worker.rs`).
     pub queue_order: QueueOrder,
     pub max_read: u64,
@@ -80,6 +82,8 @@ pub struct Receptionist {
     signal_fd: OwnedFd,
     stats: Arc<Stats>,
     controller: Arc<dyn PrefetchController>,
+    /// Shared by every worker.
+    promotion: Arc<Promotion>,
     conns: HashMap<u64, ConnEntry>,
     next_token: u64,
     routes_by_dev: HashMap<u64, DiskRoute>,
@@ -126,6 +130,7 @@ impl Receptionist {
         epoll.add(listener.as_raw_fd(), libc::EPOLLIN as u32, TOKEN_LISTENER)?;
         epoll.add(signal_fd.as_raw_fd(), libc::EPOLLIN as u32, TOKEN_SIGNAL)?;
         let fs_filter = FsFilter::new(cfg.allow_fs.clone());
+        let promotion = Arc::new(Promotion::new(cfg.promote, cfg.promote_window, stats.clone()));
         let mut r = Receptionist {
             cfg,
             epoll,
@@ -133,6 +138,7 @@ impl Receptionist {
             signal_fd,
             stats,
             controller,
+            promotion,
             conns: HashMap::new(),
             next_token: FIRST_CONN_TOKEN,
             routes_by_dev: HashMap::new(),
@@ -151,7 +157,7 @@ impl Receptionist {
 
     fn spawn_worker(&mut self) -> std::io::Result<Arc<DiskWorker>> {
         let index = self.workers.len();
-        let worker = Arc::new(DiskWorker::new(index, self.controller.clone(), self.stats.clone(), self.cfg.promote, self.cfg.queue_order));
+        let worker = Arc::new(DiskWorker::new(index, self.controller.clone(), self.stats.clone(), self.promotion.clone(), self.cfg.queue_order));
         let w = worker.clone();
         let handle = std::thread::Builder::new()
             .name(format!("disk-worker-{index}"))

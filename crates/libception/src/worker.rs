@@ -15,7 +15,7 @@
 //! In-flight and queue counters are updated around each read, so the stats'
 //! `max_in_flight` is a direct observation of the serialization guarantee.
 //!
-//! Promotion (`--promote`): right after the read, the worker reads the same
+//! Promotion (`--promote`, when: `promotion.rs`): right after the read, the worker reads the same
 //! bytes a second time from the page cache (`RWF_NOWAIT`: never from the
 //! disk). A page read twice moves to the kernel's active LRU list. Since Linux
 //! 4.7 the inactive file list is kept at about 1/sqrt(10 x GiB) of the cache
@@ -50,6 +50,7 @@
 use crate::conn::Connection;
 use crate::prefetch::{PlannedRead, PrefetchController, ReadObservation};
 use crate::limits::Charge;
+use crate::promotion::Promotion;
 use crate::residency;
 use crate::stats::{DiskStats, Stats, WorkerStats};
 use libception_proto::{reply_flags, Reply};
@@ -260,8 +261,9 @@ pub struct DiskWorker {
     wake: Condvar,
     pub stats: Arc<WorkerStats>,
     controller: Arc<dyn PrefetchController>,
-    /// Read each range a second time from the cache (see the file comment).
-    promote: bool,
+    /// Whether to read each range a second time from the cache (see the
+    /// file comment).
+    promotion: Arc<Promotion>,
     /// In which order queued reads are taken.
     order: QueueOrder,
     all_stats: Arc<Stats>,
@@ -272,14 +274,14 @@ fn covers(key: FileKey, plan: &PlannedRead, other_key: FileKey, other: &PlannedR
 }
 
 impl DiskWorker {
-    pub fn new(index: usize, controller: Arc<dyn PrefetchController>, stats: Arc<Stats>, promote: bool, order: QueueOrder) -> Self {
+    pub fn new(index: usize, controller: Arc<dyn PrefetchController>, stats: Arc<Stats>, promotion: Arc<Promotion>, order: QueueOrder) -> Self {
         DiskWorker {
             index,
             queue: Mutex::new(Queue { jobs: Jobs::default(), in_flight: None, stopping: false, head: None, next_id: 0 }),
             wake: Condvar::new(),
             stats: stats.add_worker(index),
             controller,
-            promote,
+            promotion,
             order,
             all_stats: stats,
         }
@@ -425,7 +427,7 @@ impl DiskWorker {
         let prefix = residency::resident_prefix(reader.as_fd(), plan.start, plan.end).unwrap_or(0);
         let (bytes, result) = pread_range(reader, plan.start + prefix, plan.end, buf);
         let busy = started.elapsed();
-        if self.promote && bytes > 0 {
+        if bytes > 0 && self.promotion.promotes(self.controller.as_ref()) {
             let read_start = plan.start + prefix;
             disk.on_promoted(promote_range(reader, read_start, read_start + bytes, buf));
         }

@@ -837,7 +837,7 @@ fn setup_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
         let c = &r.config_json;
         let s = |k: &str| c.get(k).filter(|v| !v.is_null()).map(|v| v.to_string().trim_matches('"').to_string()).unwrap_or_else(|| "-".into());
         let flag = |k: &str, words: &'static str| if c.get(k).and_then(Value::as_bool) == Some(true) { words } else { "" };
-        let libception = format!("{}{}{}", s("libception"), flag("promote", ", promoted"), flag("per_disk", ", per disk"));
+        let libception = format!("{}{}{}{}", s("libception"), flag("promote", ", promoted"), flag("promote_auto", ", promoted when evicted"), flag("per_disk", ", per disk"));
         let knobs = r
             .setup
             .get("server")

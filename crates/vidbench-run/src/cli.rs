@@ -159,6 +159,7 @@ fn print_plan(exp: &Experiment, out: &mut dyn Write) -> std::io::Result<()> {
         };
         let what = if c.per_disk { format!("{what}, one daemon worker per drive") } else { what };
         let what = if c.promote { format!("{what}, prefetched pages promoted") } else { what };
+        let what = if c.promote_auto { format!("{what}, prefetched pages promoted once evicted before use") } else { what };
         let what = if c.queue_by_position { format!("{what}, queued reads in disk order") } else { what };
         let what = match c.prefetch_scale {
             Some(scale) => format!("{what}, slower streams' size scaled by {}", scale.name()),

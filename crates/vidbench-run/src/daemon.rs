@@ -40,6 +40,8 @@ pub struct DaemonOptions {
     pub per_disk: bool,
     /// Read ranges again from the cache to activate them (`--promote`).
     pub promote: bool,
+    /// Only once prefetched bytes are evicted before use (`--promote auto`).
+    pub promote_auto: bool,
     /// Queued reads in disk order (`--queue-order position`).
     pub queue_by_position: bool,
     /// A fixed size's scale for slower streams (`--prefetch-scale`).
@@ -48,7 +50,7 @@ pub struct DaemonOptions {
 
 impl DaemonOptions {
     pub fn of(cfg: &Config) -> DaemonOptions {
-        DaemonOptions { per_disk: cfg.per_disk, promote: cfg.promote, queue_by_position: cfg.queue_by_position, prefetch_scale: cfg.prefetch_scale }
+        DaemonOptions { per_disk: cfg.per_disk, promote: cfg.promote, promote_auto: cfg.promote_auto, queue_by_position: cfg.queue_by_position, prefetch_scale: cfg.prefetch_scale }
     }
 }
 
@@ -61,6 +63,8 @@ pub fn daemon_args(socket: &Path, prefetch: &Prefetch, server_user: &str, option
     }
     if options.promote {
         args.push("--promote".into());
+    } else if options.promote_auto {
+        args.extend(["--promote".into(), "auto".into()]);
     }
     if options.queue_by_position {
         args.extend(["--queue-order".into(), "position".into()]);

@@ -25,6 +25,12 @@ pub struct DaemonInfo {
     pub max_read_bytes: u64,
     pub residency_method: String,
     pub uptime_s: f64,
+    /// `--promote`: off, on or auto.
+    #[serde(default)]
+    pub promote: String,
+    /// Uptime at which the workers began promoting (`None`: they do not).
+    #[serde(default)]
+    pub promoting_since_s: Option<f64>,
 }
 
 /// Summary of an hdrhistogram.

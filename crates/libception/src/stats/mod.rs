@@ -376,6 +376,9 @@ pub struct Stats {
     disks: RwLock<Vec<Arc<DiskStats>>>,
     workers: RwLock<Vec<Arc<WorkerStats>>>,
     clients: Mutex<HashMap<i32, Arc<ClientStats>>>,
+    /// `--promote`'s mode and whether the workers promote now, with the
+    /// uptime at which they started (`promotion.rs`).
+    promotion: Mutex<(String, Option<f64>)>,
 }
 
 impl Default for Stats {
@@ -392,7 +395,23 @@ impl Stats {
             disks: RwLock::new(Vec::new()),
             workers: RwLock::new(Vec::new()),
             clients: Mutex::new(HashMap::new()),
+            promotion: Mutex::new(("off".to_string(), None)),
         }
+    }
+
+    /// Records `--promote`'s mode and whether the workers promote (the
+    /// uptime of the first call that says they do is kept).
+    pub fn set_promotion(&self, mode: &str, active: bool) {
+        let mut p = self.promotion.lock().unwrap();
+        p.0 = mode.to_string();
+        p.1 = if active { p.1.or(Some(self.uptime().as_secs_f64())) } else { None };
+    }
+
+    /// The mode and whether the workers promote now.
+    #[cfg(test)]
+    pub fn promotion(&self) -> (String, bool) {
+        let p = self.promotion.lock().unwrap();
+        (p.0.clone(), p.1.is_some())
     }
 
     pub fn add_disk(&self, name: String, worker: usize) -> Arc<DiskStats> {
@@ -518,6 +537,7 @@ impl Stats {
     /// requests in progress).
     pub fn snapshot(&self, mut info: DaemonInfo) -> Snapshot {
         info.uptime_s = self.uptime().as_secs_f64();
+        (info.promote, info.promoting_since_s) = self.promotion.lock().unwrap().clone();
         let t = &self.totals;
         let totals = load!(TotalsSnapshot from t;
             connections_accepted, connections_rejected, connections_dropped_slow, requests_fetch, requests_check,

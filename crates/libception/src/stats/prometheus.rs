@@ -152,6 +152,12 @@ impl Snapshot {
         });
         e.single("uptime_seconds", Kind::Gauge, "Seconds since the daemon started.", self.daemon.uptime_s);
         e.single("prefetch_bytes", Kind::Gauge, "Prefetch size in force.", self.daemon.prefetch_bytes);
+        e.single(
+            "promoting",
+            Kind::Gauge,
+            "1 while the disk workers promote what they read (--promote on, or auto once prefetched bytes were evicted before use).",
+            u64::from(self.daemon.promoting_since_s.is_some()),
+        );
         let t = &self.totals;
         e.single("connections_open", Kind::Gauge, "Open client connections.", t.connections_open);
         let totals: [(&str, &str, u64); 9] = [

@@ -9,7 +9,7 @@ use super::schema::{
     ChaosSection, ConfigSection, DiskMode, DiskSection, ExperimentFile, FillOrder, FsSize, MemorySection, PrefetchSize, RatesSection, RunKind,
     RunSection, ServerKind, WorkloadSection,
 };
-use super::schema::OneOrMany;
+use super::schema::{OneOrMany, PromoteSetting};
 use libception_proto::AdaptiveParams;
 use super::{Config, Experiment, ExperimentError, Mode, RatePlan, RelativeTo, SteadySection, WorkloadSource, SAMPLE_INTERVAL_S};
 use std::collections::HashSet;
@@ -539,7 +539,8 @@ impl Checker<'_> {
             trace: c.trace.unwrap_or(disk.trace),
             chaos: self.chaos(key, c)?,
             per_disk: self.daemon_flag(key, "per_disk", c.per_disk, c)?,
-            promote: self.daemon_flag(key, "promote", c.promote, c)?,
+            promote: self.daemon_flag(key, "promote", c.promote.as_ref().map(|p| *p == PromoteSetting::Always(true)), c)?,
+            promote_auto: self.promote_auto(key, c)?,
             queue_by_position: self.daemon_flag(key, "queue_by_position", c.queue_by_position, c)?,
             prefetch_scale: c.prefetch_scale,
             shim_stats: self.shim_stats(key, c)?,
@@ -589,6 +590,16 @@ impl Checker<'_> {
                 Err(self.invalid(format!("{key}.{name}"), "needs the daemon: libception mode full or serialize"))
             }
             v => Ok(v.unwrap_or(false)),
+        }
+    }
+
+    /// `promote = "auto"`, checked: the one word `promote` takes, and a
+    /// daemon.
+    fn promote_auto(&self, key: &str, c: &ConfigSection) -> Result<bool, ExperimentError> {
+        match &c.promote {
+            Some(PromoteSetting::When(w)) if w == "auto" => self.daemon_flag(key, "promote", Some(true), c),
+            Some(PromoteSetting::When(w)) => Err(self.invalid(format!("{key}.promote"), format!("{w:?}: expected true, false or \"auto\""))),
+            _ => Ok(false),
         }
     }
 

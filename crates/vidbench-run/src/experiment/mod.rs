@@ -180,6 +180,10 @@ pub struct Config {
     /// Prefetched pages promoted to the active LRU list (`--promote`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub promote: bool,
+    /// Promoted only once the daemon sees prefetched bytes evicted before
+    /// use (`--promote auto`; `promote` is false then).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub promote_auto: bool,
     /// Queued reads taken in disk order (`--queue-order position`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub queue_by_position: bool,
@@ -520,6 +524,24 @@ kind = "wc"
         }
         let err = parse(&GOOD.replace(lib, "libception = \"off\"\nshim_stats = true")).unwrap_err().to_string();
         assert!(err.contains("shim_stats") && err.contains("needs the shim"), "{err}");
+    }
+
+    #[test]
+    fn promote_auto_is_its_own_setting() {
+        let lib = "libception = \"full\"\nprefetch_kb = [1024, 2048]";
+        let e = parse(&GOOD.replace(lib, &format!("{lib}\npromote = \"auto\""))).unwrap();
+        let c = e.config("lib-p2048").unwrap();
+        assert!(c.promote_auto && !c.promote);
+        let args = crate::daemon::daemon_args(std::path::Path::new("/s"), &libception_proto::Prefetch::Fixed(1 << 21), "www-data", crate::daemon::DaemonOptions::of(c));
+        assert!(args.windows(2).any(|w| w == ["--promote", "auto"]), "{args:?}");
+        // Configurations without it record nothing new (resumes compare them).
+        let e = parse(&GOOD.replace(lib, &format!("{lib}\npromote = false"))).unwrap();
+        let json = serde_json::to_value(e.config("lib-p2048").unwrap()).unwrap();
+        assert!(json.get("promote").is_none() && json.get("promote_auto").is_none(), "{json}");
+        let err = parse(&GOOD.replace(lib, &format!("{lib}\npromote = \"sometimes\""))).unwrap_err().to_string();
+        assert!(err.contains("lib\").promote") && err.contains("expected true, false or \"auto\""), "{err}");
+        let err = parse(&GOOD.replace(lib, "libception = \"prefetch\"\nprefetch_kb = 2048\npromote = \"auto\"")).unwrap_err().to_string();
+        assert!(err.contains("promote") && err.contains("needs the daemon"), "{err}");
     }
 
     #[test]
@@ -1022,7 +1044,7 @@ kind = "wc"
             ref other => panic!("{}: {} does not bracket: {other:?}", e.name, c.name),
         };
         let protocol = search(&table3, &table3.configs[0]);
-        for name in ["table3-operator", "promotion", "queue-order", "laio-video", "lighttpd-gap", "fig17-sendfile"] {
+        for name in ["table3-operator", "promotion", "promotion-auto", "queue-order", "laio-video", "lighttpd-gap", "fig17-sendfile"] {
             let e = load(name);
             assert_eq!(json(&e.workload), json(&table3.workload), "{name}: workload");
             assert_eq!(json(&e.disk), json(&table3.disk), "{name}: [disk]");

@@ -588,6 +588,15 @@ impl<T: Clone> OneOrMany<T> {
     }
 }
 
+/// `promote = true | false | "auto"`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum PromoteSetting {
+    Always(bool),
+    /// Only `"auto"` is valid (checked where the configuration expands).
+    When(String),
+}
+
 /// One `[[config]]` as written.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -627,9 +636,11 @@ pub struct ConfigSection {
     /// --per-disk`) instead of one worker for all; needs a mode with a daemon.
     pub per_disk: Option<bool>,
     /// The daemon reads each range a second time from the cache so that its
-    /// pages start on the active LRU list (`libception daemon --promote`);
-    /// needs a mode with a daemon.
-    pub promote: Option<bool>,
+    /// pages start on the active LRU list (`libception daemon --promote`):
+    /// `true`, `false`, or `"auto"` (from the first window in which the
+    /// daemon saw prefetched bytes evicted before use); needs a mode with a
+    /// daemon.
+    pub promote: Option<PromoteSetting>,
     /// The daemon takes each disk's queued reads in disk order, sweeping
     /// upwards, instead of as they came (`libception daemon --queue-order
     /// position`); needs a mode with a daemon.

@@ -122,6 +122,8 @@ fn busy_snapshot() -> Snapshot {
         max_read_bytes: 16 << 20,
         residency_method: "cachestat".into(),
         uptime_s: 0.0,
+        promote: String::new(),
+        promoting_since_s: None,
     };
     stats.snapshot(info)
 }
