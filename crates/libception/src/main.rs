@@ -84,12 +84,12 @@ enum Command {
         /// One disk worker thread per physical disk (default: one worker for all disks)
         #[arg(long)]
         per_disk: bool,
-        /// Read each range a second time from the page cache (never from the disk) so that its pages start on the active LRU list, where they outlive the short inactive list of kernels since 4.7 until a stream uses them: `on` (`--promote` alone), `off`, or `auto`: from the first window in which 5 % or more of the prefetched bytes were evicted before their stream asked for them (docs/daemon.md, "Promotion")
+        /// Read each range a second time from the page cache (never from the disk) so that its pages start on the active LRU list, where they outlive the short inactive list of kernels since 4.7 until a stream uses them: `on` (`--promote` alone), `off`, or `auto`: from the first window in which the prefetched bytes found evicted before their stream asked for them reach 5 % of the bytes requested (docs/daemon.md, "Promotion")
         #[arg(long, value_enum, value_name = "WHEN", num_args = 0..=1, default_value_t = PromoteArg::Off, default_missing_value = "on")]
         promote: PromoteArg,
-        /// With `--promote auto`: the window over which evictions before use are measured
-        #[arg(long, value_name = "SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
-        promote_window: u64,
+        /// With `--promote auto`: the shortest window over which evictions before use are measured [default: 60]
+        #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+        promote_window: Option<u64>,
         /// In which order each disk's queued reads are taken: `fifo` (as they came, paper 000's Reception) or `position` (next on the disk after the previous read, sweeping upwards; the drive sees one read at a time and cannot reorder them itself) (docs/daemon.md, "Queue order")
         #[arg(long, value_enum, default_value_t = QueueOrderArg::Fifo)]
         queue_order: QueueOrderArg,
@@ -423,6 +423,10 @@ fn main() {
     let result: Result<i32> = match &cli.command {
         Command::Daemon { socket, socket_mode, socket_group, allow_uids, allow_gids, trust_uids, trust_gids, allow_fs, limits, per_disk, promote, promote_window, queue_order, queue_max_wait_ms, prefetch, max_read, prometheus } => {
             init_logging(&cli, "info");
+            if promote_window.is_some() && !matches!(promote, PromoteArg::Auto) {
+                eprintln!("libception: --promote-window applies to --promote auto only");
+                std::process::exit(2);
+            }
             let prefetch_args = prefetch;
             let prefetch = prefetch_args.resolve().unwrap_or_else(|e| {
                 eprintln!("libception: {e}");
@@ -443,7 +447,7 @@ fn main() {
                     PromoteArg::On => libception::PromoteMode::On,
                     PromoteArg::Auto => libception::PromoteMode::Auto,
                 },
-                promote_window: std::time::Duration::from_secs(*promote_window),
+                promote_window: std::time::Duration::from_secs(promote_window.unwrap_or(60)),
                 queue_order: match queue_order {
                     QueueOrderArg::Fifo => libception::QueueOrder::Fifo,
                     QueueOrderArg::Position => libception::QueueOrder::Position { max_wait: std::time::Duration::from_millis(*queue_max_wait_ms) },

@@ -5,11 +5,16 @@
 //! `auto` promotes only once the daemon has seen the harm promotion undoes:
 //! prefetched bytes evicted before their stream asked for them. The prefetch
 //! controller's tracker counts them for every controller (paper 001 Table 1's
-//! prefetch evictions). A window lasts at least `window` (`--promote-window`)
-//! and until the fate of [`AUTO_MIN_SETTLED`] prefetched bytes was settled in
-//! it (used, evicted before use, or wasted); when at least
-//! [`AUTO_EVICTED_SHARE`] of them were evicted before use, promotion starts
-//! and stays on, else the next window begins. It stays on because turning it off
+//! prefetch evictions) beside the bytes streams requested. A window lasts at
+//! least `window` (`--promote-window`) and until streams requested
+//! [`AUTO_MIN_REQUESTED`] bytes in it; when the bytes evicted before use are
+//! at least [`AUTO_EVICTED_SHARE`] of the requested ones (paper 001's
+//! adjust_evict, the same ratio), promotion starts and stays on, else the
+//! next window begins. Requested bytes are counted when the tracker settles a
+//! range (used, or found evicted) or sees a resident request outside its
+//! ranges; ranges nobody came back to are left out, as they settle only
+//! after the tracker's waste horizon (600 s) and would otherwise make early
+//! windows look worse than they are. It stays on because turning it off
 //! again would bring the evictions back: the memory per stream that caused
 //! them changes with the workload, over hours, not with promotion. A machine
 //! whose cache holds prefetched data until it is used never promotes, so its
@@ -21,14 +26,19 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Share of the settled prefetched bytes evicted before use that turns
-/// promotion on: paper 001's adjust_evict, the share at which its controller
-/// treats prefetch evictions as the thing to act on.
+/// Prefetched bytes evicted before use, as a share of the bytes requested,
+/// that turns promotion on: paper 001's adjust_evict (the same ratio), the
+/// share at which its controller treats prefetch evictions as the thing to
+/// act on.
 pub const AUTO_EVICTED_SHARE: f64 = 0.05;
 
-/// A window goes on until this many prefetched bytes were settled in it (a
+/// A window goes on until streams requested this many bytes in it (a
 /// lightly loaded daemon's windows are long).
-pub const AUTO_MIN_SETTLED: u64 = 64 << 20;
+pub const AUTO_MIN_REQUESTED: u64 = 64 << 20;
+
+/// While a window waits for enough requested bytes, it is looked at no more
+/// often than this (each look sums every worker's counters).
+const RECHECK: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PromoteMode {
@@ -47,12 +57,13 @@ impl PromoteMode {
     }
 }
 
-/// The window `auto` is measuring: when it began and the cumulative sums
-/// then.
+/// The window `auto` is measuring: when it began, the cumulative sums then,
+/// and when to look next.
 struct Window {
     began: Instant,
-    settled: u64,
+    requested: u64,
     evicted: u64,
+    next_look: Instant,
 }
 
 /// Whether the workers promote, shared by all of them.
@@ -64,19 +75,19 @@ pub struct Promotion {
     stats: Arc<Stats>,
 }
 
-/// Bytes whose fate the tracker settled (used, evicted before use or
-/// wasted) and the part evicted before use, summed over every worker.
-fn settled_and_evicted(c: &dyn PrefetchController) -> (u64, u64) {
-    c.usage().iter().fold((0, 0), |(s, e), w| {
+/// Bytes requested and prefetched bytes evicted before use, cumulative,
+/// summed over every worker.
+fn requested_and_evicted(c: &dyn PrefetchController) -> (u64, u64) {
+    c.usage().iter().fold((0, 0), |(r, e), w| {
         let u: &UsageTally = &w.usage;
-        (s + u.read_bytes, e + u.evicted_bytes)
+        (r + u.used_bytes, e + u.evicted_bytes)
     })
 }
 
-/// Does a window with `settled` bytes settled, `evicted` of them evicted
-/// before use, call for promotion?
-pub fn calls_for_promotion(settled: u64, evicted: u64) -> bool {
-    settled >= AUTO_MIN_SETTLED && evicted as f64 >= AUTO_EVICTED_SHARE * settled as f64
+/// Does a window in which streams requested `requested` bytes and
+/// `evicted` prefetched bytes were evicted before use call for promotion?
+pub fn calls_for_promotion(requested: u64, evicted: u64) -> bool {
+    requested >= AUTO_MIN_REQUESTED && evicted as f64 >= AUTO_EVICTED_SHARE * requested as f64
 }
 
 impl Promotion {
@@ -98,30 +109,31 @@ impl Promotion {
             return self.active.load(Relaxed);
         }
         let mut measuring = self.measuring.lock().unwrap();
-        let Some(w) = measuring.as_ref() else {
-            let (settled, evicted) = settled_and_evicted(controller);
-            *measuring = Some(Window { began: now, settled, evicted });
+        let Some(w) = measuring.as_mut() else {
+            let (requested, evicted) = requested_and_evicted(controller);
+            *measuring = Some(Window { began: now, requested, evicted, next_look: now + self.window });
             return false;
         };
-        if now.saturating_duration_since(w.began) < self.window {
+        if now < w.next_look {
             return false;
         }
-        let (settled, evicted) = settled_and_evicted(controller);
-        let (s, e) = (settled.saturating_sub(w.settled), evicted.saturating_sub(w.evicted));
-        if s < AUTO_MIN_SETTLED {
+        let (requested, evicted) = requested_and_evicted(controller);
+        let (r, e) = (requested.saturating_sub(w.requested), evicted.saturating_sub(w.evicted));
+        if r < AUTO_MIN_REQUESTED {
             // Too little to judge: the window goes on until it has enough.
+            w.next_look = now + RECHECK;
             return false;
         }
-        if !calls_for_promotion(s, e) {
-            *measuring = Some(Window { began: now, settled, evicted });
+        if !calls_for_promotion(r, e) {
+            *measuring = Some(Window { began: now, requested, evicted, next_look: now + self.window });
             return false;
         }
         self.active.store(true, Relaxed);
         self.stats.set_promotion(self.mode.name(), true);
         tracing::info!(
             evicted_mib = e >> 20,
-            settled_mib = s >> 20,
-            share_pct = format!("{:.1}", 100.0 * e as f64 / s as f64),
+            requested_mib = r >> 20,
+            share_pct = format!("{:.1}", 100.0 * e as f64 / r as f64),
             window_s = format!("{:.0}", now.saturating_duration_since(w.began).as_secs_f64()),
             "promotion on: prefetched bytes are evicted before their streams use them (--promote auto)"
         );
@@ -151,23 +163,23 @@ mod tests {
             0
         }
         fn usage(&self) -> Vec<WorkerUsage> {
-            let (read, evicted) = *self.0.lock().unwrap();
-            let half = |x: u64| UsageTally { read_bytes: x / 2, evicted_bytes: 0, ..Default::default() };
+            let (requested, evicted) = *self.0.lock().unwrap();
+            let half = |x: u64| UsageTally { used_bytes: x / 2, evicted_bytes: 0, ..Default::default() };
             // Two workers: the sums count.
             vec![
-                WorkerUsage { worker: 0, disks: vec![], tracked_ranges: 0, usage: half(read) },
+                WorkerUsage { worker: 0, disks: vec![], tracked_ranges: 0, usage: half(requested) },
                 WorkerUsage {
                     worker: 1,
                     disks: vec![],
                     tracked_ranges: 0,
-                    usage: UsageTally { read_bytes: read - read / 2, evicted_bytes: evicted, ..Default::default() },
+                    usage: UsageTally { used_bytes: requested - requested / 2, evicted_bytes: evicted, ..Default::default() },
                 },
             ]
         }
     }
 
-    fn set(c: &Usage, read: u64, evicted: u64) {
-        *c.0.lock().unwrap() = (read, evicted);
+    fn set(c: &Usage, requested: u64, evicted: u64) {
+        *c.0.lock().unwrap() = (requested, evicted);
     }
 
     fn auto() -> (Promotion, Arc<Stats>) {
@@ -177,7 +189,7 @@ mod tests {
 
     #[test]
     fn the_rule() {
-        assert!(!calls_for_promotion(AUTO_MIN_SETTLED - 1, AUTO_MIN_SETTLED), "too little settled decides nothing");
+        assert!(!calls_for_promotion(AUTO_MIN_REQUESTED - 1, AUTO_MIN_REQUESTED), "too little requested decides nothing");
         assert!(calls_for_promotion(100 * MIB, 5 * MIB));
         assert!(!calls_for_promotion(100 * MIB, 4 * MIB));
     }
@@ -204,7 +216,7 @@ mod tests {
         set(&c, 700 * MIB, 50 * MIB);
         assert!(!p.promotes_at(&c, t0 + Duration::from_secs(59)));
         assert_eq!(stats.promotion(), ("auto".to_string(), false));
-        // The window: 200 MiB settled, 50 evicted before use (25 %).
+        // The window: 200 MiB requested, 50 evicted before use (25 %).
         assert!(p.promotes_at(&c, t0 + Duration::from_secs(60)));
         assert_eq!(stats.promotion(), ("auto".to_string(), true));
         // No evictions any more: it stays on.
@@ -219,26 +231,28 @@ mod tests {
         let (p, _) = auto();
         let t0 = Instant::now();
         assert!(!p.promotes_at(&c, t0));
-        // 100 MiB settled in the window, 2 evicted: 2 %.
+        // 100 MiB requested in the window, 2 evicted: 2 %.
         set(&c, 1100 * MIB, 502 * MIB);
         assert!(!p.promotes_at(&c, t0 + Duration::from_secs(61)));
-        // Next window (from 61 s): 100 MiB settled, 6 evicted: 6 %.
+        // Next window (from 61 s): 100 MiB requested, 6 evicted: 6 %.
         set(&c, 1200 * MIB, 508 * MIB);
         assert!(!p.promotes_at(&c, t0 + Duration::from_secs(100)), "window not over");
         assert!(p.promotes_at(&c, t0 + Duration::from_secs(121)));
     }
 
     #[test]
-    fn auto_needs_enough_settled_bytes() {
+    fn auto_needs_enough_requested_bytes() {
         let c = Usage(Mutex::new((0, 0)));
         let (p, _) = auto();
         let t0 = Instant::now();
         assert!(!p.promotes_at(&c, t0));
-        // Half evicted, but only 10 MiB settled: the window goes on.
+        // Half as much evicted, but only 10 MiB requested: the window goes on.
         set(&c, 10 * MIB, 5 * MIB);
         assert!(!p.promotes_at(&c, t0 + Duration::from_secs(60)));
-        // Later it has enough, counted from its start.
+        // Looked at again only a second later; then it has enough, counted
+        // from its start.
         set(&c, 70 * MIB, 7 * MIB);
-        assert!(p.promotes_at(&c, t0 + Duration::from_secs(300)));
+        assert!(!p.promotes_at(&c, t0 + Duration::from_millis(60_500)), "looked again within RECHECK");
+        assert!(p.promotes_at(&c, t0 + Duration::from_secs(61)));
     }
 }

@@ -157,20 +157,6 @@ fn the_fixed_default_reports_usage_but_no_controller_state() {
     assert!(text.contains("fixed prefetch, worker 0") && text.contains("requested 4.0M"), "{text}");
 }
 
-fn daemon_refuses(args: &[&str], expect: &str) {
-    let dir = real_tempdir();
-    let out = Command::new(BIN)
-        .args(["daemon", "--socket"])
-        .arg(dir.path().join("s.sock"))
-        .args(args)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-    assert!(err.contains(expect), "{args:?}: expected {expect:?} in {err}");
-    assert!(!dir.path().join("s.sock").exists(), "refused before binding");
-}
-
 #[test]
 fn bad_adaptive_options_are_refused_by_name() {
     daemon_refuses(&["--adaptive-step", "1M"], "--adaptive-* options need --prefetch adaptive");

@@ -102,12 +102,13 @@ fn promoted_ranges_are_active_and_plain_reads_are_not() {
 }
 
 /// `--promote auto` with a 1 s window: `cycles` times, the daemon reads 2 MiB
-/// at a new place for a request there; with `evict_between`, the pages are
-/// dropped before the stream comes back 1 MiB further on (the miss finds its
-/// range evicted before use), else the stream goes on through the whole range
-/// (used). After the window, one more request. Returns the daemon's
-/// promotion state before and after, its promoted bytes, and the prefetched
-/// bytes settled and evicted before use (its tracker's, over every worker).
+/// at a new place for a stream that requests it in 256 KiB steps; with
+/// `evict_between`, the pages are dropped after 1.5 MiB and the stream's next
+/// request misses (its range was evicted before use: 0.5 MiB of 2), else the
+/// stream goes on through the whole range and past it (all used). After the
+/// window, one more request. Returns the daemon's promotion state before and
+/// after, its promoted bytes, and the bytes requested and evicted before use
+/// (its tracker's, over every worker).
 fn auto_run(name: &str, evict_between: bool, cycles: u64) -> (Option<f64>, Option<f64>, u64, (u64, u64)) {
     let dir = real_tempdir();
     let path = make_file(dir.path(), name, (cycles + 1) * 4 * MIB);
@@ -115,41 +116,42 @@ fn auto_run(name: &str, evict_between: bool, cycles: u64) -> (Option<f64>, Optio
     let mut d = Daemon::start(&["--prefetch", "2M", "--promote", "auto", "--promote-window", "1"]);
     let f = open_random(&path);
     let mut c = d.client();
-    let mut fetch = |offset: u64| {
-        let reply = c.fetch(f.as_raw_fd(), offset, PAGE, 0).unwrap();
+    let step = MIB / 4;
+    let mut fetch = |offset: u64, len: u64| {
+        let reply = c.fetch(f.as_raw_fd(), offset, len, 0).unwrap();
         assert_eq!(reply.status, 0, "fetch at {offset} failed: {reply:?}");
     };
     let before = d.stats();
     assert_eq!(before.daemon.promote, "auto");
     for i in 0..cycles {
         let at = i * 4 * MIB;
-        fetch(at);
+        for k in 0..6 {
+            fetch(at + k * step, step);
+        }
         if evict_between {
             evict(&path);
-            fetch(at + MIB);
-        } else {
-            // A stream through the range, then past it: the range is used.
-            for k in 1..=4 {
-                fetch(at + k * MIB / 2);
-            }
-            fetch(at + 2 * MIB);
+        }
+        fetch(at + 6 * step, step);
+        if !evict_between {
+            fetch(at + 7 * step, step);
+            fetch(at + 8 * step, step);
         }
     }
     std::thread::sleep(std::time::Duration::from_millis(1100));
-    fetch(cycles * 4 * MIB);
+    fetch(cycles * 4 * MIB, step);
     let after = d.stats();
     let promoted = after.disks.iter().map(|s| s.bytes_promoted).sum();
-    let usage = after.prefetch_usage.iter().fold((0, 0), |(s, e), w| (s + w.usage.read_bytes, e + w.usage.evicted_bytes));
+    let usage = after.prefetch_usage.iter().fold((0, 0), |(r, e), w| (r + w.usage.used_bytes, e + w.usage.evicted_bytes));
     assert!(d.stop().success());
     (before.daemon.promoting_since_s, after.daemon.promoting_since_s, promoted, usage)
 }
 
 #[test]
 fn auto_promotes_once_prefetched_bytes_are_evicted_before_use() {
-    // Each cycle settles its two reads (4 MiB), 1 MiB of them found evicted
-    // before use (25 %; the rule wants 5 % of at least 64 MiB).
-    let (before, after, promoted, (settled, evicted)) = auto_run("evicted", true, 40);
-    assert!(settled >= 64 * MIB && evicted * 10 >= settled, "the run did not make what it should: {settled} settled, {evicted} evicted");
+    // 48 streams of 1.5 MiB requested before the eviction (72 MiB, over the
+    // 64 MiB a window needs), 0.5 MiB of each range evicted before use.
+    let (before, after, promoted, (requested, evicted)) = auto_run("evicted", true, 48);
+    assert!(requested >= 64 * MIB && evicted * 10 >= requested, "the run did not make what it should: {requested} requested, {evicted} evicted");
     assert_eq!(before, None, "auto starts without promoting");
     assert!(after.is_some(), "evictions before use did not turn promotion on");
     assert!(promoted > 0, "promotion on, but the last read was not promoted");
@@ -157,8 +159,15 @@ fn auto_promotes_once_prefetched_bytes_are_evicted_before_use() {
 
 #[test]
 fn auto_does_not_promote_when_prefetched_bytes_are_used() {
-    let (before, after, promoted, (settled, evicted)) = auto_run("used", false, 40);
-    // Enough settled for the window to be judged, none of it evicted.
-    assert!(settled >= 64 * MIB && evicted == 0, "{settled} settled, {evicted} evicted");
+    let (before, after, promoted, (requested, evicted)) = auto_run("used", false, 40);
+    // Enough requested for the window to be judged, none of it evicted.
+    assert!(requested >= 64 * MIB && evicted == 0, "{requested} requested, {evicted} evicted");
     assert_eq!((before, after, promoted), (None, None, 0), "nothing was evicted before use");
+}
+
+#[test]
+fn promote_window_needs_auto() {
+    daemon_refuses(&["--promote-window", "5"], "--promote-window applies to --promote auto only");
+    daemon_refuses(&["--promote", "on", "--promote-window", "5"], "--promote-window");
+    daemon_refuses(&["--promote", "sometimes"], "auto");
 }

@@ -645,7 +645,10 @@ impl PrefetchController for AdaptivePrefetch {
             .iter_mut()
             .map(|(&worker, q)| {
                 q.advance(now);
-                q.tracker.report(worker, &q.disks, q.usage_total)
+                // Up to now: what the interval in progress counted too.
+                let mut total = q.usage_total;
+                total.add(&q.tracker.pending());
+                q.tracker.report(worker, &q.disks, total)
             })
             .collect()
     }

@@ -286,6 +286,11 @@ impl PrefetchTracker {
         WorkerUsage { worker, disks: disks.iter().cloned().collect(), tracked_ranges: self.tracked() as u64, usage: total }
     }
 
+    /// The tally since the last [`Self::take_tally`], left in place.
+    pub fn pending(&self) -> UsageTally {
+        self.tally
+    }
+
     /// The tally since the last call, and a fresh one.
     pub fn take_tally(&mut self) -> UsageTally {
         std::mem::take(&mut self.tally)

@@ -279,3 +279,19 @@ pub fn wait_for(what: &str, cond: impl Fn() -> bool) {
         std::thread::sleep(Duration::from_millis(2));
     }
 }
+
+/// The daemon started with `args` exits 2 before binding its socket, saying
+/// `expect` on stderr.
+pub fn daemon_refuses(args: &[&str], expect: &str) {
+    let dir = real_tempdir();
+    let out = Command::new(BIN)
+        .args(["daemon", "--socket"])
+        .arg(dir.path().join("s.sock"))
+        .args(args)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.contains(expect), "{args:?}: expected {expect:?} in {err}");
+    assert!(!dir.path().join("s.sock").exists(), "refused before binding");
+}

@@ -539,7 +539,7 @@ impl Checker<'_> {
             trace: c.trace.unwrap_or(disk.trace),
             chaos: self.chaos(key, c)?,
             per_disk: self.daemon_flag(key, "per_disk", c.per_disk, c)?,
-            promote: self.daemon_flag(key, "promote", c.promote.as_ref().map(|p| *p == PromoteSetting::Always(true)), c)?,
+            promote: self.daemon_flag(key, "promote", c.promote.map(|p| p == PromoteSetting::Always(true)), c)?,
             promote_auto: self.promote_auto(key, c)?,
             queue_by_position: self.daemon_flag(key, "queue_by_position", c.queue_by_position, c)?,
             prefetch_scale: c.prefetch_scale,
@@ -593,14 +593,9 @@ impl Checker<'_> {
         }
     }
 
-    /// `promote = "auto"`, checked: the one word `promote` takes, and a
-    /// daemon.
+    /// `promote = "auto"`, checked: a daemon.
     fn promote_auto(&self, key: &str, c: &ConfigSection) -> Result<bool, ExperimentError> {
-        match &c.promote {
-            Some(PromoteSetting::When(w)) if w == "auto" => self.daemon_flag(key, "promote", Some(true), c),
-            Some(PromoteSetting::When(w)) => Err(self.invalid(format!("{key}.promote"), format!("{w:?}: expected true, false or \"auto\""))),
-            _ => Ok(false),
-        }
+        self.daemon_flag(key, "promote", Some(c.promote == Some(PromoteSetting::Auto)).filter(|&a| a), c)
     }
 
     /// `patience_ms`, checked: a shim that waits for a daemon.

@@ -538,8 +538,10 @@ kind = "wc"
         let e = parse(&GOOD.replace(lib, &format!("{lib}\npromote = false"))).unwrap();
         let json = serde_json::to_value(e.config("lib-p2048").unwrap()).unwrap();
         assert!(json.get("promote").is_none() && json.get("promote_auto").is_none(), "{json}");
-        let err = parse(&GOOD.replace(lib, &format!("{lib}\npromote = \"sometimes\""))).unwrap_err().to_string();
-        assert!(err.contains("lib\").promote") && err.contains("expected true, false or \"auto\""), "{err}");
+        for bad in ["\"sometimes\"", "3"] {
+            let err = parse(&GOOD.replace(lib, &format!("{lib}\npromote = {bad}"))).unwrap_err().to_string();
+            assert!(err.contains("promote") && err.contains("expected true, false or \"auto\""), "{bad}: {err}");
+        }
         let err = parse(&GOOD.replace(lib, "libception = \"prefetch\"\nprefetch_kb = 2048\npromote = \"auto\"")).unwrap_err().to_string();
         assert!(err.contains("promote") && err.contains("needs the daemon"), "{err}");
     }

@@ -589,12 +589,41 @@ impl<T: Clone> OneOrMany<T> {
 }
 
 /// `promote = true | false | "auto"`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PromoteSetting {
     Always(bool),
-    /// Only `"auto"` is valid (checked where the configuration expands).
-    When(String),
+    Auto,
+}
+
+impl Serialize for PromoteSetting {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            PromoteSetting::Always(b) => s.serialize_bool(*b),
+            PromoteSetting::Auto => s.serialize_str("auto"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for PromoteSetting {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = PromoteSetting;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("true, false or \"auto\"")
+            }
+            fn visit_bool<E: serde::de::Error>(self, b: bool) -> Result<PromoteSetting, E> {
+                Ok(PromoteSetting::Always(b))
+            }
+            fn visit_str<E: serde::de::Error>(self, w: &str) -> Result<PromoteSetting, E> {
+                match w {
+                    "auto" => Ok(PromoteSetting::Auto),
+                    _ => Err(E::invalid_value(serde::de::Unexpected::Str(w), &self)),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// One `[[config]]` as written.
