@@ -106,10 +106,8 @@ fn promoted_ranges_are_active_and_plain_reads_are_not() {
 /// `evict_between`, the pages are dropped after 1.5 MiB and the stream's next
 /// request misses (its range was evicted before use: 0.5 MiB of 2), else the
 /// stream goes on through the whole range and past it (all used). After the
-/// window, one more request. Returns the daemon's promotion state before and
-/// after, its promoted bytes, and the bytes requested and evicted before use
-/// (its tracker's, over every worker).
-fn auto_run(name: &str, evict_between: bool, cycles: u64) -> (Option<f64>, Option<f64>, u64, (u64, u64)) {
+/// window, one more request.
+fn auto_run(name: &str, evict_between: bool, cycles: u64) -> AutoOutcome {
     let dir = real_tempdir();
     let path = make_file(dir.path(), name, (cycles + 1) * 4 * MIB);
     evict(&path);
@@ -141,28 +139,44 @@ fn auto_run(name: &str, evict_between: bool, cycles: u64) -> (Option<f64>, Optio
     fetch(cycles * 4 * MIB, step);
     let after = d.stats();
     let promoted = after.disks.iter().map(|s| s.bytes_promoted).sum();
-    let usage = after.prefetch_usage.iter().fold((0, 0), |(r, e), w| (r + w.usage.used_bytes, e + w.usage.evicted_bytes));
+    let (requested, evicted) = after.prefetch_usage.iter().fold((0, 0), |(r, e), w| (r + w.usage.used_bytes, e + w.usage.evicted_bytes));
+    let out = std::process::Command::new(BIN).args(["stat", "--socket"]).arg(&d.socket).output().unwrap();
+    let stat_text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(d.stop().success());
-    (before.daemon.promoting_since_s, after.daemon.promoting_since_s, promoted, usage)
+    AutoOutcome { before: before.daemon.promoting_since_s, after: after.daemon.promoting_since_s, promoted, requested, evicted, stat_text }
+}
+
+/// What [`auto_run`] saw: the daemon's promotion state before and after, its
+/// promoted bytes, the bytes requested and evicted before use (its
+/// tracker's, over every worker), and `libception stat`'s text at the end.
+struct AutoOutcome {
+    before: Option<f64>,
+    after: Option<f64>,
+    promoted: u64,
+    requested: u64,
+    evicted: u64,
+    stat_text: String,
 }
 
 #[test]
 fn auto_promotes_once_prefetched_bytes_are_evicted_before_use() {
     // 48 streams of 1.5 MiB requested before the eviction (72 MiB, over the
     // 64 MiB a window needs), 0.5 MiB of each range evicted before use.
-    let (before, after, promoted, (requested, evicted)) = auto_run("evicted", true, 48);
-    assert!(requested >= 64 * MIB && evicted * 10 >= requested, "the run did not make what it should: {requested} requested, {evicted} evicted");
-    assert_eq!(before, None, "auto starts without promoting");
-    assert!(after.is_some(), "evictions before use did not turn promotion on");
-    assert!(promoted > 0, "promotion on, but the last read was not promoted");
+    let o = auto_run("evicted", true, 48);
+    assert!(o.requested >= 64 * MIB && o.evicted * 10 >= o.requested, "the run did not make what it should: {} requested, {} evicted", o.requested, o.evicted);
+    assert_eq!(o.before, None, "auto starts without promoting");
+    assert!(o.after.is_some(), "evictions before use did not turn promotion on");
+    assert!(o.promoted > 0, "promotion on, but the last read was not promoted");
+    assert!(o.stat_text.contains("promote auto (on since"), "{}", o.stat_text);
 }
 
 #[test]
 fn auto_does_not_promote_when_prefetched_bytes_are_used() {
-    let (before, after, promoted, (requested, evicted)) = auto_run("used", false, 40);
+    let o = auto_run("used", false, 40);
     // Enough requested for the window to be judged, none of it evicted.
-    assert!(requested >= 64 * MIB && evicted == 0, "{requested} requested, {evicted} evicted");
-    assert_eq!((before, after, promoted), (None, None, 0), "nothing was evicted before use");
+    assert!(o.requested >= 64 * MIB && o.evicted == 0, "{} requested, {} evicted", o.requested, o.evicted);
+    assert_eq!((o.before, o.after, o.promoted), (None, None, 0), "nothing was evicted before use");
+    assert!(o.stat_text.contains("promote auto (off so far)"), "{}", o.stat_text);
 }
 
 #[test]

@@ -34,13 +34,24 @@ pub fn run(socket: &Path, json: bool, watch: Option<f64>) -> Result<()> {
     }
 }
 
+/// `  promote MODE`, and for auto whether it is on yet (nothing from a
+/// daemon that predates the field).
+fn promotion(mode: &str, since_s: Option<f64>) -> String {
+    match (mode, since_s) {
+        ("", _) => String::new(),
+        ("auto", Some(t)) => format!("  promote auto (on since {t:.0}s)"),
+        ("auto", None) => "  promote auto (off so far)".to_string(),
+        (m, _) => format!("  promote {m}"),
+    }
+}
+
 /// The human-readable table. With `previous`, busy % and throughput are over
 /// the interval since it; otherwise since the daemon started.
 pub fn render_table(s: &Snapshot, previous: Option<&Snapshot>) -> String {
     let mut out = String::new();
     let d = &s.daemon;
     out.push_str(&format!(
-        "libception daemon pid {} up {:.0}s  socket {}  prefetch {} ({})  workers {}{}  residency {}\n",
+        "libception daemon pid {} up {:.0}s  socket {}  prefetch {} ({})  workers {}{}  residency {}{}\n",
         d.pid,
         d.uptime_s,
         d.socket,
@@ -48,7 +59,8 @@ pub fn render_table(s: &Snapshot, previous: Option<&Snapshot>) -> String {
         d.prefetch_controller,
         s.workers.len(),
         if d.per_disk { " (per disk)" } else { " (shared)" },
-        d.residency_method
+        d.residency_method,
+        promotion(d.promote.as_str(), d.promoting_since_s)
     ));
     let t = &s.totals;
     out.push_str(&format!(
