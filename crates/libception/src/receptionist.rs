@@ -593,14 +593,19 @@ impl Receptionist {
         // the planned read's end: its shim then need not ask again inside.
         let ahead_end = if reveal { plan.end } else { plan.want_end };
         let run = self.resident_run(&file, req_start, plan.want_end, ahead_end);
-        let resident = run.is_some();
+        // A miss: how far the request is cached from its start (a request
+        // running past a prefetched range's end has the range's part cached).
+        let resident_to = match run {
+            Some(_) => plan.want_end,
+            None => req_start + residency::resident_prefix(file.as_fd(), req_start, plan.want_end).unwrap_or(0),
+        };
         self.controller.observe_request(&RequestObservation {
             disk: &route.disk.name,
             worker: route.worker.index,
             file: key,
             offset: req_start,
             end: plan.want_end,
-            resident,
+            resident_to,
         });
         if let Some(end) = run {
             route.disk.on_resident_hit(&conn.client);

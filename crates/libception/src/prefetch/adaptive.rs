@@ -492,9 +492,9 @@ impl QueueControl {
         to
     }
 
-    pub fn observe_request(&mut self, file: FileKey, offset: u64, end: u64, resident: bool, now: Duration) {
+    pub fn observe_request(&mut self, file: FileKey, offset: u64, end: u64, resident_to: u64, now: Duration) {
         self.advance(now);
-        self.tracker.record_request(file, offset, end, resident, now);
+        self.tracker.record_request(file, offset, end, resident_to, now);
     }
 
     /// A read of `[read_start, end)` for a plan `[start, ..)` whose client
@@ -597,7 +597,7 @@ impl PrefetchController for AdaptivePrefetch {
     }
 
     fn observe_request(&self, obs: &RequestObservation<'_>) {
-        self.with_queue(obs.worker, obs.disk, |q, now| q.observe_request(obs.file, obs.offset, obs.end, obs.resident, now));
+        self.with_queue(obs.worker, obs.disk, |q, now| q.observe_request(obs.file, obs.offset, obs.end, obs.resident_to, now));
     }
 
     fn observe_read(&self, obs: &ReadObservation<'_>) {

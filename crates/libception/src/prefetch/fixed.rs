@@ -100,7 +100,7 @@ impl FixedPrefetch {
 
     fn request_at(&self, obs: &RequestObservation<'_>, now: Duration) {
         self.with_ledger_at(obs.worker, obs.disk, now, |l, now| {
-            l.tracker.record_request(obs.file, obs.offset, obs.end, obs.resident, now);
+            l.tracker.record_request(obs.file, obs.offset, obs.end, obs.resident_to, now);
             if now.saturating_sub(l.swept) >= SWEEP_EVERY {
                 l.sweep(now);
             }
@@ -170,7 +170,8 @@ mod tests {
     }
 
     fn request(c: &FixedPrefetch, offset: u64, end: u64, resident: bool, at: u64) {
-        c.request_at(&RequestObservation { disk: "sda", worker: 0, file: F, offset, end, resident }, s(at));
+        let resident_to = if resident { end } else { offset };
+        c.request_at(&RequestObservation { disk: "sda", worker: 0, file: F, offset, end, resident_to }, s(at));
     }
 
     fn read(c: &FixedPrefetch, start: u64, want_end: u64, end: u64, at: u64) {
@@ -248,7 +249,7 @@ mod tests {
                     c.read_at(&obs, s(t));
                     t += gap;
                     pos += 6 * M;
-                    c.request_at(&RequestObservation { disk: "sda", worker: 0, file, offset: pos, end: pos + M, resident: false }, s(t));
+                    c.request_at(&RequestObservation { disk: "sda", worker: 0, file, offset: pos, end: pos + M, resident_to: pos }, s(t));
                 }
             }
             assert_eq!(c.prefetch_bytes(&ctx(hd)), 6 * M, "{scale:?}: the fastest stream gets the fixed size");

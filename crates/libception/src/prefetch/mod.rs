@@ -64,8 +64,19 @@ pub struct RequestObservation<'a> {
     /// Requested range `[offset, end)`.
     pub offset: u64,
     pub end: u64,
-    /// The daemon's residency check found the whole range in the page cache.
-    pub resident: bool,
+    /// Where the part of `[offset, end)` found in the page cache from
+    /// `offset` on ends: `end` when the daemon's check found all of it
+    /// resident, `offset` when its first page is missing. Tells a request
+    /// that runs past a prefetched range's end (its tail is not cached yet)
+    /// from one that finds the range evicted.
+    pub resident_to: u64,
+}
+
+impl RequestObservation<'_> {
+    /// The whole requested range is in the page cache.
+    pub fn resident(&self) -> bool {
+        self.resident_to >= self.end
+    }
 }
 
 /// One finished read, reported to the controller.

@@ -13,8 +13,10 @@
 //! * a FETCH inside the range that the daemon finds resident moves the mark
 //!   (a client is reading the range; seen when the shim forwards hits);
 //! * a FETCH inside the range that is NOT resident is a prefetch eviction: the
-//!   bytes from the request (or the mark, if further) to the range's end were
-//!   read and evicted before anybody asked for them. The eviction happened
+//!   bytes from the first page found missing (or the mark, if further) to the
+//!   range's end were read and evicted before anybody asked for them; unless
+//!   the request only runs past the range's end with its part of the range
+//!   cached: then the stream has reached the end of the range (consumed). The eviction happened
 //!   between the last time the range was seen resident (a resident FETCH
 //!   inside it; else the read itself) and this FETCH: both ends of the
 //!   bracket are kept. The estimate is its middle (off by at most half its
@@ -202,17 +204,31 @@ impl PrefetchTracker {
         }
     }
 
-    /// A FETCH of `[offset, end)` was seen; `resident` is the daemon's check.
-    pub fn record_request(&mut self, file: FileKey, offset: u64, end: u64, resident: bool, now: Duration) {
+    /// A FETCH of `[offset, end)` was seen; the daemon's check found it
+    /// cached from `offset` up to `resident_to` (`end`: all of it).
+    pub fn record_request(&mut self, file: FileKey, offset: u64, end: u64, resident_to: u64, now: Duration) {
         if end <= offset {
             return;
         }
+        let resident = resident_to >= end;
         let Some(list) = self.files.get_mut(&file) else {
             self.untracked_request(file, offset, end, resident, now);
             return;
         };
         if let Some(i) = list.iter().position(|r| r.start <= offset && offset < r.end) {
             let r = &mut list[i];
+            if !resident && resident_to >= r.end {
+                // The request runs past the range's end, and the range's part
+                // of it is cached: the stream reached the end of what was
+                // prefetched; nothing was evicted. (A video chunk rarely ends
+                // where a prefetch does: counted as an eviction, this made
+                // every range look a chunk's share evicted.)
+                let r = self.remove(file, i);
+                self.rate_sample(file, r.end - r.start, now.saturating_sub(r.read_at), now);
+                self.tally.consumed_ranges += 1;
+                self.retire(file, &r, r.end, now);
+                return;
+            }
             if resident {
                 r.confirmed = r.confirmed.max(end.min(r.end));
                 r.seen_resident = now;
@@ -226,7 +242,8 @@ impl PrefetchTracker {
                 return;
             }
             let r = self.remove(file, i);
-            let used_to = r.confirmed.max(offset);
+            // Cached up to `resident_to`: the eviction begins there.
+            let used_to = r.confirmed.max(resident_to.max(offset));
             let age = now.saturating_sub(r.read_at);
             self.rate_sample(file, offset - r.start, age, now);
             if used_to < r.end {
@@ -410,11 +427,11 @@ mod tests {
     #[test]
     fn stream_that_moves_on_used_the_whole_range() {
         let mut t = tracker();
-        t.record_request(F, 0, 64 << 10, false, s(0));
+        t.record_request(F, 0, 64 << 10, 0, s(0));
         t.record_read(F, 0, 64 << 10, 0, 4 * M, s(0));
         assert_eq!(t.tracked(), 1);
         // The shim served [64K, 4M) itself; the next miss is at 4M, 40 s later.
-        t.record_request(F, 4 * M, 4 * M + (64 << 10), false, s(40));
+        t.record_request(F, 4 * M, 4 * M + (64 << 10), 4 * M, s(40));
         let tally = t.take_tally();
         assert_eq!(t.tracked(), 0);
         assert_eq!((tally.read_bytes, tally.used_bytes, tally.evicted_bytes, tally.wasted_bytes), (4 * M, 4 * M, 0, 0));
@@ -423,7 +440,7 @@ mod tests {
         assert_eq!(tally.mean_rate_bps(), Some((4 * M) as f64 / 40.0));
         assert_eq!(t.file_rate(F), None, "a file's first sample may be its start-up burst");
         t.record_read(F, 4 * M, 4 * M + 1, 4 * M, 8 * M, s(40));
-        t.record_request(F, 8 * M, 8 * M + 1, false, s(80));
+        t.record_request(F, 8 * M, 8 * M + 1, 8 * M, s(80));
         assert_eq!(t.file_rate(F), Some((4 * M) as f64 / 40.0));
     }
 
@@ -432,7 +449,7 @@ mod tests {
         let mut t = tracker();
         t.record_read(F, 0, 64 << 10, 0, 8 * M, s(0));
         // The stream got to 3M, found it gone 60 s after the read.
-        t.record_request(F, 3 * M, 3 * M + (64 << 10), false, s(60));
+        t.record_request(F, 3 * M, 3 * M + (64 << 10), 3 * M, s(60));
         let tally = t.take_tally();
         assert_eq!(tally.evictions, 1);
         assert_eq!(tally.evicted_bytes, 5 * M);
@@ -442,7 +459,7 @@ mod tests {
         assert_eq!(tally.mean_rate_bps(), Some((3 * M) as f64 / 60.0));
         // The re-read of [3M, 11M) is a new range.
         t.record_read(F, 3 * M, 3 * M + (64 << 10), 3 * M, 11 * M, s(60));
-        t.record_request(F, 11 * M, 11 * M + 1, false, s(200));
+        t.record_request(F, 11 * M, 11 * M + 1, 11 * M, s(200));
         let tally = t.take_tally();
         assert_eq!((tally.read_bytes, tally.used_bytes), (8 * M, 8 * M));
     }
@@ -451,28 +468,53 @@ mod tests {
     fn resident_requests_inside_a_range_confirm_it() {
         let mut t = tracker();
         t.record_read(F, 0, M, 0, 4 * M, s(0));
-        t.record_request(F, M, 2 * M, true, s(10));
-        t.record_request(F, 2 * M, 3 * M, true, s(20));
+        t.record_request(F, M, 2 * M, 2 * M, s(10));
+        t.record_request(F, 2 * M, 3 * M, 3 * M, s(20));
         assert_eq!(t.take_tally().used_bytes, 0, "credited when the range retires");
-        t.record_request(F, 3 * M, 4 * M, true, s(30));
+        t.record_request(F, 3 * M, 4 * M, 4 * M, s(30));
         let tally = t.take_tally();
         assert_eq!((tally.used_bytes, tally.consumed_ranges), (4 * M, 1));
         assert_eq!(t.tracked(), 0);
         // Hits on data nobody prefetched are cache hits: used, never read.
-        t.record_request(G, 0, M, true, s(31));
+        t.record_request(G, 0, M, M, s(31));
         let tally = t.take_tally();
         assert_eq!((tally.used_bytes, tally.untracked_hit_bytes, tally.read_bytes), (M, M, 0));
         assert_eq!(tally.miss_ratio(), Some(0.0));
     }
 
     #[test]
+    fn a_request_running_past_the_range_with_its_part_cached_is_not_an_eviction() {
+        // A 525,000-byte video chunk starting 1.5 MiB into a 2 MiB range: its
+        // tail lies beyond the range, so it is a miss, with the range's part cached.
+        let mut t = tracker();
+        t.record_read(F, 0, 64 << 10, 0, 2 * M, s(0));
+        let (at, chunk) = (3 * M / 2, 525_000);
+        t.record_request(F, at, at + chunk, 2 * M, s(30));
+        let tally = t.take_tally();
+        assert_eq!((tally.evicted_bytes, tally.evictions, tally.consumed_ranges), (0, 0, 1));
+        assert_eq!((tally.read_bytes, tally.used_bytes), (2 * M, 2 * M));
+        assert_eq!(t.tracked(), 0);
+    }
+
+    #[test]
+    fn a_request_running_past_the_range_counts_the_eviction_from_its_first_missing_page() {
+        let mut t = tracker();
+        t.record_read(F, 0, 64 << 10, 0, 2 * M, s(0));
+        // Cached from 1.5 MiB to 1.75 MiB only: [1.75, 2) MiB was evicted.
+        t.record_request(F, 3 * M / 2, 5 * M / 2, 7 * M / 4, s(30));
+        let tally = t.take_tally();
+        assert_eq!((tally.evicted_bytes, tally.evictions), (M / 4, 1));
+        assert_eq!(tally.used_bytes, 7 * M / 4);
+    }
+
+    #[test]
     fn eviction_after_partial_confirmation_counts_from_the_mark() {
         let mut t = tracker();
         t.record_read(F, 0, M, 0, 6 * M, s(0));
-        t.record_request(F, M, 3 * M, true, s(5));
+        t.record_request(F, M, 3 * M, 3 * M, s(5));
         // A second viewer misses at 2M (already used by the first): only
         // [3M, 6M) was evicted before use.
-        t.record_request(F, 2 * M, 2 * M + 1, false, s(30));
+        t.record_request(F, 2 * M, 2 * M + 1, 2 * M, s(30));
         let tally = t.take_tally();
         assert_eq!((tally.evicted_bytes, tally.used_bytes), (3 * M, 3 * M));
     }
@@ -498,7 +540,7 @@ mod tests {
         let mut t = PrefetchTracker::new(s(100), 10);
         t.record_read(F, 0, M, 0, 2 * M, s(0));
         // Another viewer far away in the same file: no verdict on the range.
-        t.record_request(F, 50 * M, 51 * M, false, s(1));
+        t.record_request(F, 50 * M, 51 * M, 50 * M, s(1));
         assert_eq!(t.tracked(), 1);
         assert_eq!(t.take_tally(), UsageTally::default());
         for i in 0..(MAX_RANGES_PER_FILE as u64 + 2) {
@@ -531,10 +573,10 @@ mod tests {
                 let off = k * CHUNK;
                 let resident = matches!(read, Some((a, b, at)) if a <= off && off < b && now < at + life);
                 if resident && forward_hits {
-                    t.record_request(f, off, off + CHUNK, true, s(now));
+                    t.record_request(f, off, off + CHUNK, off + CHUNK, s(now));
                 }
                 if !resident {
-                    t.record_request(f, off, off + CHUNK, false, s(now));
+                    t.record_request(f, off, off + CHUNK, off, s(now));
                     t.record_read(f, off, off + CHUNK, off, off + 8 * CHUNK, s(now));
                     read = Some((off, off + 8 * CHUNK, now));
                 }
@@ -570,12 +612,12 @@ mod tests {
         let mut t = tracker();
         // Viewer 1 reads and uses [0, 4M); later viewer 2's miss reads it again.
         t.record_read(F, 0, M, 0, 4 * M, s(0));
-        t.record_request(F, 4 * M, 4 * M + 1, false, s(40));
+        t.record_request(F, 4 * M, 4 * M + 1, 4 * M, s(40));
         t.record_read(F, 0, M, 0, 4 * M, s(500));
         assert_eq!(t.take_tally().reread_bytes, 4 * M);
         // A prefetch past what anybody used is not a re-read.
         t.record_read(G, 0, M, 0, 4 * M, s(0));
-        t.record_request(G, 0, M, true, s(1));
+        t.record_request(G, 0, M, M, s(1));
         t.record_read(G, 2 * M, 3 * M, 2 * M, 6 * M, s(2));
         assert_eq!(t.take_tally().reread_bytes, 0, "[2M, 4M) was prefetched, never requested");
     }

@@ -352,7 +352,7 @@ impl StreamSim {
             }
             let evicted = *end > *pos && now.saturating_sub(*read_at) > self.cache_life;
             if *pos >= *end || evicted {
-                q.observe_request(*file, *pos, *pos + 64 * KIB, false, now);
+                q.observe_request(*file, *pos, *pos + 64 * KIB, *pos, now);
                 let size = q.prefetch_for(*file, now);
                 let busy = self.seek + self.transfer_per_mib.mul_f64(size as f64 / MIB);
                 q.observe_read(*file, *pos, *pos + 64 * KIB, *pos, *pos + size, busy, now);
@@ -460,7 +460,7 @@ fn two_rates(scale: BitrateScale) -> (QueueControl, FileKey, FileKey) {
             q.observe_read(file, pos, pos + 1, pos, pos + 4 * MIB_U, Duration::from_millis(50), t);
             t += gap;
             pos += 4 * MIB_U;
-            q.observe_request(file, pos, pos + MIB_U, false, t);
+            q.observe_request(file, pos, pos + MIB_U, pos, t);
         }
     }
     (q, hd, sd)
@@ -493,7 +493,7 @@ fn rates_within_a_factor_two_share_one_size() {
         for k in 0..3u64 {
             q.observe_read(f, k * 4 * MIB_U, k * 4 * MIB_U + 1, k * 4 * MIB_U, (k + 1) * 4 * MIB_U, Duration::from_millis(50), t);
             t += spacing;
-            q.observe_request(f, (k + 1) * 4 * MIB_U, (k + 1) * 4 * MIB_U + 1, false, t);
+            q.observe_request(f, (k + 1) * 4 * MIB_U, (k + 1) * 4 * MIB_U + 1, (k + 1) * 4 * MIB_U, t);
         }
     }
     for f in files {
@@ -525,7 +525,7 @@ fn the_score_is_disk_ms_per_transaction_times_the_miss_ratio() {
         let t = Duration::from_millis(i * 90);
         q.observe_read(f, 0, 1, 0, MIB_U, Duration::from_millis(80), t);
         let back = if i % 2 == 0 { MIB_U } else { MIB_U / 2 };
-        q.observe_request(f, back, back + 1, false, t + Duration::from_millis(10));
+        q.observe_request(f, back, back + 1, back, t + Duration::from_millis(10));
     }
     q.advance(Duration::from_secs(10));
     let r = q.history().back().expect("an interval closed");
@@ -571,7 +571,7 @@ fn hundred_reads(q: &mut QueueControl) {
         let f = FileKey { dev: 1, ino: i };
         let t = Duration::from_millis(i * 90);
         q.observe_read(f, 0, 1, 0, MIB_U, Duration::from_millis(80), t);
-        q.observe_request(f, MIB_U, MIB_U + 1, false, t + Duration::from_millis(10));
+        q.observe_request(f, MIB_U, MIB_U + 1, MIB_U, t + Duration::from_millis(10));
     }
 }
 
