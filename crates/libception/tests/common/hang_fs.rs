@@ -168,5 +168,13 @@ impl Drop for HangMount {
         if let Some(s) = self.session.take() {
             let _ = s.umount_and_join();
         }
+        // If the unmount did not happen (a descriptor still open on it, e.g.
+        // in a daemon being stopped), detach the mount rather than leave a
+        // dead FUSE mount behind once this process exits. Fails harmlessly
+        // (EINVAL) when it is already gone, or without the privilege.
+        if let Ok(path) = std::ffi::CString::new(self.dir.path().as_os_str().as_encoded_bytes()) {
+            // SAFETY: a NUL-terminated path that outlives the call.
+            unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) };
+        }
     }
 }
