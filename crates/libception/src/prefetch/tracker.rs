@@ -223,10 +223,7 @@ impl PrefetchTracker {
                 // prefetched; nothing was evicted. (A video chunk rarely ends
                 // where a prefetch does: counted as an eviction, this made
                 // every range look a chunk's share evicted.)
-                let r = self.remove(file, i);
-                self.rate_sample(file, r.end - r.start, now.saturating_sub(r.read_at), now);
-                self.tally.consumed_ranges += 1;
-                self.retire(file, &r, r.end, now);
+                self.consume(file, i, now);
                 return;
             }
             if resident {
@@ -235,10 +232,7 @@ impl PrefetchTracker {
                 if r.confirmed < r.end {
                     return;
                 }
-                let r = self.remove(file, i);
-                self.rate_sample(file, r.end - r.start, now.saturating_sub(r.read_at), now);
-                self.tally.consumed_ranges += 1;
-                self.retire(file, &r, r.end, now);
+                self.consume(file, i, now);
                 return;
             }
             let r = self.remove(file, i);
@@ -265,10 +259,7 @@ impl PrefetchTracker {
             .max_by_key(|(_, r)| r.end)
             .map(|(i, _)| i);
         if let Some(i) = follow {
-            let r = self.remove(file, i);
-            self.rate_sample(file, r.end - r.start, now.saturating_sub(r.read_at), now);
-            self.tally.consumed_ranges += 1;
-            self.retire(file, &r, r.end, now);
+            self.consume(file, i, now);
         }
         self.untracked_request(file, offset, end, resident, now);
     }
@@ -368,6 +359,15 @@ impl PrefetchTracker {
             self.used.retain(|_, u| u.seen > cut);
         }
         self.used.entry(file).or_default().add(start, end, now);
+    }
+
+    /// The stream went through the whole of range `i`: a rate sample, and
+    /// the range retires fully used.
+    fn consume(&mut self, file: FileKey, i: usize, now: Duration) {
+        let r = self.remove(file, i);
+        self.rate_sample(file, r.end - r.start, now.saturating_sub(r.read_at), now);
+        self.tally.consumed_ranges += 1;
+        self.retire(file, &r, r.end, now);
     }
 
     fn remove(&mut self, file: FileKey, i: usize) -> TrackedRange {
