@@ -5,7 +5,8 @@
 # at once, in queue order, each with --out OUT --resume and its --only; done
 # and failed lines recorded and skipped next time; at --until every running
 # experiment gets one SIGINT and the queue waits for it; a bad queue line is
-# an error naming it.
+# an error naming it; --checkpoints saves stopped experiments and restores
+# them into a fresh machine's missing results directories.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 tmp=$(mktemp -d /tmp/experiment-queue.XXXXXX)
@@ -16,9 +17,24 @@ q=scripts/experiment-queue
 cat > "$tmp/vidbench" <<'STUB'
 #!/usr/bin/env bash
 # experiment file: "SECONDS STATUS"
+[ "$1" = report ] && exit 0 # checkpoint-results cuts trace windows: none here
 exp=$2 out=$4
 read -r secs status < "$exp"
 echo "$(date +%s.%N) start $*" >> "$(dirname "$out")/calls"
+# Results as a stepped search leaves them: a finished run, an interrupted one
+# with its steps, and a per-request log no checkpoint keeps.
+if [ -f "$out/experiment.json" ]; then
+  echo "$(date +%s.%N) resumed $out" >> "$(dirname "$out")/calls"
+else
+  mkdir -p "$out/runs/srv/rep0/load" "$out/runs/srv/steps-rep0/load"
+  echo '{}' > "$out/experiment.json"
+  echo 1 > "$out/runs/srv/rep0/DONE"
+  echo '{"rate": 1}' > "$out/runs/srv/rep0/result.json"
+  echo '{"config": {}}' > "$out/runs/srv/steps-rep0/run.json"
+  echo 't_s' > "$out/runs/srv/steps-rep0/samples.csv"
+  echo '[]' > "$out/runs/srv/steps-rep0/load/steps.json"
+  echo 'request log' > "$out/runs/srv/steps-rep0/load/requests.csv"
+fi
 ints=0
 trap 'ints=$((ints + 1)); echo "$(date +%s.%N) sigint $out" >> "$(dirname "$out")/calls"; sleep 0.3; echo "ints=$ints" >> "$out.ints"; exit 130' INT
 for _ in $(seq $((secs * 10))); do sleep 0.1; done
@@ -78,4 +94,32 @@ err=$("$q" "$tmp/q.txt" --until +5d --vidbench "$tmp/vidbench" 2>&1) && fail "--
 echo "$err" | grep -q "or +N followed by s, m or h" || fail "$err"
 err=$("$q" "$tmp/q.txt" --until 23:59 --vidbench "$tmp/none" 2>&1) && fail "a missing vidbench was accepted"
 echo "$err" | grep -q "is not an executable vidbench" || fail "$err"
+# --checkpoints: an interrupted experiment is saved for resuming elsewhere,
+# and restored into a results directory that is gone (a fresh machine).
+ck=$tmp/checkpoints
+echo "$tmp/f $tmp/long.toml" > "$tmp/qc.txt"
+: > "$tmp/calls"
+"$q" "$tmp/qc.txt" --until +2s --checkpoints "$ck" --vidbench "$tmp/vidbench" --poll-s 0.2 > "$tmp/out3" || fail "the checkpointing queue failed: $(cat "$tmp/out3")"
+grep -q "checkpoint $tmp/f: checkpointed $tmp/f into $ck/f: 2 runs, 1 finished" "$tmp/out3" || fail "no checkpoint reported: $(cat "$tmp/out3")"
+for f in CHECKPOINT experiment.json runs/srv/rep0/DONE runs/srv/rep0/result.json runs/srv/steps-rep0/run.json \
+         runs/srv/steps-rep0/samples.csv runs/srv/steps-rep0/load/steps.json; do
+  [ -f "$ck/f/$f" ] || fail "the checkpoint lacks $f: $(find "$ck" -type f)"
+done
+[ ! -e "$ck/f/runs/srv/steps-rep0/load/requests.csv" ] || fail "the checkpoint kept the per-request log"
+rm -rf "$tmp/f"
+"$q" "$tmp/qc.txt" --until +2s --checkpoints "$ck" --vidbench "$tmp/vidbench" --poll-s 0.2 > "$tmp/out4" || fail "the restoring queue failed: $(cat "$tmp/out4")"
+grep -q "restore $tmp/f: restored $ck/f into $tmp/f" "$tmp/out4" || fail "no restore reported: $(cat "$tmp/out4")"
+grep -q "resumed $tmp/f" "$tmp/calls" || fail "the experiment did not resume from the restored results: $(cat "$tmp/calls")"
+[ ! -e "$tmp/f/CHECKPOINT" ] || fail "the restored results kept the checkpoint's marker"
+# Neither direction overwrites what it does not own.
+mkdir -p "$tmp/notack" && echo keep > "$tmp/notack/file"
+err=$(scripts/checkpoint-results "$tmp/f" "$tmp/notack" 2>&1) && fail "a directory that is not a checkpoint was replaced"
+echo "$err" | grep -q "is not a checkpoint" && [ -f "$tmp/notack/file" ] || fail "$err"
+err=$(scripts/checkpoint-results --restore "$ck/f" "$tmp/f" 2>&1) && fail "a restore overwrote results"
+echo "$err" | grep -q "already holds results" || fail "$err"
+err=$(scripts/checkpoint-results "$tmp/notack" "$ck/x" 2>&1) && fail "a directory without results was checkpointed"
+echo "$err" | grep -q "no experiment.json" || fail "$err"
+printf '%s x.toml\n%s y.toml\n' "$tmp/one/g" "$tmp/two/g" > "$tmp/bad.txt"
+err=$("$q" "$tmp/bad.txt" --until 23:59 --checkpoints "$ck" --vidbench "$tmp/vidbench" 2>&1) && fail "two lines with one checkpoint name were accepted"
+echo "$err" | grep -q "share the results name g" || fail "$err"
 echo "experiment-queue: ok"
