@@ -558,10 +558,10 @@ impl Receptionist {
                 .saturating_add(self.controller.current_bytes(&route.disk.name))
                 .min(size)
                 .max(req_end);
-            let run = if req_start >= req_end { Some(req_end) } else { self.resident_run(&file, req_start, req_end, ahead_end) };
+            let run = if req_start >= req_end { Residency::Hit { end: req_end } } else { self.resident_run(&file, req_start, req_end, ahead_end) };
             let reply = match run {
-                Some(end) => Reply { flags: reply_flags::RESIDENT, resident_end: end, ..Reply::ok(op, seq) },
-                None => Reply::ok(op, seq),
+                Residency::Hit { end } => Reply { flags: reply_flags::RESIDENT, resident_end: end, ..Reply::ok(op, seq) },
+                Residency::Miss { .. } => Reply::ok(op, seq),
             };
             conn.send(&reply, None);
             return Ok(Outcome::Answered);
@@ -593,11 +593,11 @@ impl Receptionist {
         // the planned read's end: its shim then need not ask again inside.
         let ahead_end = if reveal { plan.end } else { plan.want_end };
         let run = self.resident_run(&file, req_start, plan.want_end, ahead_end);
-        // A miss: how far the request is cached from its start (a request
+        // On a miss, how far the request is cached from its start (a request
         // running past a prefetched range's end has the range's part cached).
         let resident_to = match run {
-            Some(_) => plan.want_end,
-            None => req_start + residency::resident_prefix(file.as_fd(), req_start, plan.want_end).unwrap_or(0),
+            Residency::Hit { .. } => plan.want_end,
+            Residency::Miss { resident_to } => resident_to,
         };
         self.controller.observe_request(&RequestObservation {
             disk: &route.disk.name,
@@ -607,7 +607,7 @@ impl Receptionist {
             end: plan.want_end,
             resident_to,
         });
-        if let Some(end) = run {
+        if let Residency::Hit { end } = run {
             route.disk.on_resident_hit(&conn.client);
             let resident_end = if reveal { end } else { 0 };
             conn.send(&Reply { flags: hit_flags, resident_end, ..Reply::ok(op, seq) }, None);
@@ -644,37 +644,48 @@ impl Receptionist {
         Ok(Outcome::Queued)
     }
 
-    /// Residency of `[start, want_end)` with the daemon's rights and, when
-    /// it is resident, how far the resident run from `start` reaches,
-    /// looking up to `ahead_end` (>= `want_end`): `Some(end)` or `None`. The
-    /// part ahead is only looked at once the wanted part is known resident
-    /// (one `cachestat` each when all is resident, a bisection of the part
-    /// ahead otherwise). A failed check counts as "not resident" (the FETCH
+    /// Residency of `[start, want_end)` with the daemon's rights: when it is
+    /// all resident, how far the resident run from `start` reaches, looking
+    /// up to `ahead_end` (>= `want_end`); else how far it is resident from
+    /// `start`. The part ahead is only looked at once the wanted part is known
+    /// resident (one `cachestat` each when all is resident, a bisection
+    /// otherwise). A failed check counts as "nothing resident" (the FETCH
     /// path then reads, which is always safe), one ahead as nothing ahead.
-    fn resident_run(&self, file: &File, start: u64, want_end: u64, ahead_end: u64) -> Option<u64> {
+    fn resident_run(&self, file: &File, start: u64, want_end: u64, ahead_end: u64) -> Residency {
         let failed = |e: std::io::Error| {
             self.stats.on_residency_check_failed();
             tracing::debug!("residency check failed, treating as not resident: {e}");
         };
-        match residency::is_resident(file.as_fd(), start, want_end) {
-            Ok(true) => {}
-            Ok(false) => return None,
+        let resident_to = match residency::resident_prefix(file.as_fd(), start, want_end) {
+            Ok(prefix) => start + prefix,
             Err(e) => {
                 failed(e);
-                return None;
+                return Residency::Miss { resident_to: start };
             }
+        };
+        if resident_to < want_end {
+            return Residency::Miss { resident_to };
         }
         if ahead_end <= want_end {
-            return Some(want_end);
+            return Residency::Hit { end: want_end };
         }
         match residency::resident_prefix(file.as_fd(), want_end, ahead_end) {
-            Ok(more) => Some(want_end + more),
+            Ok(more) => Residency::Hit { end: want_end + more },
             Err(e) => {
                 failed(e);
-                Some(want_end)
+                Residency::Hit { end: want_end }
             }
         }
     }
+}
+
+/// What [`Receptionist::resident_run`] found of a requested range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Residency {
+    /// All of it is resident, and the resident run goes on to `end`.
+    Hit { end: u64 },
+    /// Not all of it: the bytes from its start to `resident_to` are.
+    Miss { resident_to: u64 },
 }
 
 /// A descriptor kept in reserve for EMFILE (see `accept_all`).
