@@ -100,7 +100,7 @@ fn obtain_image(args: &MountArgs, library: &Library, key: &ImageKey, guard: &mut
     let path = key.cache_path(&dir);
     // Two mounts needing one image (two experiments sharing the machine)
     // build it once: the second waits here, then loads the first's.
-    let _lock = lock_image(&dir, &path);
+    let _lock = lock_image(&dir, &path, check)?;
     if !args.block.rebuild_image && path.exists() {
         let started = Instant::now();
         match Image::load(&path, key) {
@@ -126,14 +126,38 @@ fn obtain_image(args: &MountArgs, library: &Library, key: &ImageKey, guard: &mut
 
 /// An exclusive lock on `path`'s entry in the image cache, held while the
 /// returned file is open; `None` where the cache cannot hold a lock file (a
-/// read-only cache is only loaded from, never built into).
-fn lock_image(dir: &Path, path: &Path) -> Option<std::fs::File> {
+/// read-only cache is only loaded from, never built into). While another
+/// mount holds it (building the image: minutes at paper scale) this says so
+/// every 10 s, so that a caller watching the log for progress (`vidbench
+/// run` gives up on a mount that is silent for a minute) sees it waiting,
+/// and `check` can interrupt the wait.
+fn lock_image(dir: &Path, path: &Path, check: &dyn Fn() -> anyhow::Result<()>) -> anyhow::Result<Option<std::fs::File>> {
     use std::os::fd::AsRawFd;
-    std::fs::create_dir_all(dir).ok()?;
-    let name = format!(".{}.lock", path.file_name()?.to_string_lossy());
-    let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(name)).ok()?;
-    // SAFETY: flock on a descriptor this function owns.
-    (unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0).then_some(f)
+    if std::fs::create_dir_all(dir).is_err() {
+        return Ok(None);
+    }
+    let Some(file_name) = path.file_name() else { return Ok(None) };
+    let name = format!(".{}.lock", file_name.to_string_lossy());
+    let Ok(f) = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(name)) else { return Ok(None) };
+    let started = Instant::now();
+    let mut said = None::<Instant>;
+    loop {
+        // SAFETY: flock on a descriptor this function owns.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return Ok(Some(f));
+        }
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            tracing::warn!("cannot lock the image cache entry of {} ({err}); going on without the lock", path.display());
+            return Ok(None);
+        }
+        if said.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+            tracing::info!("waiting for another mount to finish building {} ({:.0} s)", path.display(), started.elapsed().as_secs_f64());
+            said = Some(Instant::now());
+        }
+        check()?;
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// A fresh runtime directory, recorded before it is created.
