@@ -28,6 +28,7 @@ if [ -f "$out/experiment.json" ]; then
 else
   mkdir -p "$out/runs/srv/rep0/load" "$out/runs/srv/steps-rep0/load"
   echo '{}' > "$out/experiment.json"
+  echo "{\"image\": \"$(dirname "$out")/cache/lib-ext4-ab.vbimg\", \"image_figures\": {\"data_first_byte\": 1, \"data_end_byte\": 9, \"extents\": 2, \"overlay_blocks\": 3}}" > "$out/image.json"
   echo 1 > "$out/runs/srv/rep0/DONE"
   echo '{"rate": 1}' > "$out/runs/srv/rep0/result.json"
   echo '{"config": {}}' > "$out/runs/srv/steps-rep0/run.json"
@@ -97,6 +98,12 @@ echo "$err" | grep -q "is not an executable vidbench" || fail "$err"
 # --checkpoints: an interrupted experiment is saved for resuming elsewhere,
 # and restored into a results directory that is gone (a fresh machine).
 ck=$tmp/checkpoints
+image() { # FILE DATA_END_BYTE: a drive image's header as the cache keeps it (gzip'd)
+  python3 -c 'import gzip, json, struct, sys
+h = json.dumps({"figures": {"data_first_byte": 1, "data_end_byte": int(sys.argv[2]), "extents": 2, "overlay_blocks": 3}}).encode()
+gzip.open(sys.argv[1], "wb").write(b"VBDIMG01" + struct.pack("<I", len(h)) + h)' "$1" "$2"
+}
+mkdir -p "$tmp/cache" && image "$tmp/cache/lib-ext4-ab.vbimg" 9
 echo "$tmp/f $tmp/long.toml" > "$tmp/qc.txt"
 : > "$tmp/calls"
 "$q" "$tmp/qc.txt" --until +2s --checkpoints "$ck" --vidbench "$tmp/vidbench" --poll-s 0.2 > "$tmp/out3" || fail "the checkpointing queue failed: $(cat "$tmp/out3")"
@@ -106,11 +113,25 @@ for f in CHECKPOINT experiment.json runs/srv/rep0/DONE runs/srv/rep0/result.json
   [ -f "$ck/f/$f" ] || fail "the checkpoint lacks $f: $(find "$ck" -type f)"
 done
 [ ! -e "$ck/f/runs/srv/steps-rep0/load/requests.csv" ] || fail "the checkpoint kept the per-request log"
-rm -rf "$tmp/f"
+kept=$(cat "$ck/f/IMAGE")
+case $kept in lib-ext4-ab-????????????.vbimg) ;; *) fail "the image is kept as '$kept'";; esac
+cmp -s "$ck/images/$kept" "$tmp/cache/lib-ext4-ab.vbimg" || fail "the kept image differs from the one the runs read"
+# A fresh machine: neither the results nor the image cache.
+rm -rf "$tmp/f" "$tmp/cache"
 "$q" "$tmp/qc.txt" --until +2s --checkpoints "$ck" --vidbench "$tmp/vidbench" --poll-s 0.2 > "$tmp/out4" || fail "the restoring queue failed: $(cat "$tmp/out4")"
 grep -q "restore $tmp/f: restored $ck/f into $tmp/f" "$tmp/out4" || fail "no restore reported: $(cat "$tmp/out4")"
 grep -q "resumed $tmp/f" "$tmp/calls" || fail "the experiment did not resume from the restored results: $(cat "$tmp/calls")"
 [ ! -e "$tmp/f/CHECKPOINT" ] || fail "the restored results kept the checkpoint's marker"
+cmp -s "$ck/images/$kept" "$tmp/cache/lib-ext4-ab.vbimg" || fail "the drive image was not restored into the cache"
+# A cache holding another build of the key is left alone, and said so.
+image "$tmp/cache/lib-ext4-ab.vbimg" 10 && cp "$tmp/cache/lib-ext4-ab.vbimg" "$tmp/other.vbimg"
+err=$(scripts/checkpoint-results --restore "$ck/f" "$tmp/g" 2>&1) || fail "restore beside another image build: $err"
+echo "$err" | grep -q "holds another build of lib-ext4-ab.vbimg" || fail "$err"
+cmp -s "$tmp/cache/lib-ext4-ab.vbimg" "$tmp/other.vbimg" || fail "the cached image was overwritten"
+# ... and a checkpoint of results whose image the cache no longer holds keeps none.
+err=$(scripts/checkpoint-results "$tmp/g" "$ck/g" 2>&1) || fail "checkpoint beside another image build: $err"
+echo "$err" | grep -q "is not the build these runs read" || fail "$err"
+[ ! -e "$ck/g/IMAGE" ] || fail "another build's image was kept"
 # Neither direction overwrites what it does not own.
 mkdir -p "$tmp/notack" && echo keep > "$tmp/notack/file"
 err=$(scripts/checkpoint-results "$tmp/f" "$tmp/notack" 2>&1) && fail "a directory that is not a checkpoint was replaced"
