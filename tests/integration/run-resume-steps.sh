@@ -11,7 +11,9 @@
 #    steps once max_probes is raised (its run kept as the next part);
 #  - the report reads every directory as the configuration's steps;
 #  - a configuration added on a later resume, its rates fractions of the
-#    search's answer (rates.relative_to), plays them.
+#    search's answer (rates.relative_to), plays them;
+#  - all of it after the interrupted results went through a checkpoint and a
+#    restore into an empty directory (another machine's session).
 # Needs root, /dev/fuse, a cgroup memory controller, nginx and jq.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -43,6 +45,15 @@ run=$out/runs/srv/steps-rep0
 [ -f "$run/load/steps.json" ] || fail "the load client did not keep its finished steps"
 kept=$(jq length "$run/load/steps.json")
 [ "$kept" -ge 2 ] || fail "only $kept finished steps were written"
+
+# Carried to another machine: what follows resumes from a checkpoint of the
+# interrupted results (scripts/checkpoint-results), restored into an empty
+# results directory, without the original's per-request logs and traces.
+VIDBENCH=$VB scripts/checkpoint-results "$out" "$tmp/checkpoints/r" > /dev/null 2>> "$tmp/log" || fail "the checkpoint failed: $(tail -3 "$tmp/log")"
+mv "$out" "$tmp/original"
+scripts/checkpoint-results --restore "$tmp/checkpoints/r" "$out" > /dev/null || fail "the restore failed"
+[ "$(ls "$out/runs/srv/steps-rep0" | sort | tr '\n' ' ')" != "$(ls "$tmp/original/runs/srv/steps-rep0" | sort | tr '\n' ' ')" ] \
+  || fail "the checkpoint kept every file of the run, logs included"
 
 "$VB" run "$tmp/exp.toml" --out "$out" --resume > /dev/null 2> "$tmp/log" || fail "the resumed search failed"
 part=$out/runs/srv/steps-part01
