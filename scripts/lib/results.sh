@@ -32,3 +32,31 @@ copy_kept_run() {
   done
   return 0
 }
+
+# copy_kept_experiment RESULTS DEST: the experiment's own files (experiment,
+# machine and drive-image records) that a record or a checkpoint keeps.
+copy_kept_experiment() {
+  local f
+  mkdir -p "$2"
+  for f in experiment.json experiment.toml machine.json image.json; do
+    [ -f "$1/$f" ] && cp "$1/$f" "$2/"
+  done
+  return 0
+}
+
+# copy_kept_config CONFIG_DIR DEST_DIR finished|started: a configuration's
+# search.json and its runs, each as copy_kept_run keeps it: only finished
+# runs (DONE) for a record, every run that started (run.json) for a
+# checkpoint, whose interrupted ones --resume makes parts of.
+copy_kept_config() {
+  local src=$1 dst=$2 which=$3 run
+  mkdir -p "$dst"
+  [ -f "$src/search.json" ] && cp "$src/search.json" "$dst/"
+  for run in "$src"/*/; do
+    [ -d "$run" ] || continue
+    if [ -f "$run/DONE" ] || { [ "$which" = started ] && [ -f "$run/run.json" ]; }; then
+      copy_kept_run "$run" "$dst/$(basename "$run")"
+    fi
+  done
+  return 0
+}
