@@ -28,7 +28,7 @@ if [ -f "$out/experiment.json" ]; then
 else
   mkdir -p "$out/runs/srv/rep0/load" "$out/runs/srv/steps-rep0/load"
   echo '{}' > "$out/experiment.json"
-  echo "{\"image\": \"$(dirname "$out")/cache/lib-ext4-ab.vbimg\", \"image_figures\": {\"data_first_byte\": 1, \"data_end_byte\": 9, \"extents\": 2, \"overlay_blocks\": 3}}" > "$out/image.json"
+  echo "{\"image\": \"$(dirname "$out")/cache/lib-ext4-ab.vbimg\", \"image_figures\": {\"data_first_byte\": 1, \"data_end_byte\": 9, \"extents\": 2, \"overlay_blocks\": 3, \"placement\": \"p1\"}}" > "$out/image.json"
   echo 1 > "$out/runs/srv/rep0/DONE"
   echo '{"rate": 1}' > "$out/runs/srv/rep0/result.json"
   echo '{"config": {}}' > "$out/runs/srv/steps-rep0/run.json"
@@ -98,10 +98,11 @@ echo "$err" | grep -q "is not an executable vidbench" || fail "$err"
 # --checkpoints: an interrupted experiment is saved for resuming elsewhere,
 # and restored into a results directory that is gone (a fresh machine).
 ck=$tmp/checkpoints
-image() { # FILE DATA_END_BYTE: a drive image's header as the cache keeps it (gzip'd)
+image() { # FILE DATA_END_BYTE [PLACEMENT]: a drive image's header as the cache keeps it (gzip'd)
   python3 -c 'import gzip, json, struct, sys
-h = json.dumps({"figures": {"data_first_byte": 1, "data_end_byte": int(sys.argv[2]), "extents": 2, "overlay_blocks": 3}}).encode()
-gzip.open(sys.argv[1], "wb").write(b"VBDIMG01" + struct.pack("<I", len(h)) + h)' "$1" "$2"
+h = json.dumps({"figures": {"data_first_byte": 1, "data_end_byte": int(sys.argv[2]), "extents": 2, "overlay_blocks": 3,
+                            "placement": sys.argv[3]}}).encode()
+gzip.open(sys.argv[1], "wb").write(b"VBDIMG01" + struct.pack("<I", len(h)) + h)' "$1" "$2" "${3:-p1}"
 }
 mkdir -p "$tmp/cache" && image "$tmp/cache/lib-ext4-ab.vbimg" 9
 echo "$tmp/f $tmp/long.toml" > "$tmp/qc.txt"
@@ -132,6 +133,11 @@ cmp -s "$tmp/cache/lib-ext4-ab.vbimg" "$tmp/other.vbimg" || fail "the cached ima
 err=$(scripts/checkpoint-results "$tmp/g" "$ck/g" 2>&1) || fail "checkpoint beside another image build: $err"
 echo "$err" | grep -q "is not the build these runs read" || fail "$err"
 [ ! -e "$ck/g/IMAGE" ] || fail "another build's image was kept"
+# ... nor one with the same figures and another placement digest.
+image "$tmp/cache/lib-ext4-ab.vbimg" 9 p2
+err=$(scripts/checkpoint-results "$tmp/g" "$ck/h" 2>&1) || fail "checkpoint beside another placement: $err"
+echo "$err" | grep -q "is not the build these runs read" || fail "another placement digest was taken for the runs' image: $err"
+[ ! -e "$ck/h/IMAGE" ] || fail "another placement's image was kept"
 # Neither direction overwrites what it does not own.
 mkdir -p "$tmp/notack" && echo keep > "$tmp/notack/file"
 err=$(scripts/checkpoint-results "$tmp/f" "$tmp/notack" 2>&1) && fail "a directory that is not a checkpoint was replaced"

@@ -1234,15 +1234,17 @@ impl Driver {
 }
 
 /// Why two image records (`OUT/image.json`, a run's stats) name different
-/// images: the key, or where the library lies (two builds of one key can place
-/// it differently).
+/// images: the key, or where the library lies (builds of one key before
+/// builder version 3 placed it differently). The placement digest decides
+/// where both records have it (older ones do not); the extent figures always.
 fn image_differs(a: &Value, b: &Value) -> Option<String> {
     if a["image_key_hash"] != b["image_key_hash"] {
         return Some(format!("image key {} versus {}", a["image_key_hash"], b["image_key_hash"]));
     }
-    for k in ["data_first_byte", "data_end_byte", "extents"] {
-        if a["image_figures"][k] != b["image_figures"][k] {
-            return Some(format!("image_figures.{k} {} versus {}", a["image_figures"][k], b["image_figures"][k]));
+    for k in ["data_first_byte", "data_end_byte", "extents", "placement"] {
+        let (x, y) = (&a["image_figures"][k], &b["image_figures"][k]);
+        if x != y && !(k == "placement" && (x.is_null() || y.is_null())) {
+            return Some(format!("image_figures.{k} {x} versus {y}"));
         }
     }
     None
@@ -1552,6 +1554,14 @@ libception = "track"
         assert!(image_differs(&image, &moved).unwrap().contains("data_first_byte"));
         let other = json!({"image_key_hash": "cd", "image_figures": image["image_figures"]});
         assert!(image_differs(&image, &other).unwrap().contains("image key"));
+        // Same extent figures, files elsewhere: the placement digest tells.
+        let mut digested = same.clone();
+        digested["image_figures"]["placement"] = json!("00aa");
+        assert_eq!(image_differs(&image, &digested), None, "a record without the digest is judged by the figures");
+        let mut shuffled = digested.clone();
+        shuffled["image_figures"]["placement"] = json!("00bb");
+        assert!(image_differs(&digested, &shuffled).unwrap().contains("placement"));
+        assert_eq!(image_differs(&digested, &digested.clone()), None);
     }
 
     #[test]

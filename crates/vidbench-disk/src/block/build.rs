@@ -46,8 +46,13 @@ fn mkfs(fs: FsKind, dev: &Path, fs_bytes: u64, key: &ImageKey) -> anyhow::Result
     let program = fs.mkfs();
     let path = loopdev::which(program).with_context(|| format!("{program} is not installed: install the Debian package {} (`apt-get install {}`, or scripts/bootstrap), or use --fs {}", fs.package(), fs.package(), fs.other()))?;
     // A UUID derived from the key: the same inputs give the same filesystem
-    // identity and (ext4) directory hash seed, hence the same placement.
-    let h = super::image::fnv1a(key.hash().as_bytes());
+    // identity and (ext4) directory hash seed, hence the same placement. It
+    // is the key's hash as builder version 2 had it: version 3 settled where
+    // files land inside the library's region, and keeping the seed keeps the
+    // region (a paper-scale library at 193-525 GB) where every record since
+    // version 2 has it.
+    let seed_key = ImageKey { builder_version: 2, ..key.clone() };
+    let h = super::image::fnv1a(seed_key.hash().as_bytes());
     let uuid = format!("{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}", h >> 32, (h >> 16) & 0xffff, h & 0xfff, (h >> 20) & 0xfff, h & 0xffff_ffff_ffff);
     let mut cmd = std::process::Command::new(&path);
     match fs {
@@ -255,7 +260,7 @@ fn populate(library: &Library, key: &ImageKey, fs: FsKind, fuse_dir: &Path, fs_d
     let mkfs_version = mkfs(fs, &dev.dev_path(), key.fs_bytes, key)?;
     let mount_res = Resource::Mount { at: fs_dir.to_owned(), source: dev.dev_path().display().to_string() };
     guard.add(mount_res.clone());
-    mount(&dev.dev_path(), fs_dir, fs.name(), libc::MS_NOATIME, "").with_context(|| format!("mounting the new {} on {} at {}", fs.name(), dev.dev_path().display(), fs_dir.display()))?;
+    mount(&dev.dev_path(), fs_dir, fs.name(), libc::MS_NOATIME, fs.build_options()).with_context(|| format!("mounting the new {} on {} at {}", fs.name(), dev.dev_path().display(), fs_dir.display()))?;
 
     let order = fill_order(library, key.fill_order == "shuffled", key.seed);
     let zeros = AlignedZeros::new(ZERO_CHUNK);
@@ -326,6 +331,7 @@ fn populate(library: &Library, key: &ImageKey, fs: FsKind, fuse_dir: &Path, fs_d
         data_end_byte: end,
         mkfs: mkfs_version,
         kernel: kernel_release(),
+        placement: String::new(), // Image::new digests the extents
     };
     let (mut image, dropped) = Image::new(key.clone(), figures, blocks, extents).context("assembling the extent map")?;
     image.figures.overlay_blocks = image.overlay_blocks() as u64;
