@@ -859,6 +859,7 @@ fn setup_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
         )?;
     }
     writeln!(ctx.md)?;
+    drive_images(ctx)?;
     // Records from before machine sharing have no `sharing` key: nothing printed.
     let shared: Vec<String> = ctx
         .results
@@ -891,6 +892,40 @@ fn setup_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
             writeln!(ctx.md, "- `{}`", d.strip_prefix(&ctx.results.dir).unwrap_or(d).display())?;
         }
         writeln!(ctx.md)?;
+    }
+    Ok(())
+}
+
+/// Which drive image (block mode) each run read: one sentence when every run
+/// read one build, else one line per build naming its runs, since builds
+/// before builder version 3 placed the library differently
+/// (docs/disk.md, "Placement"). Nothing for FUSE-mode records.
+fn drive_images(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
+    let mut builds: std::collections::BTreeMap<String, Vec<String>> = std::collections::BTreeMap::new();
+    let mut listed = std::collections::BTreeSet::new();
+    for r in ctx.results.runs.iter().filter(|r| listed.insert(r.dir.clone())) {
+        let block = &r.setup["disk"]["block"];
+        let Some(key) = block["image_key_hash"].as_str() else { continue };
+        let f = &block["image_figures"];
+        let gb = |k: &str| f[k].as_f64().map(|b| format!("{:.1}", b / 1e9)).unwrap_or_else(|| "?".into());
+        let placement = match f["placement"].as_str() {
+            Some(d) => format!("placement digest `{d}`"),
+            None => format!("no placement digest (before builder version 3): {} extents, {} metadata blocks", f["extents"], f["overlay_blocks"]),
+        };
+        let build = format!("`{key}`, library at {}-{} GB, {placement}", gb("data_first_byte"), gb("data_end_byte"));
+        builds.entry(build).or_default().push(format!("`{}`", r.dir.strip_prefix(&ctx.results.dir).unwrap_or(&r.dir).display()));
+    }
+    match builds.len() {
+        0 => {}
+        1 => writeln!(ctx.md, "Drive image (block mode): every run read image {}.
+", builds.keys().next().expect("one build"))?,
+        n => {
+            writeln!(ctx.md, "Drive images (block mode): the runs read {n} builds, which may place the library's files differently (docs/disk.md, \"Placement\"):\n")?;
+            for (build, runs) in &builds {
+                writeln!(ctx.md, "- image {build}: {}", runs.join(", "))?;
+            }
+            writeln!(ctx.md)?;
+        }
     }
     Ok(())
 }

@@ -440,3 +440,41 @@ fn a_search_resumed_in_parts_is_read_as_one() {
     vidbench_report::write_report(&results, &out).unwrap();
     assert!(std::fs::read_to_string(&out).unwrap().contains("**Searches not finished**: `srv`"));
 }
+
+/// Which drive image each run read: one sentence for one build, one line per
+/// build (with its runs) when runs read several, the placement digest where
+/// the setup has it; nothing for runs without a block-mode image.
+#[test]
+fn the_drive_image_each_run_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let step = serde_json::json!([{"index": 0, "spec": {"rate": 3.0}, "window_s": [450.0, 540.0], "failure_percent": 0.0, "throughput_mb_s": 20.0}]);
+    let image = |first: f64, placement: Option<&str>| {
+        let mut figures = serde_json::json!({"data_first_byte": first, "data_end_byte": 504.8e9, "extents": 20000, "overlay_blocks": 13686});
+        if let Some(p) = placement {
+            figures["placement"] = serde_json::json!(p);
+        }
+        serde_json::json!({"disk": {"block": {"image_key_hash": "1c23cbbd15805c7c", "image_figures": figures}}})
+    };
+    let report = |setups: &[(&str, serde_json::Value)]| {
+        for (name, setup) in setups {
+            let run = stepped_run(root, name, name, step.clone());
+            std::fs::write(run.join("setup.json"), setup.to_string()).unwrap();
+            std::fs::write(run.join("DONE"), "").unwrap();
+        }
+        let configs: Vec<_> = setups.iter().map(|(n, _)| serde_json::json!({"name": n})).collect();
+        std::fs::write(root.join("experiment.json"), serde_json::json!({"name": "t", "configs": configs}).to_string()).unwrap();
+        let out = root.join("report.md");
+        vidbench_report::write_report(&Results::load(root).unwrap(), &out).unwrap();
+        std::fs::read_to_string(&out).unwrap()
+    };
+    let md = report(&[("a", image(193.3e9, Some("171f582824e9a78f"))), ("b", image(193.3e9, Some("171f582824e9a78f")))]);
+    assert!(md.contains("Drive image (block mode): every run read image `1c23cbbd15805c7c`, library at 193.3-504.8 GB, placement digest `171f582824e9a78f`."), "{md}");
+    let md = report(&[("a", image(193.3e9, Some("171f582824e9a78f"))), ("b", image(193.3e9, None))]);
+    assert!(md.contains("the runs read 2 builds"), "{md}");
+    assert!(md.contains("- image `1c23cbbd15805c7c`, library at 193.3-504.8 GB, placement digest `171f582824e9a78f`: `runs/a/steps-rep0`"), "{md}");
+    assert!(md.contains("no placement digest (before builder version 3): 20000 extents, 13686 metadata blocks: `runs/b/steps-rep0`"), "{md}");
+    std::fs::remove_dir_all(root.join("runs")).unwrap();
+    let md = report(&[("a", serde_json::json!({"disk": {"mode": "fuse"}}))]);
+    assert!(!md.contains("Drive image"), "{md}");
+}
