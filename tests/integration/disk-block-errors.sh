@@ -7,7 +7,10 @@
 #  4. mkfs missing (hidden in a private mount namespace): names the package;
 #  5. no loop support (/dev without loop-control, private namespace);
 #  6. no free loop device (/dev without loop device nodes, private namespace);
-#  7. --max-sectors-kb beyond a SATA disk's cap; an unknown scheduler.
+#  7. --max-sectors-kb beyond a SATA disk's cap; an unknown scheduler;
+#  8. --image: an older builder version's image of this library is mounted as
+#     it is (a resumed experiment's drive); another library's, a missing file
+#     and --image with --rebuild-image are refused.
 # Needs root, /dev/fuse, loop devices, mkfs.ext4, mkfs.xfs and unshare.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -80,4 +83,30 @@ losetup -a | grep -q "$tmp" && fail "a loop device is attached after the failed 
 # 7. Knobs the device cannot take.
 expect_error "max_sectors_kb beyond a SATA disk's" "32768 is not in 4..=32767" "$VB" $(mount_args "$tmp/a.json") --max-sectors-kb 32768
 expect_error "unknown scheduler" "invalid value 'cfq'" "$VB" $(mount_args "$tmp/a.json") --scheduler cfq
+
+# 8. --image FILE: the same library's image as an older builder version made it.
+python3 - "$img_a" "$tmp/older.vbimg" <<'PY'
+import gzip, json, struct, sys
+data = gzip.open(sys.argv[1]).read()
+n = struct.unpack("<I", data[8:12])[0]
+header = json.loads(data[12:12 + n])
+header["key"]["builder_version"] -= 1
+h = json.dumps(header).encode()
+gzip.open(sys.argv[2], "wb").write(data[:8] + struct.pack("<I", len(h)) + h + data[12 + n:])
+PY
+before=$(ls "$tmp"/cache/*.vbimg | sort)
+"$VB" $(mount_args "$tmp/a.json") --image "$tmp/older.vbimg" --daemonize --log "$tmp/older.log" > /dev/null || fail "--image of an older builder version: $(tail -3 "$tmp/older.log")"
+grep -q "image $tmp/older.vbimg (builder version .*, this build makes .*) loaded" "$tmp/older.log" || fail "the older image was not said to be loaded: $(cat "$tmp/older.log")"
+grep -q "building" "$tmp/older.log" && fail "--image built an image"
+"$VB" disk stat --json "$mnt" | python3 -c "
+import json, sys
+b = json.load(sys.stdin)['config']['block']
+assert b['image'] == '$tmp/older.vbimg' and not b['image_built_now'], b
+assert b['image_key_hash'] not in '$img_a', ('the key hash is not the older image key', b['image_key_hash'])"
+verify_pattern "$mnt" "$tmp/a.json"
+"$VB" disk unmount "$mnt" > /dev/null; assert_nothing_left "--image"
+[ "$(ls "$tmp"/cache/*.vbimg | sort)" = "$before" ] || fail "--image changed the cache"
+expect_error "--image of another library" "is not an image of this mount's drive (library_hash" "$VB" $(mount_args "$tmp/b.json") --image "$tmp/older.vbimg"
+expect_error "--image missing" "$tmp/none.vbimg" "$VB" $(mount_args "$tmp/a.json") --image "$tmp/none.vbimg"
+expect_error "--image with --rebuild-image" "cannot be used with" "$VB" $(mount_args "$tmp/a.json") --image "$tmp/older.vbimg" --rebuild-image
 echo "disk-block-errors: ok"

@@ -6,7 +6,9 @@
 #  2. SIGINT during the load of a real nginx run;
 #  3. SIGTERM during the load;
 #  4. SIGKILL of the driver during the load, then a later run into the same
-#     results directory (its stale sweep): nothing is left.
+#     results directory (its stale sweep): nothing is left;
+#  5. a resume whose image.json names an image an older builder version made
+#     mounts that file in every run, and is refused, naming it, once it is gone.
 # Also checks what a block run records: OUT/image.json (key hash, placement) and,
 # in a run's setup.json, the queue settings read back from the loop device:
 # max_sectors_kb 512 as given, and 16384 as the loop device's cap with the
@@ -143,5 +145,37 @@ driver=
 for _ in $(seq 100); do pgrep -f "$out" > /dev/null || break; sleep 0.2; done
 experiment /nonexistent/nginx > "$tmp/e4.toml"
 if "$VB" run "$tmp/e4.toml" --out "$out" --resume 2> "$tmp/log"; then fail "a missing server binary was accepted"; fi
+no_leftovers $killed
+
+# 5. Resuming an experiment whose image an older builder version made (r1's,
+# rewritten so): every run mounts that file as it is (--image), not what this
+# build would make; with the file gone the resume is refused, naming it.
+python3 - "$(ls "$tmp"/images/*.vbimg)" "$tmp/older.vbimg" <<'PY'
+import gzip, json, struct, sys
+data = gzip.open(sys.argv[1]).read()
+n = struct.unpack("<I", data[8:12])[0]
+header = json.loads(data[12:12 + n])
+header["key"]["builder_version"] -= 1
+h = json.dumps(header).encode()
+gzip.open(sys.argv[2], "wb").write(data[:8] + struct.pack("<I", len(h)) + h + data[12 + n:])
+PY
+mkdir "$tmp/m5"
+"$VB" disk mount "$tmp/m5" --library "$tmp/w/library.json" --preset wd-red-1tb --block --image "$tmp/older.vbimg" --daemonize --log "$tmp/m5.log" > /dev/null
+older_key=$("$VB" disk stat --json "$tmp/m5" | python3 -c "import json, sys; print(json.load(sys.stdin)['config']['block']['image_key_hash'])")
+"$VB" disk unmount "$tmp/m5" > /dev/null
+python3 - "$tmp/r1/image.json" "$tmp/older.vbimg" "$older_key" <<'PY'
+import json, sys
+image = json.load(open(sys.argv[1]))
+assert image["image_key_hash"] != sys.argv[3], "the older key hashes like this build's"
+image["image"], image["image_key_hash"] = sys.argv[2], sys.argv[3]
+json.dump(image, open(sys.argv[1], "w"))
+PY
+if "$VB" run "$tmp/e1.toml" --out "$tmp/r1" --resume > /dev/null 2> "$tmp/log"; then fail "the resumed /bin/false run was accepted"; fi
+grep -q "cannot resume" "$tmp/log" && fail "the resume refused the older builder version's image: $(grep "cannot resume" "$tmp/log")"
+grep -q "nginx exited during start-up" "$tmp/log" || fail "the resumed run did not get as far as the server: $(tail -5 "$tmp/log")"
+grep -q "image $tmp/older.vbimg (builder version" "$tmp/r1/runs/srv/rate-5.00-rep0/disk.log" || fail "the resumed run did not mount the older image: $(grep -i image "$tmp/r1/runs/srv/rate-5.00-rep0/disk.log")"
+rm "$tmp/older.vbimg"
+if "$VB" run "$tmp/e1.toml" --out "$tmp/r1" --resume > /dev/null 2> "$tmp/log"; then fail "a resume without its image was accepted"; fi
+grep -q "cannot resume $tmp/r1: the disk image is not the one its runs read (image key .*$tmp/older.vbimg" "$tmp/log" || fail "the resume without its image does not say so: $(tail -3 "$tmp/log")"
 no_leftovers $killed
 echo "run-block-cleanup: ok"

@@ -26,7 +26,7 @@ pub struct Args {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Mount a library as an emulated disk.
-    Mount(MountArgs),
+    Mount(Box<MountArgs>),
     /// Unmount an emulated disk and wait for its server to exit.
     Unmount {
         mountpoint: PathBuf,
@@ -44,7 +44,7 @@ pub enum Command {
     },
     /// Figures of the drive model alone (simulated clock): sequential MB/s at
     /// the outer and inner edge, random 4 KiB IOPS at depth 1 and 32.
-    Model(ModelArgs),
+    Model(Box<ModelArgs>),
     /// The papers' phenomenon through the kernel: N threads each reading its own
     /// file in small reads vs one thread reading the same files in large reads.
     Bench(bench::BenchArgs),
@@ -113,11 +113,11 @@ pub struct ModelArgs {
 /// Runs `vidbench disk`.
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.command {
-        Command::Mount(m) => mount::run(m),
+        Command::Mount(m) => mount::run(*m),
         Command::Unmount { mountpoint, wait_s } => unmount(&mountpoint, wait_s),
         Command::Stat(s) => stat(s),
         Command::Presets { toml } => list_presets(toml.as_deref()),
-        Command::Model(m) => model_figures(m),
+        Command::Model(m) => model_figures(*m),
         Command::Bench(b) => bench::run(b),
         Command::BlockReaper { .. } => crate::block::reaper::run_reaper(),
         Command::Library(l) => write_library(&l),

@@ -48,6 +48,10 @@ pub struct BlockOptions {
     pub fill_seed: Option<u64>,
     /// Shared by every run of an experiment, so all read the same image.
     pub image_cache: Option<PathBuf>,
+    /// The image file itself (`--image`): a resumed experiment's, which an
+    /// older builder version may have made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<PathBuf>,
     pub scheduler: Option<Scheduler>,
     pub max_sectors_kb: Option<u32>,
     pub nr_requests: Option<u32>,
@@ -90,6 +94,9 @@ impl DiskOptions {
             }
             if let Some(v) = &b.image_cache {
                 flag("--image-cache", v.display().to_string());
+            }
+            if let Some(v) = &b.image {
+                flag("--image", v.display().to_string());
             }
             if let Some(v) = b.scheduler {
                 flag("--scheduler", v.name().into());
@@ -526,6 +533,7 @@ mod tests {
             fill_order: Some(FillOrder::Shuffled),
             fill_seed: Some(7),
             image_cache: Some("/cache".into()),
+            image: Some("/cache/old.vbimg".into()),
             scheduler: Some(Scheduler::MqDeadline),
             max_sectors_kb: Some(1280),
             nr_requests: Some(64),
@@ -533,7 +541,7 @@ mod tests {
         o.trace = None;
         assert_eq!(
             o.mount_args(Path::new("/r/mnt"))[9..].join(" "),
-            "--fs xfs --fs-size packed --fs-slack-pct 20 --fill-order shuffled --seed 7 --image-cache /cache --scheduler mq-deadline --max-sectors-kb 1280 --nr-requests 64 --block --uid 0"
+            "--fs xfs --fs-size packed --fs-slack-pct 20 --fill-order shuffled --seed 7 --image-cache /cache --image /cache/old.vbimg --scheduler mq-deadline --max-sectors-kb 1280 --nr-requests 64 --block --uid 0"
         );
     }
 }

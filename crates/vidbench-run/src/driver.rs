@@ -142,6 +142,10 @@ pub struct Driver {
     cgroup_counter: u32,
     /// Block mode: the image every run must read (`OUT/image.json`).
     image: Option<Value>,
+    /// Block mode, resuming: the image file `OUT/image.json` names, where it
+    /// exists, mounted as it is (`--image`) so that a builder version newer
+    /// than the experiment's does not stand in another placement.
+    resumed_image: Option<PathBuf>,
     /// DAMON's proactive reclaim, turned off until the driver is dropped.
     _reclaim: Option<crate::reclaim::Paused>,
     /// This experiment's registration among those sharing the machine.
@@ -327,6 +331,7 @@ impl Driver {
             progress: Progress::new(estimate_total),
             cgroup_counter: 0,
             image: None,
+            resumed_image: None,
             _reclaim: reclaim,
             port: share.port(),
             share,
@@ -579,6 +584,7 @@ impl Driver {
                 fill_order: d.fill_order,
                 fill_seed: d.fill_seed,
                 image_cache: d.image_cache.clone(),
+                image: self.resumed_image.clone(),
                 scheduler: d.scheduler,
                 max_sectors_kb: d.max_sectors_kb,
                 nr_requests: d.nr_requests,
@@ -597,6 +603,12 @@ impl Driver {
         if self.exp.disk.mode != DiskMode::Block {
             return Ok(());
         }
+        let path = self.out.join("image.json");
+        let old: Option<Value> = match std::fs::read_to_string(&path) {
+            Ok(text) => Some(serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?),
+            Err(_) => None,
+        };
+        self.resumed_image = old.as_ref().and_then(|o| o["image"].as_str()).map(PathBuf::from).filter(|p| p.is_file());
         let opts = self.base_disk_options();
         self.progress.printer().line("vidbench run: block mode: building or loading the disk image (the first mount of a library builds it: seconds for small ones, minutes at paper scale)");
         let started = Instant::now();
@@ -619,11 +631,9 @@ impl Driver {
         if image["image_key_hash"].as_str().is_none() {
             bail!("vidbench disk stat gave no config.block.image_key_hash for the block mount (log {})", self.out.join("image.log").display());
         }
-        let path = self.out.join("image.json");
-        if let Ok(text) = std::fs::read_to_string(&path) {
-            let old: Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
-            if let Some(why) = image_differs(&old, &image) {
-                bail!("cannot resume {}: the disk image is not the one its runs read ({why}; the image cache was rebuilt or changed): start a new --out", self.out.display());
+        if let Some(old) = &old {
+            if let Some(why) = image_differs(old, &image) {
+                bail!("cannot resume {}: the disk image is not the one its runs read ({why}; the image cache was rebuilt or changed, or {} is gone): start a new --out, or put the image its runs read back in place", self.out.display(), old["image"]);
             }
         } else {
             write_json(&path, &image)?;

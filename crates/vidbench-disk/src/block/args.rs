@@ -168,4 +168,9 @@ pub struct BlockArgs {
     /// Build the image again even if the cache has it.
     #[arg(long, requires = "block", help_heading = "Block mode")]
     pub rebuild_image: bool,
+    /// Mount this image file instead of the cache's entry: an earlier build
+    /// for the same library and layout, also by an older builder version (a
+    /// resumed `vidbench run` keeps the drive it started on). Never builds.
+    #[arg(long, value_name = "FILE", requires = "block", conflicts_with = "rebuild_image", help_heading = "Block mode")]
+    pub image: Option<PathBuf>,
 }

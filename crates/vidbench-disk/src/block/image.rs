@@ -291,6 +291,17 @@ impl Image {
 
     /// Reads an image from `path` and checks that it was built for `want`.
     pub fn load(path: &Path, want: &ImageKey) -> Result<Image, ImageError> {
+        Image::load_checked(path, want, false)
+    }
+
+    /// `load`, accepting an image of `want` built by another builder version
+    /// (same library, filesystem, layout and owner; files placed as that
+    /// version placed them).
+    pub fn load_any_version(path: &Path, want: &ImageKey) -> Result<Image, ImageError> {
+        Image::load_checked(path, want, true)
+    }
+
+    fn load_checked(path: &Path, want: &ImageKey, any_version: bool) -> Result<Image, ImageError> {
         let file = std::fs::File::open(path).map_err(|source| ImageError::Io { path: path.to_owned(), source })?;
         let corrupt = |reason: String| ImageError::Corrupt { path: path.to_owned(), reason };
         let mut z = GzDecoder::new(std::io::BufReader::with_capacity(1 << 20, file));
@@ -309,7 +320,8 @@ impl Image {
         let mut json = vec![0u8; n];
         z.read_exact(&mut json).map_err(io)?;
         let header: Header = serde_json::from_slice(&json).map_err(|e| corrupt(format!("header: {e}")))?;
-        check_key(path, &header.key, want)?;
+        let want = ImageKey { builder_version: if any_version { header.key.builder_version } else { want.builder_version }, ..want.clone() };
+        check_key(path, &header.key, &want)?;
         if header.overlay_blocks > header.key.capacity_bytes / BLOCK || header.extents > header.key.capacity_bytes / 512 {
             return Err(corrupt(format!("{} overlay blocks and {} extents for a drive of {} bytes", header.overlay_blocks, header.extents, header.key.capacity_bytes)));
         }
@@ -459,6 +471,26 @@ mod tests {
         // then computes it).
         let old = r#"{"build_seconds":1.0,"allocation":"zero-writes","files":1,"extents":1,"overlay_blocks":0,"data_first_byte":0,"data_end_byte":1,"mkfs":"m","kernel":"k"}"#;
         assert_eq!(serde_json::from_str::<BuildFigures>(old).unwrap().placement, "");
+    }
+
+    #[test]
+    fn an_older_builder_versions_image_loads_only_when_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let image = sample();
+        let older = ImageKey { builder_version: BUILDER_VERSION - 1, ..key() };
+        let (image, _) = Image::new(older.clone(), image.figures.clone(), HashMap::new(), image.extents().to_vec()).unwrap();
+        let path = dir.path().join("older.vbimg");
+        image.save(&path).unwrap();
+        match Image::load(&path, &key()) {
+            Err(ImageError::Mismatch { field, .. }) => assert_eq!(field, "builder_version"),
+            r => panic!("expected a builder_version mismatch, got {r:?}"),
+        }
+        let back = Image::load_any_version(&path, &key()).unwrap();
+        assert_eq!(back.key, older, "the image keeps the key it was built under");
+        assert_eq!(back.extents(), image.extents());
+        // Any version, but still this library.
+        let other = ImageKey { library_hash: "ffff".into(), ..key() };
+        assert!(matches!(Image::load_any_version(&path, &other), Err(ImageError::Mismatch { field, .. }) if field == "library_hash"));
     }
 
     #[test]

@@ -94,8 +94,20 @@ fn image_key(args: &MountArgs, library: &Library, capacity: u64, uid: u32, gid: 
     }
 }
 
-/// Loads the image from the cache, or builds and caches it.
+/// Loads the image from the cache, or builds and caches it; with `--image`,
+/// loads that file (built for this key, by any builder version).
 fn obtain_image(args: &MountArgs, library: &Library, key: &ImageKey, guard: &mut Guard, check: &dyn Fn() -> anyhow::Result<()>) -> anyhow::Result<(Image, PathBuf, bool)> {
+    if let Some(path) = &args.block.image {
+        let started = Instant::now();
+        let image = Image::load_any_version(path, key).map_err(|e| match e {
+            ImageError::Mismatch { field, found, wanted, .. } => anyhow::anyhow!("--image {} is not an image of this mount's drive ({field}: the file has {found}, this mount needs {wanted})", path.display()),
+            ImageError::Io { source, .. } => anyhow::anyhow!("--image {}: {source}", path.display()),
+            e => anyhow::Error::from(e),
+        })?;
+        let older = if image.key.builder_version == key.builder_version { String::new() } else { format!(" (builder version {}, this build makes {})", image.key.builder_version, key.builder_version) };
+        tracing::info!("image {}{older} loaded in {:.1} s", path.display(), started.elapsed().as_secs_f64());
+        return Ok((image, path.clone(), false));
+    }
     let dir = args.block.image_cache.clone().unwrap_or_else(default_cache_dir);
     let path = key.cache_path(&dir);
     // Two mounts needing one image (two experiments sharing the machine)
@@ -307,7 +319,7 @@ fn run_mount(ctx: Ctx, guard: &mut Guard, ready: &mut dyn FnMut(&str)) -> anyhow
             "fill_order": args.block.fill_order,
             "seed": key.seed,
             "image": image_path,
-            "image_key_hash": key.hash(),
+            "image_key_hash": image.key.hash(),
             "image_built_now": built,
             "image_figures": image.figures,
             "image_server": fuse_dir.join(IMAGE_FILE),
