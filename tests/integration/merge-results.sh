@@ -11,12 +11,12 @@ tmp=$(mktemp -d /tmp/merge-results.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
-results() { # DIR MEMORY IMAGE CONFIG_B_PREFETCH: an experiment of configs a and b
+results() { # DIR MEMORY IMAGE CONFIG_B_PREFETCH [OVERLAY_BLOCKS]: an experiment of configs a and b
   mkdir -p "$1/runs"
   jq -n --argjson mem "$2" --argjson p "$4" \
     '{disk: {preset: "wd-red-1tb"}, run: {ramp_s: 1200}, memory_limit_bytes: $mem, workload: {spec: "/s.toml"},
       configs: [{name: "a", server: "nginx"}, {name: "b", server: "nginx", prefetch_kb: $p}]}' > "$1/experiment.json"
-  echo "{\"image_key_hash\": \"$3\"}" > "$1/image.json"
+  echo "{\"image_key_hash\": \"$3\", \"image_figures\": {\"data_first_byte\": 1, \"data_end_byte\": 9, \"extents\": 2, \"overlay_blocks\": ${5:-3}}}" > "$1/image.json"
 }
 finish() { mkdir -p "$1/steps-rep0"; echo "$2" > "$1/steps-rep0/steps.json"; date +%s > "$1/steps-rep0/DONE"; }
 
@@ -44,11 +44,21 @@ results "$tmp/mem" 4294967296 abc 2048; finish "$tmp/mem/runs/c" x
 refused "another memory limit" "memory_limit_bytes" "$tmp/mem"
 results "$tmp/img" 8589934592 def 2048; finish "$tmp/img/runs/c" x
 refused "another disk image" "disk image differs" "$tmp/img"
+results "$tmp/build" 8589934592 abc 2048 4; finish "$tmp/build/runs/c" x
+refused "another build of the image" "read another build of image abc" "$tmp/build"
+jq '.image_figures.overlay_blocks = 3 | .image_figures.placement = "p2"' "$tmp/build/image.json" > "$tmp/x" && mv "$tmp/x" "$tmp/build/image.json"
+jq '.configs += [{name: "c", server: "nginx"}]' "$tmp/build/experiment.json" > "$tmp/x" && mv "$tmp/x" "$tmp/build/experiment.json"
+jq '.image_figures.placement = "p1"' "$tmp/into/image.json" > "$tmp/x" && mv "$tmp/x" "$tmp/into/image.json"
+refused "another placement digest" "placement p2 against p1" "$tmp/build"
+[ ! -e "$tmp/into/runs/c" ] || fail "a refused build was merged"
+scripts/merge-results --other-build "$tmp/build" "$tmp/into" c > "$tmp/out" 2> "$tmp/err" || fail "--other-build refused: $(cat "$tmp/err")"
+grep -q "note: .*another build.*--other-build" "$tmp/err" && grep -qx "merged c" "$tmp/out" || fail "--other-build: $(cat "$tmp/out" "$tmp/err")"
+rm -rf "$tmp/into/runs/c"; jq '.configs |= map(select(.name != "c"))' "$tmp/into/experiment.json" > "$tmp/x" && mv "$tmp/x" "$tmp/into/experiment.json"
 rm -rf "$tmp/into/runs/b"; results "$tmp/cfg" 8589934592 abc 4096; finish "$tmp/cfg/runs/b" x
 refused "b with other settings" "configuration b has other settings" "$tmp/cfg"
 [ ! -e "$tmp/into/runs/b" ] && [ ! -e "$tmp/into/runs/c" ] || fail "a refused merge copied something"
 refused "not a results directory" "not a results directory" "$tmp/nothing"
-echo "ok: refused: finished in both, another memory limit, another image, other settings, not a results directory"
+echo "ok: refused: finished in both, another memory limit, another image or build of it (merged with --other-build), other settings, not a results directory"
 
 # Only the configurations named; a search's max_probes may differ.
 results "$tmp/two" 8589934592 abc 2048; finish "$tmp/two/runs/b" two-b; finish "$tmp/two/runs/d" two-d
