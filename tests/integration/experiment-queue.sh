@@ -5,8 +5,9 @@
 # at once, in queue order, each with --out OUT --resume and its --only; done
 # and failed lines recorded and skipped next time; at --until every running
 # experiment gets one SIGINT and the queue waits for it; a bad queue line is
-# an error naming it; --checkpoints saves stopped experiments and restores
-# them into a fresh machine's missing results directories.
+# an error naming it; the queue file is read again before each start (lines
+# added or removed meanwhile count); --checkpoints saves stopped experiments
+# and restores them into a fresh machine's missing results directories.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 tmp=$(mktemp -d /tmp/experiment-queue.XXXXXX)
@@ -81,6 +82,18 @@ grep -q "1 of 4 experiments to run" "$tmp/out2" || fail "finished lines were not
 grep -q "interrupting 1 experiment" "$tmp/out2" && grep -q "$tmp/d interrupted (exit 130); --resume continues it" "$tmp/out2" || fail "d was not interrupted 3 s on: $(cat "$tmp/out2")"
 [ "$(cat "$tmp/d.ints")" = "ints=1" ] || fail "d got $(cat "$tmp/d.ints") SIGINTs"
 ! grep -q "$tmp/d" "$tmp/q.txt.done" || fail "an interrupted experiment was recorded as finished"
+
+# The file is read again before each start: a line added while the queue runs
+# starts, a line removed before its turn does not.
+printf '%s\n%s\n' "$tmp/qm $tmp/two.toml" "$tmp/qn $tmp/short.toml" > "$tmp/q2.txt"
+: > "$tmp/calls"
+"$q" "$tmp/q2.txt" --until 23:59 --parallel 1 --vidbench "$tmp/vidbench" --poll-s 0.2 > "$tmp/out5" & qpid=$!
+for _ in $(seq 50); do grep -q -- "--out $tmp/qm --resume" "$tmp/calls" && break; sleep 0.1; done
+printf '%s\n%s\n' "$tmp/qm $tmp/two.toml" "$tmp/qo $tmp/short.toml" > "$tmp/q2.new" && mv "$tmp/q2.new" "$tmp/q2.txt"
+wait $qpid || fail "the edited queue failed: $(cat "$tmp/out5")"
+grep -q -- "--out $tmp/qo --resume" "$tmp/calls" || fail "the line added while the queue ran did not start: $(cat "$tmp/calls")"
+! grep -q -- "--out $tmp/qn " "$tmp/calls" || fail "the line removed before its turn started"
+grep -q "every experiment of the queue is done or failed" "$tmp/out5" || fail "no end line: $(cat "$tmp/out5")"
 
 # Bad input names what and where.
 printf '%s\n' "$tmp/e" > "$tmp/bad.txt"
