@@ -14,10 +14,11 @@ finished() {
 
 # Files of a run directory that a record or a checkpoint keeps: every record
 # of the run but the per-request and per-session logs and the whole disk
-# trace (its window, disk-trace-window.csv.gz, stays). An interrupted run's
+# trace (its window, disk-trace-window.csv.gz, stays); error.log is the
+# server's own (Apache says there when its thread pool ran out). An interrupted run's
 # run.json, samples.csv and load/steps.json are what `--resume` turns into a
 # part, so a checkpoint keeps them too.
-KEPT_RUN_FILES="DONE run.json result.json part.json steps.json samples.csv controller.csv setup.json daemon.json warm.json resources.json disk-before.json disk-after.json disk-trace-window.csv.gz"
+KEPT_RUN_FILES="DONE run.json result.json part.json steps.json samples.csv controller.csv setup.json daemon.json warm.json resources.json disk-before.json disk-after.json disk-trace-window.csv.gz error.log"
 KEPT_LOAD_FILES="intervals.csv steps.json summary.json"
 
 # copy_kept_run RUN_DIR DEST_DIR: copies what of RUN_DIR a record keeps.
