@@ -137,17 +137,23 @@ grep -q "restore $tmp/f: restored $ck/f into $tmp/f" "$tmp/out4" || fail "no res
 grep -q "resumed $tmp/f" "$tmp/calls" || fail "the experiment did not resume from the restored results: $(cat "$tmp/calls")"
 [ ! -e "$tmp/f/CHECKPOINT" ] || fail "the restored results kept the checkpoint's marker"
 cmp -s "$ck/images/$kept" "$tmp/cache/lib-ext4-ab.vbimg" || fail "the drive image was not restored into the cache"
-# A cache holding another build of the key is left alone, and said so.
+# A cache holding another build of the key is left alone, said so, and the
+# runs' build restored beside it, named by image.json for the resume.
 image "$tmp/cache/lib-ext4-ab.vbimg" 10 && cp "$tmp/cache/lib-ext4-ab.vbimg" "$tmp/other.vbimg"
 err=$(scripts/checkpoint-results --restore "$ck/f" "$tmp/g" 2>&1) || fail "restore beside another image build: $err"
 echo "$err" | grep -q "holds another build of lib-ext4-ab.vbimg" || fail "$err"
 cmp -s "$tmp/cache/lib-ext4-ab.vbimg" "$tmp/other.vbimg" || fail "the cached image was overwritten"
-# ... and a checkpoint of results whose image the cache no longer holds keeps none.
+beside=$(jq -r .image "$tmp/g/image.json")
+[ "$beside" = "$tmp/cache/restored/$(sha256sum "$ck/images/$kept" | cut -c1-12)/lib-ext4-ab.vbimg" ] && cmp -s "$beside" "$ck/images/$kept" || fail "the runs' build was not restored beside the cache's: image.json names '$beside'"
+# A checkpoint of the restored results keeps that build again.
+out=$(scripts/checkpoint-results "$tmp/g" "$ck/g2" 2>&1) && [ "$(cat "$ck/g2/IMAGE" 2>/dev/null)" = "$kept" ] || fail "the restored build was not checkpointed again: $out"
+# ... and a checkpoint of results whose image file now holds another build keeps none.
+image "$beside" 10
 err=$(scripts/checkpoint-results "$tmp/g" "$ck/g" 2>&1) || fail "checkpoint beside another image build: $err"
 echo "$err" | grep -q "is not the build these runs read" || fail "$err"
 [ ! -e "$ck/g/IMAGE" ] || fail "another build's image was kept"
 # ... nor one with the same figures and another placement digest.
-image "$tmp/cache/lib-ext4-ab.vbimg" 9 p2
+image "$beside" 9 p2
 err=$(scripts/checkpoint-results "$tmp/g" "$ck/h" 2>&1) || fail "checkpoint beside another placement: $err"
 echo "$err" | grep -q "is not the build these runs read" || fail "another placement digest was taken for the runs' image: $err"
 [ ! -e "$ck/h/IMAGE" ] || fail "another placement's image was kept"
