@@ -85,15 +85,7 @@ expect_error "max_sectors_kb beyond a SATA disk's" "32768 is not in 4..=32767" "
 expect_error "unknown scheduler" "invalid value 'cfq'" "$VB" $(mount_args "$tmp/a.json") --scheduler cfq
 
 # 8. --image FILE: the same library's image as an older builder version made it.
-python3 - "$img_a" "$tmp/older.vbimg" <<'PY'
-import gzip, json, struct, sys
-data = gzip.open(sys.argv[1]).read()
-n = struct.unpack("<I", data[8:12])[0]
-header = json.loads(data[12:12 + n])
-header["key"]["builder_version"] -= 1
-h = json.dumps(header).encode()
-gzip.open(sys.argv[2], "wb").write(data[:8] + struct.pack("<I", len(h)) + h + data[12 + n:])
-PY
+python3 tests/integration/lib/older_image.py "$img_a" "$tmp/older.vbimg"
 before=$(ls "$tmp"/cache/*.vbimg | sort)
 "$VB" $(mount_args "$tmp/a.json") --image "$tmp/older.vbimg" --daemonize --log "$tmp/older.log" > /dev/null || fail "--image of an older builder version: $(tail -3 "$tmp/older.log")"
 grep -q "image $tmp/older.vbimg (builder version .*, this build makes .*) loaded" "$tmp/older.log" || fail "the older image was not said to be loaded: $(cat "$tmp/older.log")"

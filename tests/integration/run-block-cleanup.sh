@@ -150,15 +150,7 @@ no_leftovers $killed
 # 5. Resuming an experiment whose image an older builder version made (r1's,
 # rewritten so): every run mounts that file as it is (--image), not what this
 # build would make; with the file gone the resume is refused, naming it.
-python3 - "$(ls "$tmp"/images/*.vbimg)" "$tmp/older.vbimg" <<'PY'
-import gzip, json, struct, sys
-data = gzip.open(sys.argv[1]).read()
-n = struct.unpack("<I", data[8:12])[0]
-header = json.loads(data[12:12 + n])
-header["key"]["builder_version"] -= 1
-h = json.dumps(header).encode()
-gzip.open(sys.argv[2], "wb").write(data[:8] + struct.pack("<I", len(h)) + h + data[12 + n:])
-PY
+python3 tests/integration/lib/older_image.py "$(ls "$tmp"/images/*.vbimg)" "$tmp/older.vbimg"
 mkdir "$tmp/m5"
 "$VB" disk mount "$tmp/m5" --library "$tmp/w/library.json" --preset wd-red-1tb --block --image "$tmp/older.vbimg" --daemonize --log "$tmp/m5.log" > /dev/null
 older_key=$("$VB" disk stat --json "$tmp/m5" | python3 -c "import json, sys; print(json.load(sys.stdin)['config']['block']['image_key_hash'])")
