@@ -48,8 +48,10 @@
 //!
 //! Bitrate: the protocol carries no bitrate, so each file's stream rate is
 //! estimated from when a stream comes back after a prefetch (see the
-//! tracker). The eviction-time jump uses the median of the files' estimates
-//! (or `stream_rate` when given). The size in force is the size of the
+//! tracker). The eviction-time jump uses the median of the files' estimates,
+//! each divided by its bitrate factor (or `stream_rate` when given): the rate
+//! at which a stream goes through the size in force (the tracker's
+//! `jump_rate`). The size in force is the size of the
 //! fastest streams (paper 001 section 5: "specify the prefetch size for the
 //! highest bitrate"); a file whose rate is below half the reference rate
 //! (the 90th percentile of the files' rates) gets `size x factor(rate /
@@ -126,7 +128,7 @@ pub struct AdaptiveCore {
 
 impl AdaptiveCore {
     pub fn new(params: AdaptiveParams) -> Self {
-        let target = params.start.unwrap_or(DEFAULT_START.clamp(params.min, params.max));
+        let target = start_size(&params);
         AdaptiveCore { params, origin: target, target, scores: BTreeMap::new(), measured: BTreeMap::new(), minimum: None }
     }
 
@@ -233,6 +235,12 @@ impl AdaptiveCore {
         self.minimum = Some(size);
         Decision::Minimum
     }
+}
+
+/// The size before any probe or decision: `start`, else the default within
+/// `[min, max]`.
+fn start_size(p: &AdaptiveParams) -> u64 {
+    p.start.unwrap_or(DEFAULT_START.clamp(p.min, p.max))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -369,8 +377,11 @@ impl QueueControl {
             if now < end {
                 return;
             }
-            // What happened during the ramp belongs to no single size.
-            self.phase = Phase::Measuring { since: end };
+            // What happened during the ramp belongs to no single size. The
+            // interval starts where its counters do: at this (lazy) call,
+            // not at the ramp's computed end, so that the busy fraction
+            // divides the busy time counted by the time it was counted over.
+            self.phase = Phase::Measuring { since: now };
             self.reset_counters(now);
             self.tracker.sweep(now);
             let t = self.tracker.take_tally();
@@ -417,7 +428,7 @@ impl QueueControl {
                 0.0
             },
             eviction_time_s: tally.mean_eviction_time_estimate_s(),
-            stream_rate_bps: self.tracker.rate_quantile(0.5).or(tally.mean_rate_bps()),
+            stream_rate_bps: self.tracker.jump_rate(self.core.params().scale).or(tally.mean_rate_bps()),
         };
         let decision = self.core.decide(&m);
         self.intervals += 1;
@@ -634,7 +645,7 @@ impl PrefetchController for AdaptivePrefetch {
                 q.advance(now);
                 q.size_at(now)
             }
-            None => self.params.start.unwrap_or(DEFAULT_START),
+            None => start_size(&self.params),
         }
     }
 

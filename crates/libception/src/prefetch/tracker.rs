@@ -33,12 +33,15 @@
 //!
 //! Every retired range adds its disk bytes and its confirmed bytes to the
 //! tally, so the miss ratio `read / used` of an interval compares the same
-//! ranges' reads and uses (no lag bias when the prefetch size changes). A
+//! ranges' reads and uses (no bias from the time between a read and its use;
+//! the ranges retiring just after a size change were still mostly read at
+//! the earlier size, see docs/daemon.md). A
 //! resident FETCH outside every tracked range (a cache hit on data the daemon
 //! did not just prefetch) adds to `used` only.
 //!
-//! Each follow-up gives a stream-rate sample: bytes consumed from the range
-//! divided by the time since it was read. They give the eviction-time jump its
+//! Each follow-up gives a stream-rate sample: the distance from the range's
+//! start to the offset the stream asks for now, divided by the time since
+//! the read. They give the eviction-time jump its
 //! rate and a per-file rate for bitrate scaling. A file's first sample is
 //! left out of its rate: a session's first requests come back to back (the
 //! play-out buffer), which makes the first range look consumed far faster
@@ -223,7 +226,7 @@ impl PrefetchTracker {
                 // prefetched; nothing was evicted. (A video chunk rarely ends
                 // where a prefetch does: counted as an eviction, this made
                 // every range look a chunk's share evicted.)
-                self.consume(file, i, now);
+                self.consume(file, i, offset, now);
                 return;
             }
             if resident {
@@ -232,7 +235,7 @@ impl PrefetchTracker {
                 if r.confirmed < r.end {
                     return;
                 }
-                self.consume(file, i, now);
+                self.consume(file, i, offset, now);
                 return;
             }
             let r = self.remove(file, i);
@@ -259,7 +262,7 @@ impl PrefetchTracker {
             .max_by_key(|(_, r)| r.end)
             .map(|(i, _)| i);
         if let Some(i) = follow {
-            self.consume(file, i, now);
+            self.consume(file, i, offset, now);
         }
         self.untracked_request(file, offset, end, resident, now);
     }
@@ -321,11 +324,36 @@ impl PrefetchTracker {
             return size;
         }
         match (self.file_rate(file), self.rate_quantile(REFERENCE_QUANTILE)) {
-            (Some(rate), Some(reference)) if reference > 0.0 && rate < reference * SAME_CLASS => {
-                page_round(size as f64 * scale.factor(rate / reference)).clamp(floor.min(size), size)
-            }
+            (Some(rate), Some(reference)) => page_round(size as f64 * class_factor(rate, reference, scale)).clamp(floor.min(size), size),
             _ => size,
         }
+    }
+
+    /// The stream rate that sizes the eviction-time jump: the median over
+    /// the files of `rate / factor`, the rate at which a stream goes through
+    /// the size in force when its own prefetch is `size x factor`
+    /// ([`Self::scaled_size`]). A prefetch of `size x factor` lives `size x
+    /// factor / rate` before the stream reaches its end, so sizes up to
+    /// `eviction time x rate / factor` are used before they are evicted.
+    /// With one class (or `scale` none) it is the median rate; with SD
+    /// streams at a fifth of the HD rate under the square-root rule, it is
+    /// `sqrt(SD x HD)`, not the SD rate, which would shrink the HD size by
+    /// another factor `sqrt(5)`. The size floor is left out (a floored
+    /// prefetch is smaller, so it lives shorter still).
+    pub fn jump_rate(&self, scale: BitrateScale) -> Option<f64> {
+        let reference = self.rate_quantile(REFERENCE_QUANTILE)?;
+        let mut rates: Vec<f64> = self
+            .rates
+            .values()
+            .filter_map(|r| r.bps)
+            .filter(|r| r.is_finite())
+            .map(|r| r / class_factor(r, reference, scale).max(1e-9))
+            .collect();
+        if rates.is_empty() {
+            return None;
+        }
+        let mid = (rates.len() - 1) / 2;
+        Some(*rates.select_nth_unstable_by(mid, f64::total_cmp).1)
     }
 
     /// The `q` quantile (0..=1) of the files' estimated rates.
@@ -361,11 +389,18 @@ impl PrefetchTracker {
         self.used.entry(file).or_default().add(start, end, now);
     }
 
-    /// The stream went through the whole of range `i`: a rate sample, and
-    /// the range retires fully used.
-    fn consume(&mut self, file: FileKey, i: usize, now: Duration) {
+    /// The stream went through the whole of range `i` and now asks for
+    /// `reached`: a rate sample, and the range retires fully used.
+    ///
+    /// The sample is the distance from the range's start (where the stream
+    /// was when its miss caused the read) to `reached` (where it is now),
+    /// not the range's length: a request that runs past the range's end
+    /// starts inside it, up to a chunk before its end, and crediting the
+    /// whole range overstated the rate by up to `len / (len - chunk)`
+    /// (1.6x for 2.6 MB HD chunks and 4 MiB ranges).
+    fn consume(&mut self, file: FileKey, i: usize, reached: u64, now: Duration) {
         let r = self.remove(file, i);
-        self.rate_sample(file, r.end - r.start, now.saturating_sub(r.read_at), now);
+        self.rate_sample(file, reached.saturating_sub(r.start), now.saturating_sub(r.read_at), now);
         self.tally.consumed_ranges += 1;
         self.retire(file, &r, r.end, now);
     }
@@ -406,6 +441,17 @@ impl PrefetchTracker {
                 rate.seen = now;
             }
         }
+    }
+}
+
+/// The fraction of the size in force a stream of `rate` gets when the
+/// reference rate is `reference`: 1 within [`SAME_CLASS`] of it, else
+/// `scale.factor(rate / reference)`.
+fn class_factor(rate: f64, reference: f64, scale: BitrateScale) -> f64 {
+    if reference > 0.0 && rate < reference * SAME_CLASS {
+        scale.factor(rate / reference)
+    } else {
+        1.0
     }
 }
 
@@ -494,6 +540,53 @@ mod tests {
         assert_eq!((tally.evicted_bytes, tally.evictions, tally.consumed_ranges), (0, 0, 1));
         assert_eq!((tally.read_bytes, tally.used_bytes), (2 * M, 2 * M));
         assert_eq!(t.tracked(), 0);
+    }
+
+    #[test]
+    fn rate_samples_run_from_the_range_start_to_where_the_stream_is() {
+        // An HD stream: 2,618,750-byte chunks every 10 s, 4 MiB prefetches
+        // planned from each miss. Every chunk after the first straddles a
+        // range's end: the stream is at the chunk's start, not the range's
+        // end (crediting the range gave 4 MiB / 10 s, 1.6x the truth).
+        let chunk = 2_618_750u64;
+        let truth = chunk as f64 / 10.0;
+        let mut t = tracker();
+        let mut range_start = 0;
+        t.record_read(F, 0, chunk, 0, 4 * M, s(0));
+        for k in 1..=4u64 {
+            let at = k * chunk;
+            let range_end = range_start + 4 * M;
+            t.record_request(F, at, at + chunk, range_end, s(10 * k));
+            t.record_read(F, at, at + chunk, range_end, at + 4 * M, s(10 * k));
+            range_start = at;
+        }
+        let rate = t.file_rate(F).expect("a rate after the first sample");
+        assert!((rate - truth).abs() / truth < 0.01, "{rate} B/s, truth {truth}");
+        assert_eq!(t.take_tally().evictions, 0);
+    }
+
+    #[test]
+    fn the_jump_rate_is_how_fast_streams_go_through_the_size_in_force() {
+        // Files at 400 and 80 KiB/s (twice each, after the burst sample).
+        let mut t = tracker();
+        let files: Vec<(FileKey, u64)> = (0..4).map(|i| (FileKey { dev: 1, ino: 10 + i }, if i < 2 { 400 } else { 80 })).collect();
+        for &(f, kib_s) in &files {
+            for k in 0..3u64 {
+                let (start, end) = (k * 4 * M, (k + 1) * 4 * M);
+                let at = |k: u64| Duration::from_secs_f64((k * 4096) as f64 / kib_s as f64);
+                t.record_read(f, start, start + 1, start, end, at(k));
+                t.record_request(f, end, end + 1, end, at(k + 1));
+            }
+        }
+        let (hd, sd) = (400.0 * 1024.0, 80.0 * 1024.0);
+        let close = |a: f64, b: f64| (a - b).abs() / b < 1e-6;
+        // One size for all: the slower streams bind.
+        assert!(close(t.jump_rate(BitrateScale::None).unwrap(), sd));
+        // SD gets size x sqrt(1/5): it goes through the size in force at sqrt(SD x HD).
+        assert!(close(t.jump_rate(BitrateScale::Sqrt).unwrap(), (sd * hd).sqrt()));
+        // Proportional sizes: every stream lives size / HD.
+        assert!(close(t.jump_rate(BitrateScale::Proportional).unwrap(), hd));
+        assert_eq!(tracker().jump_rate(BitrateScale::Sqrt), None);
     }
 
     #[test]

@@ -728,35 +728,40 @@ impl Checker<'_> {
         if !sizes.contains(&Some(PrefetchSize::Adaptive)) {
             return Err(self.invalid(k, "applies only with prefetch_kb = \"adaptive\""));
         }
-        let p = section.params();
-        if let Some(s) = section.interval_s {
-            if !(s.is_finite() && s >= 1.0) {
-                return Err(self.invalid(format!("{k}.interval_s"), format!("{s} must be at least 1 second")));
+        // Seconds and rates first: `params()` turns them into durations,
+        // which a negative or infinite number would not survive.
+        for (name, v) in [("interval_s", section.interval_s), ("waste_after_s", section.waste_after_s)] {
+            if let Some(s) = v.filter(|s| !(s.is_finite() && *s >= 1.0)) {
+                return Err(self.invalid(format!("{k}.{name}"), format!("{s} must be at least 1 second")));
             }
         }
-        if let Some(s) = section.waste_after_s {
-            if !(s.is_finite() && s >= 1.0) {
-                return Err(self.invalid(format!("{k}.waste_after_s"), format!("{s} must be at least 1 second")));
-            }
-        }
-        if let Some(r) = section.stream_rate_kb {
-            if !(r.is_finite() && r > 0.0) {
-                return Err(self.invalid(format!("{k}.stream_rate_kb"), format!("{r} must be a positive rate")));
-            }
+        if let Some(r) = section.stream_rate_kb.filter(|r| !(r.is_finite() && *r > 0.0)) {
+            return Err(self.invalid(format!("{k}.stream_rate_kb"), format!("{r} must be a positive rate")));
         }
         if section.ramp_rate_kb == Some(0) {
             return Err(self.invalid(format!("{k}.ramp_rate_kb"), "0 would never change the size: at least 1 KiB per second"));
         }
-        for (name, v) in [("deflation", p.deflation), ("busy", p.busy), ("evict", p.evict)] {
-            if !(v.is_finite() && (0.0..=1.0).contains(&v)) {
+        for (name, v) in [("deflation", section.deflation), ("busy", section.busy), ("evict", section.evict)] {
+            if let Some(v) = v.filter(|v| !(v.is_finite() && (0.0..=1.0).contains(v))) {
                 return Err(self.invalid(format!("{k}.{name}"), format!("{v} must be a fraction from 0 to 1")));
             }
         }
+        let p = section.params();
         if p.min == 0 || p.step == 0 || p.min > p.max || p.start.is_some_and(|s| s < p.min || s > p.max) {
             return Err(self.invalid(
                 k,
                 format!("needs 0 < min_kb <= start_kb <= max_kb and step_kb > 0 (min {} KiB, max {} KiB)", p.min / 1024, p.max / 1024),
             ));
+        }
+        // Whatever else the daemon would refuse at its start, refused here,
+        // named by the experiment's key.
+        if let Err(libception_proto::ParamError::Invalid { name, value, why }) = p.validate() {
+            let key = match name {
+                "min" | "max" | "start" | "step" | "transaction" => format!("{name}_kb"),
+                "ramp-rate" => "ramp_rate_kb".into(),
+                other => other.replace('-', "_"),
+            };
+            return Err(self.invalid(format!("{k}.{key}"), format!("{value} (the daemon's value): {why}")));
         }
         Ok(p)
     }

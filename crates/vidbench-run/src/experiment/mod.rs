@@ -650,6 +650,13 @@ kind = "wc"
             ("ramp_rate_kb = 0", "adaptive.ramp_rate_kb"),
             ("busy = 2", "adaptive.busy"),
             ("min_kb = 4096, max_kb = 1024", "min_kb <= start_kb <= max_kb"),
+            ("interval_s = -5", "adaptive.interval_s"),
+            ("interval_s = inf", "adaptive.interval_s"),
+            ("waste_after_s = nan", "adaptive.waste_after_s"),
+            ("deflation = 1", "adaptive.deflation"),
+            ("min_kb = 2", "adaptive.min_kb"),
+            ("step_kb = 1", "adaptive.step_kb"),
+            ("transaction_kb = 0", "adaptive.transaction_kb"),
             ("speed = 1", "speed"),
         ] {
             let err = parse(&GOOD.replace("prefetch_kb = [1024, 2048]", &format!("prefetch_kb = \"adaptive\"\nadaptive = {{ {bad} }}")))
