@@ -64,6 +64,46 @@ pub struct Run {
     /// the run, and whether it starved the drive (steps recorded since).
     pub host_cpus_busy: Option<f64>,
     pub reply_late_ms: Option<f64>,
+    /// Whether a step's window was steady: its first third against its last
+    /// (steady-state steps; each part where the run recorded it).
+    pub drift: Option<WindowDrift>,
+}
+
+/// A step's window in thirds: the active sessions (the driver's own count,
+/// steps.json), the delivered MB/s (load/intervals.csv) and the disk MB/s
+/// (samples.csv), each as (first third, last third). Paper 003's steady
+/// state shows as the two ends level.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct WindowDrift {
+    pub active_sessions: Option<(f64, f64)>,
+    pub delivered_mb_s: Option<(f64, f64)>,
+    pub disk_mb_s: Option<(f64, f64)>,
+}
+
+impl WindowDrift {
+    /// Change from the first third to the last, % of the first.
+    pub fn change_pct((first, last): (f64, f64)) -> Option<f64> {
+        (first > 0.0).then(|| 100.0 * (last - first) / first)
+    }
+}
+
+/// Rows `[start_s, end_s, bytes]` of a run's byte counts per sample interval.
+type ByteIntervals = Vec<[f64; 3]>;
+
+/// MB/s over the sample intervals lying inside `[from, to]` (a second of
+/// slack for the samplers' jitter); `None` when none does.
+fn mb_s_within(rows: &[[f64; 3]], from: f64, to: f64) -> Option<f64> {
+    let (bytes, secs) = rows
+        .iter()
+        .filter(|[a, b, _]| *a >= from - 1.0 && *b <= to + 1.0 && b > a)
+        .fold((0.0, 0.0), |(n, t), [a, b, bytes]| (n + bytes, t + (b - a)));
+    (secs > 0.0).then(|| bytes / secs / 1e6)
+}
+
+/// (first third, last third) of `window` in MB/s.
+fn thirds(rows: &[[f64; 3]], (w0, w1): (f64, f64)) -> Option<(f64, f64)> {
+    let third = (w1 - w0) / 3.0;
+    Some((mb_s_within(rows, w0, w0 + third)?, mb_s_within(rows, w1 - third, w1)?))
 }
 
 impl Run {
@@ -369,6 +409,7 @@ fn load_run(dir: &Path) -> anyhow::Result<Vec<Run>> {
         cache_settled: None,
         host_cpus_busy: None,
         reply_late_ms: None,
+        drift: None,
     };
     match read_json(&dir.join("steps.json")) {
         Ok(steps) => expand_steps(base, &steps).with_context(|| format!("{} is not a list of steps", dir.join("steps.json").display())),
@@ -384,6 +425,9 @@ fn load_run(dir: &Path) -> anyhow::Result<Vec<Run>> {
 /// window's samples.
 fn expand_steps(base: Run, steps: &Value) -> anyhow::Result<Vec<Run>> {
     let mut runs: Vec<Run> = Vec::new();
+    let delivered: ByteIntervals = numeric_columns(&base.dir.join("load").join("intervals.csv"), ["start_s", "end_s", "received_bytes"]);
+    // The drive's counter is cumulative: each sample's increase over the previous one.
+    let disk_read: ByteIntervals = sample_column(&base.dir, "disk_bytes").windows(2).map(|w| [w[0].0, w[1].0, w[1].1 - w[0].1]).collect();
     for step in steps.as_array().context("not an array")? {
         let f = |path: &[&str]| path.iter().try_fold(step, |v, k| v.get(*k)).and_then(Value::as_f64);
         let rate = f(&["spec", "rate"]).context("a step has no spec.rate")?;
@@ -413,6 +457,12 @@ fn expand_steps(base: Run, steps: &Value) -> anyhow::Result<Vec<Run>> {
             cache_settled: step.get("cache_settled").and_then(Value::as_bool),
             host_cpus_busy: f(&["host_cpus_busy"]),
             reply_late_ms: f(&["disk", "reply_late_ms"]),
+            drift: Some(WindowDrift {
+                active_sessions: f(&["active_sessions", "first_third"]).zip(f(&["active_sessions", "last_third"])),
+                delivered_mb_s: thirds(&delivered, window),
+                disk_mb_s: thirds(&disk_read, window),
+            })
+            .filter(|d| *d != WindowDrift::default()),
             ..base.clone()
         });
     }

@@ -286,6 +286,47 @@ fn lru_windows_in_the_page_cache_table() {
     assert!(md.contains("| nginx, kernel tuning | 4.70 | 450-540 | 3.50 | 4.50 | 5.00 | 10.00 | - |"), "{md}");
 }
 
+/// Each window's first third against its last (paper 003's steady state,
+/// shown): the active sessions from steps.json, the delivered MB/s from the
+/// load client's intervals, the disk MB/s from the drive's cumulative
+/// counter in samples.csv; a record with none of them has no such section.
+#[test]
+fn each_window_shows_whether_it_was_steady() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let step = serde_json::json!({
+        "index": 0, "spec": {"rate": 4.7}, "window_s": [300.0, 390.0], "failure_percent": 0.0, "throughput_mb_s": 21.0,
+        "active_sessions": {"mean": 610.0, "first_third": 600.0, "last_third": 630.0}
+    });
+    let run = stepped_run(root, "v", "nginx by default", serde_json::json!([step]));
+    std::fs::create_dir_all(run.join("load")).unwrap();
+    // Delivered: 20 MB/s until 345 s, then 22; disk: 30 MB/s throughout.
+    let mut intervals = String::from("start_s,end_s,received_bytes\n");
+    let mut samples = String::from("t_s,disk_bytes\n");
+    for k in 0..80u32 {
+        let t = f64::from(k) * 5.0;
+        let mb_s = if t < 345.0 { 20.0 } else { 22.0 };
+        intervals.push_str(&format!("{t},{},{}\n", t + 5.0, mb_s * 5e6));
+        samples.push_str(&format!("{t},{}\n", t * 30e6));
+    }
+    std::fs::write(run.join("load/intervals.csv"), intervals).unwrap();
+    std::fs::write(run.join("samples.csv"), samples).unwrap();
+    std::fs::write(run.join("DONE"), "").unwrap();
+    let out = root.join("report.md");
+    vidbench_report::write_report(&Results::load(root).unwrap(), &out).unwrap();
+    let md = std::fs::read_to_string(&out).unwrap();
+    assert!(md.contains("## Steady state over each window"), "{md}");
+    assert!(md.contains("| nginx by default | 4.70 | 300-390 | 600 → 630 | 5.00 | 20.00 → 22.00 | 10.00 | 30.00 → 30.00 | 0.00 |"), "{md}");
+
+    let older = tempfile::tempdir().unwrap();
+    let step = serde_json::json!({"index": 0, "spec": {"rate": 4.7}, "window_s": [300.0, 390.0], "failure_percent": 0.0, "throughput_mb_s": 21.0});
+    let run = stepped_run(older.path(), "v", "nginx by default", serde_json::json!([step]));
+    std::fs::write(run.join("DONE"), "").unwrap();
+    let out = older.path().join("report.md");
+    vidbench_report::write_report(&Results::load(older.path()).unwrap(), &out).unwrap();
+    assert!(!std::fs::read_to_string(&out).unwrap().contains("## Steady state over each window"));
+}
+
 /// Steps that carry the server's CPU seconds over their window: the per-rate
 /// table gives the server's CPU % of the window (not of the whole run).
 #[test]
