@@ -5,8 +5,11 @@
 //! must never hide data, so:
 //! - every series has a style (one per server configuration, shared by the
 //!   series of one configuration): a colour of the Okabe-Ito palette, a dash
-//!   pattern and a marker shape, each cycling on its own period (8, 5 and 4)
-//!   so that neighbouring styles differ in all three;
+//!   pattern and a marker shape: colours and dashes on a period of 8, markers
+//!   of 4, so that the eight configurations of a Table 3 each have their own
+//!   colour and dash (nginx by default and Apache under Libception shared a
+//!   solid line when the dashes ran on a period of 5) and neighbours differ
+//!   in all three;
 //! - the legend sits in its own panel right of the plotting area;
 //! - a point with a confidence interval (a mean over repetitions) gets a
 //!   vertical bar of +/- the interval, clipped to the y range;
@@ -20,6 +23,7 @@ use plotters::prelude::*;
 use std::path::Path;
 
 /// One line of a chart.
+#[derive(Clone)]
 pub struct Series {
     pub name: String,
     pub points: Vec<(f64, f64)>,
@@ -40,6 +44,7 @@ impl Series {
 }
 
 /// A horizontal reference line across the plot, named in the legend.
+#[derive(Clone)]
 pub struct Reference {
     pub y: f64,
     pub name: String,
@@ -72,7 +77,7 @@ pub const PALETTE: [RGBColor; 8] = [
     RGBColor(0xF0, 0xE4, 0x42), // yellow
 ];
 /// Dash and gap lengths in pixels; (0, 0) is a solid line.
-const DASHES: [(u32, u32); 5] = [(0, 0), (10, 5), (3, 4), (16, 5), (7, 3)];
+const DASHES: [(u32, u32); 8] = [(0, 0), (10, 5), (3, 4), (16, 5), (7, 3), (2, 8), (24, 4), (5, 10)];
 /// Colour of reference lines.
 pub const REFERENCE_COLOR: RGBColor = RGBColor(0x44, 0x44, 0x44);
 const REFERENCE_DASH: (u32, u32) = (14, 6);
@@ -395,6 +400,12 @@ mod tests {
         for i in 0..16 {
             let (a, b) = (style(i), style(i + 1));
             assert!(a.color != b.color && a.dash != b.dash && a.marker != b.marker, "styles {i} and {}", i + 1);
+        }
+        // The eight configurations of a Table 3: each its own colour and dash.
+        for i in 0..8 {
+            for j in i + 1..8 {
+                assert!(style(i).color != style(j).color && style(i).dash != style(j).dash, "styles {i} and {j}");
+            }
         }
     }
 }

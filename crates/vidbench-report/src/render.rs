@@ -240,9 +240,18 @@ fn versus_rate(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<String, 
     let mut thresholds: Vec<f64> = configs.iter().map(|c| ctx.results.threshold(c)).collect();
     thresholds.sort_by(f64::total_cmp);
     thresholds.dedup();
-    let references = thresholds.into_iter().map(|t| Reference { y: t, name: format!("failure threshold ({t} %)") }).collect();
+    let references: Vec<Reference> = thresholds.into_iter().map(|t| Reference { y: t, name: format!("failure threshold ({t} %)") }).collect();
     ctx.figure("throughput-vs-rate", Chart { title: "Delivered throughput", x_label: "offered rate (sessions/s)", y_label: "MB/s", log_x: false, log_y: false, y_range: None, references: Vec::new() }, tput)?;
+    // On a 0-100 % axis the threshold (0.3 %) lies on the x axis itself; the
+    // same points again on an axis of ten thresholds, where it shows.
+    let zoom = 10.0 * references.iter().map(|r| r.y).fold(0.0, f64::max);
+    let (near, near_references) = (fail.clone(), references.clone());
     ctx.figure("failures-vs-rate", Chart { title: "Failed sessions", x_label: "offered rate (sessions/s)", y_label: "failed % (a step: its verdict)", log_x: false, log_y: false, y_range: None, references }, fail)?;
+    ctx.figure(
+        "failures-near-threshold",
+        Chart { title: "Failed sessions near the threshold (points above the top are cut)", x_label: "offered rate (sessions/s)", y_label: "failed % (a step: its verdict)", log_x: false, log_y: false, y_range: Some((0.0, zoom)), references: near_references },
+        near,
+    )?;
     writeln!(ctx.md, "Bars: 95 % confidence interval over the repetitions of a rate (points run once have none).\n")?;
     per_rate_table(ctx, configs, points, &["runs", "MB/s", "± CI", "failed %", "± CI", "server CPU %"], |p| {
         vec![

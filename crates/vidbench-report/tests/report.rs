@@ -35,12 +35,27 @@ fn report_from_the_recorded_quick_run() {
     assert!(md.contains("(vs nginx vanilla)"), "no ratio to vanilla");
 
     // Figures with data exist and are SVG; the ones without data are omitted with a note.
-    for f in ["throughput-vs-rate", "failures-vs-rate", "disk-vs-delivered"] {
+    for f in ["throughput-vs-rate", "failures-vs-rate", "failures-near-threshold", "disk-vs-delivered"] {
         let svg = std::fs::read_to_string(out_dir.path().join(format!("figures/{f}.svg"))).unwrap_or_else(|e| panic!("{f}: {e}"));
         assert!(svg.contains("<svg") && svg.contains("</svg>"), "{f} is not an SVG");
         assert!(md.contains(&format!("figures/{f}.svg")), "{f} is not linked");
     }
-    assert_eq!(figures, 3);
+    assert_eq!(figures, 4);
+    // On the close-up the threshold line lies a tenth of the way up the
+    // plotting area (its axis spans ten thresholds), not on the x axis.
+    let svg = std::fs::read_to_string(out_dir.path().join("figures/failures-near-threshold.svg")).unwrap();
+    let ys_of = |line: &str| -> Vec<f64> {
+        let points = line.split("points=\"").nth(1).map(|p| p.split('"').next().unwrap().to_string());
+        match points {
+            Some(p) => p.split_whitespace().map(|xy| xy.split(',').nth(1).unwrap().parse().unwrap()).collect(),
+            None => ["y1", "y2"].iter().filter_map(|a| line.split(&format!(" {a}=\"")).nth(1)?.split('"').next()?.parse().ok()).collect(),
+        }
+    };
+    let mesh: Vec<f64> = svg.lines().filter(|l| l.starts_with("<line") && (l.contains("opacity=\"0.1\"") || l.contains("opacity=\"0.2\""))).flat_map(ys_of).collect();
+    let (top, bottom) = mesh.iter().fold((f64::MAX, f64::MIN), |(t, b), &y| (t.min(y), b.max(y)));
+    let threshold_y = svg.lines().find(|l| l.contains("stroke=\"#444444\"")).map(ys_of).expect("a threshold line")[0];
+    let height = (bottom - threshold_y) / (bottom - top);
+    assert!((0.08..0.12).contains(&height), "threshold at {height} of the plot's height");
     assert!(md.contains("No disk traces"));
     assert!(md.contains("No shim statistics"), "the latency section should say it has no data");
     assert!(md.contains("No wc runs"));
