@@ -18,7 +18,7 @@ finished() {
 # server's own (Apache says there when its thread pool ran out). An interrupted run's
 # run.json, samples.csv and load/steps.json are what `--resume` turns into a
 # part, so a checkpoint keeps them too.
-KEPT_RUN_FILES="DONE run.json result.json part.json steps.json samples.csv controller.csv setup.json daemon.json warm.json resources.json disk-before.json disk-after.json disk-trace-window.csv.gz error.log"
+KEPT_RUN_FILES="DONE run.json result.json part.json steps.json samples.csv controller.csv sockets.jsonl setup.json daemon.json warm.json resources.json disk-before.json disk-after.json disk-trace-window.csv.gz error.log"
 KEPT_LOAD_FILES="intervals.csv steps.json summary.json"
 
 # copy_kept_run RUN_DIR DEST_DIR: copies what of RUN_DIR a record keeps.

@@ -67,6 +67,50 @@ pub struct Run {
     /// Whether a step's window was steady: its first third against its last
     /// (steady-state steps; each part where the run recorded it).
     pub drift: Option<WindowDrift>,
+    /// The server's TCP send buffers over a step's window (runs recorded
+    /// since they are sampled through the run, `sockets.jsonl`).
+    pub send_buffers: Option<SendBuffers>,
+}
+
+/// The send buffers (`ss` skmem `tb`) of the server's established
+/// connections, over the snapshots taken in a window: the mean number of
+/// connections, the median of the snapshots' medians and the largest buffer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SendBuffers {
+    pub connections: f64,
+    pub median_bytes: f64,
+    pub max_bytes: f64,
+}
+
+/// The snapshots of a run's `sockets.jsonl` (one JSON object a line: `t_s`
+/// and `send_buffer_bytes` {connections, min, median, max}): (t_s,
+/// connections, median, max); lines that do not parse (a line cut by a
+/// killed run) are left out.
+fn socket_snapshots(run_dir: &Path) -> Vec<(f64, f64, f64, f64)> {
+    let Ok(text) = std::fs::read_to_string(run_dir.join("sockets.jsonl")) else { return Vec::new() };
+    text.lines()
+        .filter_map(|l| {
+            let v: Value = serde_json::from_str(l).ok()?;
+            let b = v.get("send_buffer_bytes")?;
+            let n = |k: &str| b.get(k).and_then(Value::as_f64);
+            Some((v.get("t_s")?.as_f64()?, n("connections")?, n("median")?, n("max")?))
+        })
+        .collect()
+}
+
+/// The send buffers over `[w0, w1]` from `snapshots`; `None` when none lies there.
+fn send_buffers_within(snapshots: &[(f64, f64, f64, f64)], (w0, w1): (f64, f64)) -> Option<SendBuffers> {
+    let inside: Vec<_> = snapshots.iter().filter(|s| s.0 >= w0 && s.0 <= w1).collect();
+    if inside.is_empty() {
+        return None;
+    }
+    let mut medians: Vec<f64> = inside.iter().map(|s| s.2).collect();
+    medians.sort_by(f64::total_cmp);
+    Some(SendBuffers {
+        connections: inside.iter().map(|s| s.1).sum::<f64>() / inside.len() as f64,
+        median_bytes: medians[medians.len() / 2],
+        max_bytes: inside.iter().map(|s| s.3).fold(0.0, f64::max),
+    })
 }
 
 /// A step's window in thirds: the active sessions (the driver's own count,
@@ -410,6 +454,7 @@ fn load_run(dir: &Path) -> anyhow::Result<Vec<Run>> {
         host_cpus_busy: None,
         reply_late_ms: None,
         drift: None,
+        send_buffers: None,
     };
     match read_json(&dir.join("steps.json")) {
         Ok(steps) => expand_steps(base, &steps).with_context(|| format!("{} is not a list of steps", dir.join("steps.json").display())),
@@ -427,6 +472,7 @@ fn expand_steps(base: Run, steps: &Value) -> anyhow::Result<Vec<Run>> {
     let mut runs: Vec<Run> = Vec::new();
     let delivered: ByteIntervals = numeric_columns(&base.dir.join("load").join("intervals.csv"), ["start_s", "end_s", "received_bytes"]);
     // The drive's counter is cumulative: each sample's increase over the previous one.
+    let sockets = socket_snapshots(&base.dir);
     let disk_read: ByteIntervals = sample_column(&base.dir, "disk_bytes").windows(2).map(|w| [w[0].0, w[1].0, w[1].1 - w[0].1]).collect();
     for step in steps.as_array().context("not an array")? {
         let f = |path: &[&str]| path.iter().try_fold(step, |v, k| v.get(*k)).and_then(Value::as_f64);
@@ -463,6 +509,7 @@ fn expand_steps(base: Run, steps: &Value) -> anyhow::Result<Vec<Run>> {
                 disk_mb_s: thirds(&disk_read, window),
             })
             .filter(|d| *d != WindowDrift::default()),
+            send_buffers: send_buffers_within(&sockets, window),
             ..base.clone()
         });
     }

@@ -745,16 +745,19 @@ fn machine_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()> 
         ctx.md,
         "Per measured window: the CPUs the whole machine kept busy on average (`/proc/stat`, every CPU of the host; {}), the run's server and daemon \
          (their cgroups' CPU), and the emulated drive's mean reply lateness, ms per read past the modelled completion \
-         (docs/run.md, \"Two experiments at once\").\n",
+         (docs/run.md, \"Two experiments at once\"); and the server's TCP send buffers over the window (`ss` skmem `tb` of its \
+         established connections every 15 s: the median of the snapshots' medians and the largest, KiB; the kernel grows them \
+         by its autotuning, `tcp_wmem` in each run's setup.json; runs recorded since they are sampled).\n",
         cpus.map_or("the run saw an unknown number".to_string(), |n| format!("the run could use {n}"))
     )?;
-    writeln!(ctx.md, "| configuration | rate | window s | machine CPUs busy | server CPUs | daemon CPUs | drive reply late ms |")?;
-    writeln!(ctx.md, "|---|---:|---|---:|---:|---:|---:|")?;
+    writeln!(ctx.md, "| configuration | rate | window s | machine CPUs busy | server CPUs | daemon CPUs | drive reply late ms | send buffer KiB, median / max |")?;
+    writeln!(ctx.md, "|---|---:|---|---:|---:|---:|---:|---:|")?;
     for (c, runs) in &with {
         for r in runs {
             let per_s = |cpu_s: Option<f64>| cpu_s.zip(r.cpu_span_s()).map(|(c, w)| c / w);
             let window = r.window_s.map(|(a, b)| format!("{a:.0}-{b:.0}")).unwrap_or_default();
-            window_row(ctx, c, r, &[window, f2(r.host_cpus_busy), f2(per_s(r.server_cpu_s)), f2(per_s(r.daemon_cpu_s)), f2(r.reply_late_ms)])?;
+            let buffers = r.send_buffers.map_or("-".to_string(), |b| format!("{:.0} / {:.0}", b.median_bytes / 1024.0, b.max_bytes / 1024.0));
+            window_row(ctx, c, r, &[window, f2(r.host_cpus_busy), f2(per_s(r.server_cpu_s)), f2(per_s(r.daemon_cpu_s)), f2(r.reply_late_ms), buffers])?;
         }
     }
     writeln!(ctx.md)?;

@@ -378,12 +378,17 @@ fn the_machine_beside_each_window() {
         })
     };
     let run = stepped_run(root, "l", "nginx + Libception", serde_json::json!([step(1200.0, Some(1.25), Some(0.24)), step(1320.0, None, None)]));
+    // Send buffers every 15 s: the window's snapshots (1200-1290 s) only; a
+    // line cut by a killed run is left out.
+    let snapshot = |t: f64, median: u64, max: u64| serde_json::json!({"t_s": t, "send_buffer_bytes": {"connections": 600, "min": 4096, "median": median, "max": max}}).to_string();
+    let lines = [snapshot(1185.0, 9 << 20, 9 << 20), snapshot(1200.0, 1 << 20, 4 << 20), snapshot(1215.0, 2 << 20, 3 << 20), snapshot(1230.0, 3 << 20, 4 << 20)];
+    std::fs::write(run.join("sockets.jsonl"), lines.join("\n") + "\n{\"t_s\": 124").unwrap();
     std::fs::write(run.join("DONE"), "").unwrap();
     let out = root.join("report.md");
     vidbench_report::write_report(&Results::load(root).unwrap(), &out).unwrap();
     let md = std::fs::read_to_string(&out).unwrap();
     assert!(md.contains("## The machine beside each window"), "{md}");
-    assert!(md.contains("| nginx + Libception | 4.87 | 1200-1290 | 1.25 | 0.10 | 0.05 | 0.24 |"), "{md}");
+    assert!(md.contains("| nginx + Libception | 4.87 | 1200-1290 | 1.25 | 0.10 | 0.05 | 0.24 | 2048 / 4096 |"), "{md}");
     assert!(!md.contains("| nginx + Libception | 4.87 | 1320-1410 |"), "a window without the machine's figures has no row: {md}");
     assert!(!md.contains("vidbench built from"), "no build recorded, none reported: {md}");
     std::fs::write(root.join("machine.json"), serde_json::json!({"cpus": 2, "git_commit": "abc", "vidbench_build": "def-dirty"}).to_string()).unwrap();

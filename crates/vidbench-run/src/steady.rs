@@ -343,15 +343,18 @@ fn page_size() -> f64 {
     if size > 0 { size as f64 } else { 4096.0 }
 }
 
-/// When the server's send buffers are looked at (`sockets.json`): after the
-/// ramp's first minute, when the connections have grown their buffers.
-const SOCKETS_AT_S: f64 = 60.0;
+/// How often the server's send buffers are looked at (`sockets.jsonl`): one
+/// `ss` over some hundred connections takes milliseconds; six snapshots
+/// fall in a 90 s window.
+const SOCKETS_EVERY_S: f64 = 15.0;
 
 /// Samples every sample interval from `epoch` until `stop`, writing each row
-/// to `path` and appending it to `log` as it is taken; once, `SOCKETS_AT_S`
-/// in, records the send buffers of the server's connections on `port` in
-/// `sockets.json` beside `path`; an adaptive controller's intervals go to
-/// `controller.csv` beside it as they close ([`crate::controller_log`]).
+/// to `path` and appending it to `log` as it is taken; every
+/// `SOCKETS_EVERY_S` appends the send buffers of the server's connections
+/// on `port` (count, min, median, max bytes) as a line of `sockets.jsonl`
+/// beside `path`, for the report's windows; an adaptive controller's
+/// intervals go to `controller.csv` beside it as they close
+/// ([`crate::controller_log`]).
 pub fn sample(epoch: Instant, children: &RunChildren<'_>, port: u16, path: &Path, log: &SampleLog, stop: &AtomicBool) -> anyhow::Result<()> {
     let mut out = csv::Writer::from_path(path).with_context(|| format!("cannot create {}", path.display()))?;
     let mut controller = crate::controller_log::ControllerLog::new(&path.with_file_name("controller.csv"));
@@ -369,10 +372,17 @@ pub fn sample(epoch: Instant, children: &RunChildren<'_>, port: u16, path: &Path
         }
         out.serialize(row).and_then(|_| out.flush().map_err(Into::into)).with_context(|| format!("cannot write {}", path.display()))?;
         log.lock().unwrap_or_else(|e| e.into_inner()).push(row);
-        if row.t_s == SOCKETS_AT_S {
-            let sockets = serde_json::json!({"t_s": row.t_s, "send_buffer_bytes": crate::setup::send_buffers(port)});
-            let file = path.with_file_name("sockets.json");
-            std::fs::write(&file, sockets.to_string() + "\n").with_context(|| format!("cannot write {}", file.display()))?;
+        if row.t_s > 0.0 && row.t_s % SOCKETS_EVERY_S == 0.0 {
+            if let Some(buffers) = crate::setup::send_buffers(port) {
+                let line = serde_json::json!({"t_s": row.t_s, "send_buffer_bytes": buffers}).to_string() + "\n";
+                let file = path.with_file_name("sockets.jsonl");
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&file)
+                    .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()))
+                    .with_context(|| format!("cannot write {}", file.display()))?;
+            }
         }
         k += 1;
     }
