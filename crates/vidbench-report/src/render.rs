@@ -884,6 +884,21 @@ fn run_dirs<'a>(runs: &[&'a Run]) -> Vec<(&'a Path, Option<&'a str>)> {
     dirs.into_iter().map(|d| (d, several.then(|| d.file_name().and_then(|n| n.to_str()).unwrap_or("run")))).collect()
 }
 
+/// The largest request the drive was sent, KiB: in block mode the loop
+/// device's `max_sectors_kb` as the run found it (setup.json's block queue),
+/// with the emulated drive's joining limit when that differs; in FUSE mode
+/// the configuration's `max_request_kb` (FUSE `max_pages`).
+fn max_request(config: &Value, setup: &Value) -> String {
+    let queue = setup.get("disk").and_then(|d| d.get("block")).and_then(|b| b.get("queue"));
+    match queue.and_then(|q| q.get("max_sectors_kb")).and_then(Value::as_u64) {
+        Some(max) => match queue.and_then(|q| q.get("drive_joins_kb")).and_then(Value::as_u64) {
+            Some(joins) if joins != max => format!("{max} (drive joins {joins})"),
+            _ => max.to_string(),
+        },
+        None => config.get("max_request_kb").filter(|v| !v.is_null()).map_or("-".into(), |v| v.to_string()),
+    }
+}
+
 fn setup_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
     writeln!(ctx.md, "## Setup of every run\n")?;
     writeln!(ctx.md, "Each run directory holds `setup.json` (machine, packages, every parameter, seeds, the commands and the rendered server configuration) next to its raw data.\n")?;
@@ -911,7 +926,7 @@ fn setup_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
             libception,
             s("prefetch_kb"),
             s("read_ahead_kb"),
-            s("max_request_kb"),
+            max_request(c, &r.setup),
             r.setup.get("load_seed").or(r.setup.get("order_seed")).map(|v| v.to_string()).unwrap_or_else(|| "-".into()),
             r.load_wall_s.map(|w| format!("{w:.0}")).unwrap_or_else(|| "-".into()),
         )?;

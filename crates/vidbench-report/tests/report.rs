@@ -139,6 +139,15 @@ fn prefetch_windows_and_the_size_over_time() {
     let setup_rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| `runs/lib/steps-rep0` |")).collect();
     assert_eq!(setup_rows.len(), 1, "the stepped run is one run in the setup table: {setup_rows:?}");
     assert!(setup_rows[0].contains("| nginx | full, promoted |"), "{}", setup_rows[0]);
+
+    // Block mode: the largest request is the loop device's, with the drive's
+    // joining limit beside it when that differs.
+    let queue = serde_json::json!({"disk": {"block": {"queue": {"max_sectors_kb": 1280, "drive_joins_kb": 16384}}}});
+    std::fs::write(run.join("setup.json"), queue.to_string()).unwrap();
+    vidbench_report::write_report(&Results::load(root).unwrap(), &out).unwrap();
+    let md = std::fs::read_to_string(&out).unwrap();
+    let row = md.lines().find(|l| l.starts_with("| `runs/lib/steps-rep0` |")).unwrap();
+    assert!(row.contains("| 1280 (drive joins 16384) |"), "{row}");
 }
 
 /// A run of the adaptive controller with its `controller.csv` (paper 001
