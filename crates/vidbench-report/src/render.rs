@@ -779,10 +779,13 @@ fn prefetch_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()>
         "Per measured window of a run under Libception, from the daemon's counters sampled with the disk's: the prefetch size in force \
          (mean over the window, and at its end), and the prefetched bytes read, used by a request, evicted before use, wasted \
          (never used) and read again after their eviction, in MB/s over the same window; the eviction time is the mean, over the \
-         ranges found evicted in the window, of the estimated time from their read to their eviction (docs/daemon.md).\n"
+         ranges found evicted in the window, of the estimated time from their read to their eviction (docs/daemon.md). \
+         *Used / delivered* checks the daemon's estimate of the bytes requested (it sees only the requests the shim \
+         forwards, and infers the rest) against the load client's delivered bytes, every request counted: the factor by which \
+         the miss ratio in the adaptive controller's score is off.\n"
     )?;
-    writeln!(ctx.md, "| configuration | rate | size MiB (mean / end) | read MB/s | used MB/s | evicted MB/s | wasted MB/s | re-read MB/s | evicted % of read | eviction time s |")?;
-    writeln!(ctx.md, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")?;
+    writeln!(ctx.md, "| configuration | rate | size MiB (mean / end) | read MB/s | used MB/s | used / delivered | evicted MB/s | wasted MB/s | re-read MB/s | evicted % of read | eviction time s |")?;
+    writeln!(ctx.md, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")?;
     for (c, runs) in &with {
         for r in runs {
             let p = r.prefetch.expect("filtered");
@@ -791,6 +794,7 @@ fn prefetch_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()>
                 format!("{:.2} / {:.2}", mib(p.size_mean_bytes), mib(p.size_end_bytes)),
                 f2(p.read_mb_s),
                 f2(p.used_mb_s),
+                f2(p.used_mb_s.filter(|_| r.throughput_mbs > 0.0).map(|u| u / r.throughput_mbs)),
                 f2(p.evicted_mb_s),
                 f2(p.wasted_mb_s),
                 f2(p.reread_mb_s),

@@ -225,8 +225,12 @@ impl PrefetchTracker {
                 // of it is cached: the stream reached the end of what was
                 // prefetched; nothing was evicted. (A video chunk rarely ends
                 // where a prefetch does: counted as an eviction, this made
-                // every range look a chunk's share evicted.)
-                self.consume(file, i, offset, now);
+                // every range look a chunk's share evicted.) The request's
+                // own bytes from `offset` are the read it causes: that range
+                // counts them, so this one is used up to `offset` (counted
+                // here too, they were counted twice: up to a chunk a range).
+                let used_to = r.confirmed.max(offset);
+                self.consume(file, i, offset, used_to, now);
                 return;
             }
             if resident {
@@ -235,17 +239,26 @@ impl PrefetchTracker {
                 if r.confirmed < r.end {
                     return;
                 }
-                self.consume(file, i, offset, now);
+                // A hit causes no read: the whole range was used, and what
+                // the request asked beyond it was cached too.
+                let range_end = r.end;
+                self.consume(file, i, offset, range_end, now);
+                if end > range_end {
+                    self.untracked_request(file, range_end, end, true, now);
+                }
                 return;
             }
             let r = self.remove(file, i);
-            // Cached up to `resident_to`: the eviction begins there.
-            let used_to = r.confirmed.max(resident_to.max(offset));
+            // Cached up to `resident_to`: the eviction begins there. The
+            // request's own bytes from `offset` are counted by the range its
+            // miss reads, not here.
+            let evicted_from = r.confirmed.max(resident_to.max(offset));
+            let used_to = r.confirmed.max(offset);
             let age = now.saturating_sub(r.read_at);
             self.rate_sample(file, offset - r.start, age, now);
-            if used_to < r.end {
+            if evicted_from < r.end {
                 self.tally.evictions += 1;
-                self.tally.evicted_bytes += r.end - used_to;
+                self.tally.evicted_bytes += r.end - evicted_from;
                 self.tally.eviction_time_sum_s += age.as_secs_f64();
                 let lower = r.seen_resident.saturating_sub(r.read_at).as_secs_f64();
                 self.tally.eviction_time_lower_sum_s += lower;
@@ -262,7 +275,8 @@ impl PrefetchTracker {
             .max_by_key(|(_, r)| r.end)
             .map(|(i, _)| i);
         if let Some(i) = follow {
-            self.consume(file, i, offset, now);
+            let range_end = self.files[&file][i].end;
+            self.consume(file, i, offset, range_end, now);
         }
         self.untracked_request(file, offset, end, resident, now);
     }
@@ -390,7 +404,8 @@ impl PrefetchTracker {
     }
 
     /// The stream went through the whole of range `i` and now asks for
-    /// `reached`: a rate sample, and the range retires fully used.
+    /// `reached`: a rate sample, and the range retires used up to `used_to`
+    /// (its end, or where the read the request causes takes over).
     ///
     /// The sample is the distance from the range's start (where the stream
     /// was when its miss caused the read) to `reached` (where it is now),
@@ -398,11 +413,11 @@ impl PrefetchTracker {
     /// starts inside it, up to a chunk before its end, and crediting the
     /// whole range overstated the rate by up to `len / (len - chunk)`
     /// (1.6x for 2.6 MB HD chunks and 4 MiB ranges).
-    fn consume(&mut self, file: FileKey, i: usize, reached: u64, now: Duration) {
+    fn consume(&mut self, file: FileKey, i: usize, reached: u64, used_to: u64, now: Duration) {
         let r = self.remove(file, i);
         self.rate_sample(file, reached.saturating_sub(r.start), now.saturating_sub(r.read_at), now);
         self.tally.consumed_ranges += 1;
-        self.retire(file, &r, r.end, now);
+        self.retire(file, &r, used_to, now);
     }
 
     fn remove(&mut self, file: FileKey, i: usize) -> TrackedRange {
@@ -538,7 +553,8 @@ mod tests {
         t.record_request(F, at, at + chunk, 2 * M, s(30));
         let tally = t.take_tally();
         assert_eq!((tally.evicted_bytes, tally.evictions, tally.consumed_ranges), (0, 0, 1));
-        assert_eq!((tally.read_bytes, tally.used_bytes), (2 * M, 2 * M));
+        // Used up to the request: its bytes are the next read's to count.
+        assert_eq!((tally.read_bytes, tally.used_bytes), (2 * M, at));
         assert_eq!(t.tracked(), 0);
     }
 
@@ -563,6 +579,40 @@ mod tests {
         let rate = t.file_rate(F).expect("a rate after the first sample");
         assert!((rate - truth).abs() / truth < 0.01, "{rate} B/s, truth {truth}");
         assert_eq!(t.take_tally().evictions, 0);
+    }
+
+    #[test]
+    fn requested_bytes_of_a_stream_are_counted_once() {
+        // A stream of 525,000-byte chunks through 2 MiB prefetches planned
+        // from each miss, the shim serving hits itself (the daemon sees only
+        // the misses, each straddling a range's end), and one hit it does
+        // forward. The truth: every chunk requested once. The tracker sees
+        // each byte up to the last miss's chunk and the forwarded hit; the
+        // hits after the last miss it cannot see (the session ended there).
+        let chunk = 525_000u64;
+        let mut t = tracker();
+        let mut seen_to = 0;
+        let mut range_end = 0;
+        for k in 0..40u64 {
+            let (at, end) = (k * chunk, (k + 1) * chunk);
+            let now = s(10 * k);
+            if end <= range_end {
+                if k == 9 {
+                    t.record_request(F, at, end, end, now); // a forwarded hit inside the range
+                }
+                continue;
+            }
+            t.record_request(F, at, end, range_end.max(at), now);
+            let read_start = range_end.max(at);
+            range_end = at + 2 * M;
+            t.record_read(F, at, end, read_start, range_end, now);
+            seen_to = end;
+        }
+        t.sweep(s(10_000));
+        let tally = t.take_tally();
+        assert_eq!(tally.evictions, 0);
+        assert_eq!(tally.used_bytes, seen_to, "each requested byte once, up to the last miss's chunk");
+        assert_eq!(tally.read_bytes, range_end, "every byte read once");
     }
 
     #[test]
@@ -597,7 +647,7 @@ mod tests {
         t.record_request(F, 3 * M / 2, 5 * M / 2, 7 * M / 4, s(30));
         let tally = t.take_tally();
         assert_eq!((tally.evicted_bytes, tally.evictions), (M / 4, 1));
-        assert_eq!(tally.used_bytes, 7 * M / 4);
+        assert_eq!(tally.used_bytes, 3 * M / 2, "used up to the request, which its own read counts");
     }
 
     #[test]
