@@ -200,6 +200,12 @@ pub struct PrefetchWindow {
     /// Mean estimated eviction time of what was evicted in the window, s.
     #[serde(default)]
     pub eviction_time_s: Option<f64>,
+    /// Under a bitrate scale: the share of prefetches scaled down for slower
+    /// streams and their mean size (steps recorded since).
+    #[serde(default)]
+    pub scaled_share: Option<f64>,
+    #[serde(default)]
+    pub scaled_mean_bytes: Option<f64>,
 }
 
 /// The daemon's prefetch size in force over a stepped run, from its

@@ -805,6 +805,19 @@ fn prefetch_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()>
         }
     }
     writeln!(ctx.md)?;
+    // Per-bitrate sizes (paper 001 section 7.4), where a scale was in force.
+    let scaled: Vec<(&String, &Run)> = with.iter().flat_map(|(c, runs)| runs.iter().map(move |r| (*c, *r))).filter(|(_, r)| r.prefetch.is_some_and(|p| p.scaled_share.is_some())).collect();
+    if !scaled.is_empty() {
+        writeln!(ctx.md, "Sizes by bitrate, where a scale was in force (`prefetch_scale`, or the adaptive controller's `scale`): the share of the window's prefetches scaled down for slower streams and the mean size they got, beside the size in force.\n")?;
+        writeln!(ctx.md, "| configuration | rate | size in force MiB | scaled % of prefetches | scaled mean MiB |")?;
+        writeln!(ctx.md, "|---|---:|---:|---:|---:|")?;
+        for (c, r) in scaled {
+            let p = r.prefetch.expect("filtered");
+            let cells = [format!("{:.2}", mib(p.size_mean_bytes)), f2(p.scaled_share.map(|s| 100.0 * s)), f2(p.scaled_mean_bytes.map(mib))];
+            window_row(ctx, c, r, &cells)?;
+        }
+        writeln!(ctx.md)?;
+    }
     // The size over time, one line per run directory (a stepped run is one).
     let mut series = Vec::new();
     for (c, runs) in &with {

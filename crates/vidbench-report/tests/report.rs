@@ -115,7 +115,10 @@ fn prefetch_windows_and_the_size_over_time() {
                          "evicted_mb_s": evicted, "wasted_mb_s": 0.5, "reread_mb_s": 1.0}
         })
     };
-    let run = stepped_run(root, "lib", "nginx + Libception (adaptive)", serde_json::json!([step(5.0, 450.0, 2097152.0, 5.0), step(6.0, 660.0, 3145728.0, 12.5)]));
+    let mut scaled = step(6.0, 660.0, 3145728.0, 12.5);
+    scaled["prefetch"]["scaled_share"] = serde_json::json!(0.5);
+    scaled["prefetch"]["scaled_mean_bytes"] = serde_json::json!(1415577.6);
+    let run = stepped_run(root, "lib", "nginx + Libception (adaptive)", serde_json::json!([step(5.0, 450.0, 2097152.0, 5.0), scaled]));
     let mut samples = String::from("t_s,disk_bytes,prefetch_bytes\n");
     for k in 0..20 {
         samples.push_str(&format!("{},{},{}\n", k * 5, k * 1000, 2097152 + (k / 10) * 1048576));
@@ -134,6 +137,9 @@ fn prefetch_windows_and_the_size_over_time() {
     assert!(md.contains("## Prefetching (paper 001 Table 1"), "{md}");
     assert!(md.contains("| nginx + Libception (adaptive) | 5.00 | 2.00 / 2.00 | 50.00 | 45.00 | 1.12 | 5.00 | 0.50 | 1.00 | 10.00 |"), "{md}");
     assert!(md.contains("| nginx + Libception (adaptive) | 6.00 | 3.00 / 3.00 | 50.00 | 45.00 | 1.12 | 12.50 | 0.50 | 1.00 | 25.00 |"), "{md}");
+    // Sizes by bitrate: only the window with a scale in force has a row.
+    assert!(md.contains("| nginx + Libception (adaptive) | 6.00 | 3.00 | 50.00 | 1.35 |"), "{md}");
+    assert!(!md.contains("| nginx + Libception (adaptive) | 5.00 | 2.00 |"), "{md}");
     let svg = std::fs::read_to_string(root.join("report/figures/prefetch-size-over-time.svg")).unwrap();
     assert!(svg.contains("<svg") && svg.contains("nginx + Libception (adaptive)"), "the size figure names its run");
     let setup_rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| `runs/lib/steps-rep0` |")).collect();

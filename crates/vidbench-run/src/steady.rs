@@ -264,6 +264,16 @@ pub struct Sample {
     pub prefetch_evictions: Option<f64>,
     #[serde(default)]
     pub prefetch_eviction_time_sum_s: Option<f64>,
+    /// Cumulative, under a bitrate scale: prefetches scaled down for slower
+    /// streams and their bytes (their mean is the size the slower class got),
+    /// and those at the size in force. Absent in files from before these
+    /// columns, and 0 without a scale.
+    #[serde(default)]
+    pub prefetch_scaled: Option<f64>,
+    #[serde(default)]
+    pub prefetch_scaled_bytes: Option<f64>,
+    #[serde(default)]
+    pub prefetch_full_size: Option<f64>,
 }
 
 /// The prefetch fields of a sample from `libception stat --json`.
@@ -282,6 +292,9 @@ fn prefetch_fields(stats: &Value, row: &mut Sample) {
     row.prefetch_reread_bytes = total("reread_bytes");
     row.prefetch_evictions = total("evictions");
     row.prefetch_eviction_time_sum_s = total("eviction_time_estimate_sum_s");
+    row.prefetch_scaled = total("scaled_prefetches");
+    row.prefetch_scaled_bytes = total("scaled_prefetch_bytes");
+    row.prefetch_full_size = total("full_prefetches");
 }
 
 impl Sample {
@@ -475,6 +488,13 @@ pub struct PrefetchWindow {
     /// window, seconds (none when none was).
     #[serde(default)]
     pub eviction_time_s: Option<f64>,
+    /// Under a bitrate scale: the share of the window's prefetches scaled
+    /// down for slower streams, and their mean size (none without a scale
+    /// or with nothing scaled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scaled_share: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scaled_mean_bytes: Option<f64>,
 }
 
 impl StepRecord {
@@ -511,6 +531,11 @@ impl StepRecord {
             wasted_mb_s: mb_s(|s| s.prefetch_wasted_bytes),
             reread_mb_s: mb_s(|s| s.prefetch_reread_bytes),
             eviction_time_s: delta(|s| s.prefetch_eviction_time_sum_s).zip(delta(|s| s.prefetch_evictions)).filter(|(_, n)| *n > 0.0).map(|(sum, n)| sum / n),
+            scaled_share: delta(|s| s.prefetch_scaled)
+                .zip(delta(|s| s.prefetch_full_size))
+                .filter(|(scaled, full)| scaled + full > 0.0)
+                .map(|(scaled, full)| scaled / (scaled + full)),
+            scaled_mean_bytes: delta(|s| s.prefetch_scaled_bytes).zip(delta(|s| s.prefetch_scaled)).filter(|(_, n)| *n > 0.0).map(|(b, n)| b / n),
         });
         let lru = match (mean(|s| s.active_file_bytes), mean(|s| s.inactive_file_bytes)) {
             (Some(active), Some(inactive)) => Some(LruWindow {
@@ -748,7 +773,8 @@ mod tests {
                     {"usage": {"read_bytes": t * 6e6, "used_bytes": t * 5e6, "evicted_bytes": t * 1e6, "wasted_bytes": 0.0, "reread_bytes": t * 0.5e6,
                                "evictions": t * 2.0, "eviction_time_estimate_sum_s": t * 24.0}},
                     {"usage": {"read_bytes": t * 2e6, "used_bytes": t * 2e6, "evicted_bytes": 0.0, "wasted_bytes": 0.0, "reread_bytes": 0.0,
-                               "evictions": t, "eviction_time_estimate_sum_s": t * 6.0}}
+                               "evictions": t, "eviction_time_estimate_sum_s": t * 6.0,
+                               "full_prefetches": t * 3.0, "scaled_prefetches": t, "scaled_prefetch_bytes": t * 943718.0}}
                 ]
             })
         };
@@ -769,6 +795,9 @@ mod tests {
         assert!((p.evicted_mb_s.unwrap() - 1.0).abs() < 1e-9);
         assert!((p.reread_mb_s.unwrap() - 0.5).abs() < 1e-9);
         assert!((p.eviction_time_s.unwrap() - 10.0).abs() < 1e-9, "(2 x 12 + 6) / 3 s: {:?}", p.eviction_time_s);
+        // Under a bitrate scale (the second worker): a quarter of its prefetches scaled, to 0.9 MiB.
+        assert!((p.scaled_share.unwrap() - 0.25).abs() < 1e-9, "{:?}", p.scaled_share);
+        assert!((p.scaled_mean_bytes.unwrap() - 943718.0).abs() < 1e-6);
         // A fixed-size daemon without a controller: its size.
         let mut row = Sample::default();
         prefetch_fields(&serde_json::json!({"daemon": {"prefetch_bytes": 4194304}, "prefetch_usage": []}), &mut row);

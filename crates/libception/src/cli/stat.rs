@@ -150,6 +150,15 @@ pub fn render_usage(controller: &str, workers: &[WorkerUsage]) -> String {
             w.tracked_ranges,
             opt(u.miss_ratio(), 2)
         ));
+        if u.scaled_prefetches > 0 || u.full_prefetches > 0 {
+            let mean = (u.scaled_prefetches > 0).then(|| human_size(u.scaled_prefetch_bytes / u.scaled_prefetches));
+            out.push_str(&format!(
+                "  bitrate scale: {} prefetches at the size in force, {} scaled down for slower streams (mean {})\n",
+                u.full_prefetches,
+                u.scaled_prefetches,
+                mean.as_deref().unwrap_or("-"),
+            ));
+        }
         if u.evictions > 0 {
             out.push_str(&format!(
                 "  eviction time: {} evictions, between {} s and {} s after the read, estimate {} s\n",

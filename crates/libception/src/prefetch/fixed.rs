@@ -134,8 +134,8 @@ impl PrefetchController for FixedPrefetch {
         if self.scale == BitrateScale::None || self.bytes == 0 {
             return self.bytes;
         }
-        let ledgers = self.ledgers.lock().unwrap();
-        match ledgers.get(&ctx.worker) {
+        let mut ledgers = self.ledgers.lock().unwrap();
+        match ledgers.get_mut(&ctx.worker) {
             Some(l) => l.tracker.scaled_size(ctx.file, self.bytes, PAGE, self.scale),
             None => self.bytes,
         }
@@ -258,6 +258,15 @@ mod tests {
             assert!((got as f64 - want).abs() <= PAGE as f64, "{scale:?}: SD gets {got}, want {want}");
             assert_eq!(c.prefetch_bytes(&ctx(new)), 6 * M, "{scale:?}: a stream without an estimate gets the fixed size");
             assert_eq!(c.current_bytes("sda"), 6 * M);
+            // The stats count the sizes handed out: two at 6 MiB (the first,
+            // before the worker's first read, has no ledger yet), SD's scaled.
+            let u = c.usage_at(s(200))[0].usage;
+            let counted = (u.full_prefetches, u.scaled_prefetches, u.scaled_prefetch_bytes);
+            if scale == BitrateScale::None {
+                assert_eq!(counted, (0, 0, 0), "no scale, nothing to count");
+            } else {
+                assert_eq!(counted, (2, 1, got), "{scale:?}");
+            }
         }
     }
 

@@ -128,6 +128,15 @@ pub struct UsageTally {
     pub rate_sum_bps: f64,
     /// Reads not tracked because `max_ranges` ranges were already tracked.
     pub untracked_reads: u64,
+    /// Prefetch sizes handed out under a bitrate scale (paper 001 section
+    /// 7.4): at the size in force, and scaled down for a slower class, with
+    /// the scaled ones' bytes (their mean is the slower class's size).
+    #[serde(default)]
+    pub full_prefetches: u64,
+    #[serde(default)]
+    pub scaled_prefetches: u64,
+    #[serde(default)]
+    pub scaled_prefetch_bytes: u64,
 }
 
 impl UsageTally {
@@ -147,6 +156,9 @@ impl UsageTally {
         self.rate_samples += o.rate_samples;
         self.rate_sum_bps += o.rate_sum_bps;
         self.untracked_reads += o.untracked_reads;
+        self.full_prefetches += o.full_prefetches;
+        self.scaled_prefetches += o.scaled_prefetches;
+        self.scaled_prefetch_bytes += o.scaled_prefetch_bytes;
     }
 
     /// Disk bytes / requested bytes (paper 001's cache-miss ratio), if anything

@@ -333,14 +333,25 @@ impl PrefetchTracker {
     /// scale.factor(rate / reference)`, whole pages, never below `floor` nor
     /// above `size`. Rates within that factor count as the reference's
     /// class, so a single-rate workload never shrinks on estimation noise.
-    pub fn scaled_size(&self, file: FileKey, size: u64, floor: u64, scale: BitrateScale) -> u64 {
+    ///
+    /// Each size handed out under a scale is counted in the tally (full or
+    /// scaled, and the scaled bytes), so the stats show the sizes each class
+    /// actually got.
+    pub fn scaled_size(&mut self, file: FileKey, size: u64, floor: u64, scale: BitrateScale) -> u64 {
         if scale == BitrateScale::None {
             return size;
         }
-        match (self.file_rate(file), self.rate_quantile(REFERENCE_QUANTILE)) {
+        let scaled = match (self.file_rate(file), self.rate_quantile(REFERENCE_QUANTILE)) {
             (Some(rate), Some(reference)) => page_round(size as f64 * class_factor(rate, reference, scale)).clamp(floor.min(size), size),
             _ => size,
+        };
+        if scaled < size {
+            self.tally.scaled_prefetches += 1;
+            self.tally.scaled_prefetch_bytes += scaled;
+        } else {
+            self.tally.full_prefetches += 1;
         }
+        scaled
     }
 
     /// The stream rate that sizes the eviction-time jump: the median over

@@ -199,7 +199,7 @@ impl Snapshot {
             e.histogram("disk_queue_wait_seconds", &[("disk", &d.name)], &d.queue_wait_seconds);
         }
 
-        let per_worker: [(&str, Kind, &str, UsageField); 10] = [
+        let per_worker: [(&str, Kind, &str, UsageField); 13] = [
             ("prefetch_used_bytes_total", Kind::Counter, "Prefetched or cached bytes known requested (paper 001 Table 1: requested).", |u| u.usage.used_bytes.into()),
             ("prefetch_read_bytes_total", Kind::Counter, "Disk bytes of the retired prefetched ranges (paper 001 Table 1: disk).", |u| u.usage.read_bytes.into()),
             ("prefetch_evicted_bytes_total", Kind::Counter, "Prefetched bytes evicted before they were requested.", |u| u.usage.evicted_bytes.into()),
@@ -209,6 +209,9 @@ impl Snapshot {
             ("prefetch_eviction_time_upper_seconds_total", Kind::Counter, "Sum over evictions of read-to-discovery time (upper bound).", |u| u.usage.eviction_time_sum_s.into()),
             ("prefetch_eviction_time_lower_seconds_total", Kind::Counter, "Sum over evictions of read-to-last-seen-resident time (lower bound).", |u| u.usage.eviction_time_lower_sum_s.into()),
             ("prefetch_eviction_time_estimate_seconds_total", Kind::Counter, "Sum over evictions of the eviction-time estimate.", |u| u.usage.eviction_time_estimate_sum_s.into()),
+            ("prefetch_full_size_total", Kind::Counter, "Prefetches at the size in force under a bitrate scale.", |u| u.usage.full_prefetches.into()),
+            ("prefetch_scaled_total", Kind::Counter, "Prefetches scaled down for a slower stream (paper 001 section 7.4).", |u| u.usage.scaled_prefetches.into()),
+            ("prefetch_scaled_bytes_total", Kind::Counter, "Sizes of the scaled-down prefetches, summed.", |u| u.usage.scaled_prefetch_bytes.into()),
             ("prefetch_tracked_ranges", Kind::Gauge, "Prefetched ranges whose fate is still open.", |u| u.tracked_ranges.into()),
         ];
         for (name, kind, help, field) in per_worker {
