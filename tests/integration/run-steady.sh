@@ -91,7 +91,8 @@ setup = json.load(open(f"{run}/setup.json"))
 assert setup["rate"] == "steps", setup["rate"]
 assert setup["network"]["tcp_wmem"], setup["network"]
 sockets = [json.loads(l) for l in open(f"{run}/sockets.jsonl")]
-assert [s["t_s"] for s in sockets][:4] == [15, 30, 45, 60], sockets
+# Every 15 s (a snapshot with nobody connected writes no line).
+assert len(sockets) >= 3 and all(s["t_s"] > 0 and s["t_s"] % 15 == 0 for s in sockets), sockets
 assert all(s["send_buffer_bytes"]["connections"] > 0 and s["send_buffer_bytes"]["max"] >= s["send_buffer_bytes"]["median"] > 0 for s in sockets), sockets
 PY
 grep -q "step 2 at 4.00 sessions/s" "$tmp/log" || fail "the driver did not report the steps as they ended"

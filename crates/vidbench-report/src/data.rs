@@ -479,12 +479,18 @@ fn expand_steps(base: Run, steps: &Value) -> anyhow::Result<Vec<Run>> {
     let delivered: ByteIntervals = numeric_columns(&base.dir.join("load").join("intervals.csv"), ["start_s", "end_s", "received_bytes"]);
     // The drive's counter is cumulative: each sample's increase over the previous one.
     let sockets = socket_snapshots(&base.dir);
-    let disk_read: ByteIntervals = sample_column(&base.dir, "disk_bytes").windows(2).map(|w| [w[0].0, w[1].0, w[1].1 - w[0].1]).collect();
+    // (A counter that went back, or a value that is not finite, gives no interval.)
+    let disk_read: ByteIntervals = sample_column(&base.dir, "disk_bytes")
+        .windows(2)
+        .filter(|w| w[1].1.is_finite() && w[0].1.is_finite() && w[1].1 >= w[0].1)
+        .map(|w| [w[0].0, w[1].0, w[1].1 - w[0].1])
+        .collect();
     for step in steps.as_array().context("not an array")? {
         let f = |path: &[&str]| path.iter().try_fold(step, |v, k| v.get(*k)).and_then(Value::as_f64);
         let rate = f(&["spec", "rate"]).context("a step has no spec.rate")?;
         let window = step.get("window_s").and_then(Value::as_array).context("a step has no window_s")?;
-        let window = (window[0].as_f64().unwrap_or(0.0), window[1].as_f64().unwrap_or(0.0));
+        let end = |i: usize| window.get(i).and_then(Value::as_f64).context("a step's window_s is not [start, end]");
+        let window = (end(0)?, end(1)?);
         let disk = step.get("disk").filter(|d| !d.is_null()).map(|_| DiskDelta {
             seconds: f(&["disk", "seconds"]).unwrap_or(0.0),
             reads: f(&["disk", "reads"]).unwrap_or(0.0),

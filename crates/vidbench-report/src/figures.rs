@@ -95,7 +95,9 @@ struct Style {
 }
 
 fn style(i: usize) -> Style {
-    Style { color: PALETTE[i % PALETTE.len()], dash: DASHES[i % DASHES.len()], marker: i % 4 }
+    // Colours and dashes share a period; shifting the dash by one every
+    // period keeps styles i and i + 8 apart (charts with a line per run).
+    Style { color: PALETTE[i % PALETTE.len()], dash: DASHES[(i + i / PALETTE.len()) % DASHES.len()], marker: i % 4 }
 }
 
 /// Outline of marker `kind` (circle, square, triangle, diamond) around (0, 0) in
@@ -405,6 +407,13 @@ mod tests {
         for i in 0..8 {
             for j in i + 1..8 {
                 assert!(style(i).color != style(j).color && style(i).dash != style(j).dash, "styles {i} and {j}");
+            }
+        }
+        // Up to forty lines (one per run in some charts), no two alike.
+        for i in 0..40 {
+            for j in i + 1..40 {
+                let (a, b) = (style(i), style(j));
+                assert!(a.color != b.color || a.dash != b.dash || a.marker != b.marker, "styles {i} and {j} look alike");
             }
         }
     }

@@ -199,7 +199,9 @@ fn table3(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<String, Vec<P
                 p.throughput_ci,
                 p.failure_pct,
                 f2(p.disk_mbs),
-                f2(p.disk_mbs.filter(|_| p.throughput_mbs > 0.0).map(|d| d / p.throughput_mbs)),
+                // Only where disk and delivered cover one window (a classic
+                // run's disk covers the whole load, its delivered the measure phase).
+                f2(p.disk_per_delivered().filter(|_| p.one_window)),
                 ratio.unwrap_or_else(|| "-".into()),
                 p.runs
             )?,
@@ -244,7 +246,9 @@ fn versus_rate(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<String, 
     ctx.figure("throughput-vs-rate", Chart { title: "Delivered throughput", x_label: "offered rate (sessions/s)", y_label: "MB/s", log_x: false, log_y: false, y_range: None, references: Vec::new() }, tput)?;
     // On a 0-100 % axis the threshold (0.3 %) lies on the x axis itself; the
     // same points again on an axis of ten thresholds, where it shows.
-    let zoom = 10.0 * references.iter().map(|r| r.y).fold(0.0, f64::max);
+    // (A threshold of 0 would leave no axis: then 1 %.)
+    let top = references.iter().map(|r| r.y).fold(0.0, f64::max);
+    let zoom = if top > 0.0 { 10.0 * top } else { 1.0 };
     let (near, near_references) = (fail.clone(), references.clone());
     ctx.figure("failures-vs-rate", Chart { title: "Failed sessions", x_label: "offered rate (sessions/s)", y_label: "failed % (a step: its verdict)", log_x: false, log_y: false, y_range: None, references }, fail)?;
     ctx.figure(
@@ -316,7 +320,7 @@ fn disk_section(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<String,
     ctx.figure("disk-vs-delivered", Chart { title: "Disk (hollow markers) and delivered (lines) throughput", x_label: "offered rate (sessions/s)", y_label: "MB/s", log_x: false, log_y: false, y_range: None, references: Vec::new() }, series)?;
     writeln!(
         ctx.md,
-        "Disk figures come from the emulated disk's own counters over the same span as the delivered figure beside them: a step's measured window (steady-state runs), or the whole load (runs of the classic protocol). iostat's definitions: ms per transaction = busy time / transactions. \
+        "Disk figures come from the emulated disk's own counters: over a step's measured window in steady-state runs, the window of the delivered figure beside them; over the whole load in runs of the classic protocol, whose delivered figure covers the measure phase only. iostat's definitions: ms per transaction = busy time / transactions. \
          Delivered above disk means cache hits; disk above delivered means prefetched data evicted before use.\n"
     )?;
     per_rate_table(ctx, with_disk, points, &["disk MB/s", "delivered MB/s", "ms/transaction", "request KiB", "disk busy %"], |p| {

@@ -385,7 +385,8 @@ pub fn sample(epoch: Instant, children: &RunChildren<'_>, port: u16, path: &Path
         }
         out.serialize(row).and_then(|_| out.flush().map_err(Into::into)).with_context(|| format!("cannot write {}", path.display()))?;
         log.lock().unwrap_or_else(|e| e.into_inner()).push(row);
-        if row.t_s > 0.0 && row.t_s % SOCKETS_EVERY_S == 0.0 {
+        let every = (SOCKETS_EVERY_S / SAMPLE_INTERVAL_S).round().max(1.0) as u32;
+        if k > 0 && k.is_multiple_of(every) {
             if let Some(buffers) = crate::setup::send_buffers(port) {
                 let line = serde_json::json!({"t_s": row.t_s, "send_buffer_bytes": buffers}).to_string() + "\n";
                 let file = path.with_file_name("sockets.jsonl");

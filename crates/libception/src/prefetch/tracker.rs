@@ -56,7 +56,7 @@
 //! are counted in `untracked_reads` and not tracked).
 
 use super::snapshot::{UsageTally, WorkerUsage};
-use super::{page_round, FileKey};
+use super::{page_round, FileKey, PAGE};
 use libception_proto::BitrateScale;
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
@@ -161,6 +161,12 @@ impl PrefetchTracker {
     /// `start`, of which `[start, want_end)` was requested.
     pub fn record_read(&mut self, file: FileKey, start: u64, want_end: u64, read_start: u64, end: u64, now: Duration) {
         if end <= start || end <= read_start {
+            // Nothing read (all cached by then, or the read failed): no
+            // range, but the request was made, and a range it ran out of
+            // left its bytes to this one.
+            let want_end = want_end.min(end.max(start)).max(start);
+            self.tally.used_bytes += want_end - start;
+            self.remember_used(file, start, want_end, now);
             return;
         }
         let read_bytes = end.saturating_sub(read_start);
@@ -227,9 +233,10 @@ impl PrefetchTracker {
                 // where a prefetch does: counted as an eviction, this made
                 // every range look a chunk's share evicted.) The request's
                 // own bytes from `offset` are the read it causes: that range
-                // counts them, so this one is used up to `offset` (counted
-                // here too, they were counted twice: up to a chunk a range).
-                let used_to = r.confirmed.max(offset);
+                // (planned from the offset's page) counts them, so this one
+                // is used up to that page (counted here too, they were
+                // counted twice: up to a chunk a range).
+                let used_to = r.confirmed.max(offset - offset % PAGE);
                 self.consume(file, i, offset, used_to, now);
                 return;
             }
@@ -251,9 +258,9 @@ impl PrefetchTracker {
             let r = self.remove(file, i);
             // Cached up to `resident_to`: the eviction begins there. The
             // request's own bytes from `offset` are counted by the range its
-            // miss reads, not here.
+            // miss reads (planned from the offset's page), not here.
             let evicted_from = r.confirmed.max(resident_to.max(offset));
-            let used_to = r.confirmed.max(offset);
+            let used_to = r.confirmed.max(offset - offset % PAGE);
             let age = now.saturating_sub(r.read_at);
             self.rate_sample(file, offset - r.start, age, now);
             if evicted_from < r.end {
@@ -377,7 +384,8 @@ impl PrefetchTracker {
         if rates.is_empty() {
             return None;
         }
-        let mid = (rates.len() - 1) / 2;
+        // The median as `rate_quantile(0.5)` takes it (the upper of two).
+        let mid = ((rates.len() - 1) as f64 * 0.5).round() as usize;
         Some(*rates.select_nth_unstable_by(mid, f64::total_cmp).1)
     }
 
@@ -614,9 +622,12 @@ mod tests {
                 continue;
             }
             t.record_request(F, at, end, range_end.max(at), now);
-            let read_start = range_end.max(at);
-            range_end = at + 2 * M;
-            t.record_read(F, at, end, read_start, range_end, now);
+            // The daemon plans from the request's page and reads from the
+            // first byte not cached.
+            let start = at - at % PAGE;
+            let read_start = range_end.max(start);
+            range_end = start + 2 * M;
+            t.record_read(F, start, end, read_start, range_end, now);
             seen_to = end;
         }
         t.sweep(s(10_000));
@@ -627,10 +638,26 @@ mod tests {
     }
 
     #[test]
-    fn the_jump_rate_is_how_fast_streams_go_through_the_size_in_force() {
-        // Files at 400 and 80 KiB/s (twice each, after the burst sample).
+    fn a_request_whose_read_reads_nothing_still_counts_as_requested() {
+        // The stream runs out of a range; by the time the worker gets to its
+        // read, another viewer's read has cached the rest (or the read
+        // fails): the request's bytes count once, as used.
         let mut t = tracker();
-        let files: Vec<(FileKey, u64)> = (0..4).map(|i| (FileKey { dev: 1, ino: 10 + i }, if i < 2 { 400 } else { 80 })).collect();
+        t.record_read(F, 0, 64 << 10, 0, 2 * M, s(0));
+        let at = 2 * M - 65_536;
+        t.record_request(F, at, at + 525_000, 2 * M, s(30));
+        t.record_read(F, at, at + 525_000, at + 2 * M, at + 2 * M, s(30));
+        let tally = t.take_tally();
+        assert_eq!((tally.used_bytes, tally.read_bytes), (at + 525_000, 2 * M));
+        assert_eq!(t.tracked(), 0);
+    }
+
+    #[test]
+    fn the_jump_rate_is_how_fast_streams_go_through_the_size_in_force() {
+        // Two files at 400 KiB/s and three at 80 (each sampled twice after
+        // its burst sample).
+        let mut t = tracker();
+        let files: Vec<(FileKey, u64)> = (0..5).map(|i| (FileKey { dev: 1, ino: 10 + i }, if i < 2 { 400 } else { 80 })).collect();
         for &(f, kib_s) in &files {
             for k in 0..3u64 {
                 let (start, end) = (k * 4 * M, (k + 1) * 4 * M);

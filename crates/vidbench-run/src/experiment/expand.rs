@@ -731,8 +731,8 @@ impl Checker<'_> {
         // Seconds and rates first: `params()` turns them into durations,
         // which a negative or infinite number would not survive.
         for (name, v) in [("interval_s", section.interval_s), ("waste_after_s", section.waste_after_s)] {
-            if let Some(s) = v.filter(|s| !(s.is_finite() && *s >= 1.0)) {
-                return Err(self.invalid(format!("{k}.{name}"), format!("{s} must be at least 1 second")));
+            if let Some(s) = v.filter(|s| !(s.is_finite() && (1.0..=1e9).contains(s))) {
+                return Err(self.invalid(format!("{k}.{name}"), format!("{s} must be from 1 second to 1e9")));
             }
         }
         if let Some(r) = section.stream_rate_kb.filter(|r| !(r.is_finite() && *r > 0.0)) {
@@ -759,6 +759,9 @@ impl Checker<'_> {
             let key = match name {
                 "min" | "max" | "start" | "step" | "transaction" => format!("{name}_kb"),
                 "ramp-rate" => "ramp_rate_kb".into(),
+                "stream-rate" => "stream_rate_kb".into(),
+                "interval" => "interval_s".into(),
+                "waste-after" => "waste_after_s".into(),
                 other => other.replace('-', "_"),
             };
             return Err(self.invalid(format!("{k}.{key}"), format!("{value} (the daemon's value): {why}")));

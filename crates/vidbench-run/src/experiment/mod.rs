@@ -652,6 +652,8 @@ kind = "wc"
             ("min_kb = 4096, max_kb = 1024", "min_kb <= start_kb <= max_kb"),
             ("interval_s = -5", "adaptive.interval_s"),
             ("interval_s = inf", "adaptive.interval_s"),
+            ("interval_s = 1e20", "adaptive.interval_s"),
+            ("stream_rate_kb = 1e308", "adaptive.stream_rate_kb"),
             ("waste_after_s = nan", "adaptive.waste_after_s"),
             ("deflation = 1", "adaptive.deflation"),
             ("min_kb = 2", "adaptive.min_kb"),
