@@ -247,11 +247,13 @@ impl PrefetchTracker {
                     return;
                 }
                 // A hit causes no read: the whole range was used, and what
-                // the request asked beyond it was cached too.
+                // the request asked beyond it was cached too: a request of
+                // its own (inside another tracked range it moves that
+                // range's mark; elsewhere it is a hit outside the ranges).
                 let range_end = r.end;
                 self.consume(file, i, offset, range_end, now);
                 if end > range_end {
-                    self.untracked_request(file, range_end, end, true, now);
+                    self.record_request(file, range_end, end, end, now);
                 }
                 return;
             }
@@ -560,6 +562,17 @@ mod tests {
         let tally = t.take_tally();
         assert_eq!((tally.used_bytes, tally.untracked_hit_bytes, tally.read_bytes), (M, M, 0));
         assert_eq!(tally.miss_ratio(), Some(0.0));
+        // A hit running from one tracked range into the next (another
+        // viewer's read) moves the next one's mark instead of counting its
+        // bytes a second time as a hit outside the ranges.
+        let mut t = tracker();
+        t.record_read(F, 0, 64 << 10, 0, 4 * M, s(0));
+        t.record_read(F, 4 * M, 4 * M + (64 << 10), 4 * M, 8 * M, s(1));
+        t.record_request(F, 7 * M / 2, 9 * M / 2, 9 * M / 2, s(40));
+        assert_eq!(t.tracked(), 1, "the first range consumed, the second still open");
+        t.sweep(s(10_000));
+        let tally = t.take_tally();
+        assert_eq!((tally.used_bytes, tally.untracked_hit_bytes, tally.wasted_bytes), (9 * M / 2, 0, 7 * M / 2));
     }
 
     #[test]
