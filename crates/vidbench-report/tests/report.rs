@@ -101,6 +101,14 @@ fn stepped_run(root: &Path, name: &str, label: &str, steps: serde_json::Value) -
     run
 }
 
+/// Writes the report of the results in `root` to `root/report.md` and
+/// returns its text.
+fn report_md(root: &Path) -> String {
+    let out = root.join("report.md");
+    vidbench_report::write_report(&Results::load(root).unwrap(), &out).unwrap();
+    std::fs::read_to_string(&out).unwrap()
+}
+
 /// A stepped run under Libception whose steps carry the daemon's prefetch
 /// window and whose samples.csv the size in force: the report's prefetch
 /// table shows each step's figures, and the size-over-time figure is drawn.
@@ -296,9 +304,7 @@ fn lru_windows_in_the_page_cache_table() {
     let older = tempfile::tempdir().unwrap();
     let run = stepped_run(older.path(), "k", "nginx, kernel tuning", serde_json::json!([step(450.0, serde_json::Value::Null, None)]));
     std::fs::write(run.join("DONE"), "").unwrap();
-    let out = older.path().join("report.md");
-    vidbench_report::write_report(&Results::load(older.path()).unwrap(), &out).unwrap();
-    assert!(!std::fs::read_to_string(&out).unwrap().contains("## Page cache"));
+    assert!(!report_md(older.path()).contains("## Page cache"));
 
     // Windows with the cgroup's kernel memory sampled get its column; one
     // without it shows a dash there.
@@ -308,9 +314,7 @@ fn lru_windows_in_the_page_cache_table() {
     let steps = [step(450.0, lru(3.5, 4.5, 5.0), Some(true)), step(1200.0, with_kernel, Some(true))];
     let run = stepped_run(kernel.path(), "k", "nginx, kernel tuning", serde_json::json!(steps));
     std::fs::write(run.join("DONE"), "").unwrap();
-    let out = kernel.path().join("report.md");
-    vidbench_report::write_report(&Results::load(kernel.path()).unwrap(), &out).unwrap();
-    let md = std::fs::read_to_string(&out).unwrap();
+    let md = report_md(kernel.path());
     assert!(md.contains("| refaults % of disk read | kernel MiB |"), "{md}");
     assert!(md.contains("| nginx, kernel tuning | 4.70 | 1200-1290 | 7.00 | 0.88 | 25.00 | 50.00 | 130.00 |"), "{md}");
     assert!(md.contains("| nginx, kernel tuning | 4.70 | 450-540 | 3.50 | 4.50 | 5.00 | 10.00 | - |"), "{md}");
@@ -342,9 +346,7 @@ fn each_window_shows_whether_it_was_steady() {
     std::fs::write(run.join("load/intervals.csv"), intervals).unwrap();
     std::fs::write(run.join("samples.csv"), samples).unwrap();
     std::fs::write(run.join("DONE"), "").unwrap();
-    let out = root.join("report.md");
-    vidbench_report::write_report(&Results::load(root).unwrap(), &out).unwrap();
-    let md = std::fs::read_to_string(&out).unwrap();
+    let md = report_md(root);
     assert!(md.contains("## Steady state over each window"), "{md}");
     assert!(md.contains("| nginx by default | 4.70 | 300-390 | 600 → 630 | 5.00 | 20.00 → 22.00 | 10.00 | 30.00 → 30.00 | 0.00 |"), "{md}");
 
@@ -352,9 +354,7 @@ fn each_window_shows_whether_it_was_steady() {
     let step = serde_json::json!({"index": 0, "spec": {"rate": 4.7}, "window_s": [300.0, 390.0], "failure_percent": 0.0, "throughput_mb_s": 21.0});
     let run = stepped_run(older.path(), "v", "nginx by default", serde_json::json!([step]));
     std::fs::write(run.join("DONE"), "").unwrap();
-    let out = older.path().join("report.md");
-    vidbench_report::write_report(&Results::load(older.path()).unwrap(), &out).unwrap();
-    assert!(!std::fs::read_to_string(&out).unwrap().contains("## Steady state over each window"));
+    assert!(!report_md(older.path()).contains("## Steady state over each window"));
 }
 
 /// Steps that carry the server's CPU seconds over their window: the per-rate
@@ -371,9 +371,7 @@ fn server_cpu_over_each_window() {
     };
     let run = stepped_run(root, "a", "Apache", serde_json::json!([step(2.8, 450.0, Some(45.0)), step(2.9, 600.0, Some(72.0)), step(3.0, 750.0, None)]));
     std::fs::write(run.join("DONE"), "").unwrap();
-    let out = root.join("report.md");
-    vidbench_report::write_report(&Results::load(root).unwrap(), &out).unwrap();
-    let md = std::fs::read_to_string(&out).unwrap();
+    let md = report_md(root);
     assert!(md.contains("| Apache | 2.80 | 1 | 20.00 | 0.00 | 0.00 | 0.00 | 50.00 |"), "{md}");
     assert!(md.contains("| Apache | 2.90 | 1 | 20.00 | 0.00 | 0.00 | 0.00 | 80.00 |"), "{md}");
     assert!(md.contains("| Apache | 3.00 | 1 | 20.00 | 0.00 | 0.00 | 0.00 | - |"), "{md}");
@@ -399,24 +397,19 @@ fn the_machine_beside_each_window() {
     let lines = [snapshot(1185.0, 9 << 20, 9 << 20), snapshot(1200.0, 1 << 20, 4 << 20), snapshot(1215.0, 2 << 20, 3 << 20), snapshot(1230.0, 3 << 20, 4 << 20)];
     std::fs::write(run.join("sockets.jsonl"), lines.join("\n") + "\n{\"t_s\": 124").unwrap();
     std::fs::write(run.join("DONE"), "").unwrap();
-    let out = root.join("report.md");
-    vidbench_report::write_report(&Results::load(root).unwrap(), &out).unwrap();
-    let md = std::fs::read_to_string(&out).unwrap();
+    let md = report_md(root);
     assert!(md.contains("## The machine beside each window"), "{md}");
     assert!(md.contains("| nginx + Libception | 4.87 | 1200-1290 | 1.25 | 0.10 | 0.05 | 0.24 | 2048 / 4096 |"), "{md}");
     assert!(!md.contains("| nginx + Libception | 4.87 | 1320-1410 |"), "a window without the machine's figures has no row: {md}");
     assert!(!md.contains("vidbench built from"), "no build recorded, none reported: {md}");
     std::fs::write(root.join("machine.json"), serde_json::json!({"cpus": 2, "git_commit": "abc", "vidbench_build": "def-dirty"}).to_string()).unwrap();
-    vidbench_report::write_report(&Results::load(root).unwrap(), &out).unwrap();
-    let md = std::fs::read_to_string(&out).unwrap();
+    let md = report_md(root);
     assert!(md.contains("git abc; vidbench built from def-dirty."), "{md}");
 
     let older = tempfile::tempdir().unwrap();
     let run = stepped_run(older.path(), "l", "nginx + Libception", serde_json::json!([step(1200.0, None, None)]));
     std::fs::write(run.join("DONE"), "").unwrap();
-    let out = older.path().join("report.md");
-    vidbench_report::write_report(&Results::load(older.path()).unwrap(), &out).unwrap();
-    assert!(!std::fs::read_to_string(&out).unwrap().contains("## The machine"));
+    assert!(!report_md(older.path()).contains("## The machine"));
 }
 
 /// A stepped run with a disk trace: the trace figures and table take the
@@ -540,9 +533,7 @@ fn the_drive_image_each_run_read() {
         }
         let configs: Vec<_> = setups.iter().map(|(n, _)| serde_json::json!({"name": n})).collect();
         std::fs::write(root.join("experiment.json"), serde_json::json!({"name": "t", "configs": configs}).to_string()).unwrap();
-        let out = root.join("report.md");
-        vidbench_report::write_report(&Results::load(root).unwrap(), &out).unwrap();
-        std::fs::read_to_string(&out).unwrap()
+        report_md(root)
     };
     let md = report(&[("a", image(193.3e9, Some("171f582824e9a78f"))), ("b", image(193.3e9, Some("171f582824e9a78f")))]);
     assert!(md.contains("Drive image (block mode): every run read image `1c23cbbd15805c7c`, library at 193.3-504.8 GB, placement digest `171f582824e9a78f`."), "{md}");

@@ -372,6 +372,8 @@ pub fn sample(epoch: Instant, children: &RunChildren<'_>, port: u16, path: &Path
     let mut out = csv::Writer::from_path(path).with_context(|| format!("cannot create {}", path.display()))?;
     let mut controller = crate::controller_log::ControllerLog::new(&path.with_file_name("controller.csv"));
     let mut k = 0u32;
+    // Samples between two looks at the send buffers.
+    let sockets_every = (SOCKETS_EVERY_S / SAMPLE_INTERVAL_S).round().max(1.0) as u32;
     while !stop.load(Ordering::Relaxed) {
         let at = epoch + Duration::from_secs_f64(SAMPLE_INTERVAL_S) * k;
         let now = Instant::now();
@@ -385,8 +387,7 @@ pub fn sample(epoch: Instant, children: &RunChildren<'_>, port: u16, path: &Path
         }
         out.serialize(row).and_then(|_| out.flush().map_err(Into::into)).with_context(|| format!("cannot write {}", path.display()))?;
         log.lock().unwrap_or_else(|e| e.into_inner()).push(row);
-        let every = (SOCKETS_EVERY_S / SAMPLE_INTERVAL_S).round().max(1.0) as u32;
-        if k > 0 && k.is_multiple_of(every) {
+        if k > 0 && k.is_multiple_of(sockets_every) {
             if let Some(buffers) = crate::setup::send_buffers(port) {
                 let line = serde_json::json!({"t_s": row.t_s, "send_buffer_bytes": buffers}).to_string() + "\n";
                 let file = path.with_file_name("sockets.jsonl");

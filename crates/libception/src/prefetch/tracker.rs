@@ -236,7 +236,7 @@ impl PrefetchTracker {
                 // (planned from the offset's page) counts them, so this one
                 // is used up to that page (counted here too, they were
                 // counted twice: up to a chunk a range).
-                let used_to = r.confirmed.max(offset - offset % PAGE);
+                let used_to = r.confirmed.max(page_floor(offset));
                 self.consume(file, i, offset, used_to, now);
                 return;
             }
@@ -262,7 +262,7 @@ impl PrefetchTracker {
             // request's own bytes from `offset` are counted by the range its
             // miss reads (planned from the offset's page), not here.
             let evicted_from = r.confirmed.max(resident_to.max(offset));
-            let used_to = r.confirmed.max(offset - offset % PAGE);
+            let used_to = r.confirmed.max(page_floor(offset));
             let age = now.saturating_sub(r.read_at);
             self.rate_sample(file, offset - r.start, age, now);
             if evicted_from < r.end {
@@ -282,9 +282,8 @@ impl PrefetchTracker {
             .enumerate()
             .filter(|(_, r)| r.end <= offset && offset - r.end <= (r.end - r.start).max(MIN_FOLLOW_SLACK))
             .max_by_key(|(_, r)| r.end)
-            .map(|(i, _)| i);
-        if let Some(i) = follow {
-            let range_end = self.files[&file][i].end;
+            .map(|(i, r)| (i, r.end));
+        if let Some((i, range_end)) = follow {
             self.consume(file, i, offset, range_end, now);
         }
         self.untracked_request(file, offset, end, resident, now);
@@ -478,6 +477,12 @@ impl PrefetchTracker {
             }
         }
     }
+}
+
+/// The start of the page holding `offset`: where the daemon plans a read
+/// for a request at `offset` (`plan_read`).
+fn page_floor(offset: u64) -> u64 {
+    offset - offset % PAGE
 }
 
 /// The fraction of the size in force a stream of `rate` gets when the

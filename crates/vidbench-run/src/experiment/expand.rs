@@ -728,18 +728,12 @@ impl Checker<'_> {
         if !sizes.contains(&Some(PrefetchSize::Adaptive)) {
             return Err(self.invalid(k, "applies only with prefetch_kb = \"adaptive\""));
         }
-        // Seconds and rates first: `params()` turns them into durations,
+        // Seconds first: `params()` turns them into durations,
         // which a negative or infinite number would not survive.
         for (name, v) in [("interval_s", section.interval_s), ("waste_after_s", section.waste_after_s)] {
             if let Some(s) = v.filter(|s| !(s.is_finite() && (1.0..=1e9).contains(s))) {
                 return Err(self.invalid(format!("{k}.{name}"), format!("{s} must be from 1 second to 1e9")));
             }
-        }
-        if let Some(r) = section.stream_rate_kb.filter(|r| !(r.is_finite() && *r > 0.0)) {
-            return Err(self.invalid(format!("{k}.stream_rate_kb"), format!("{r} must be a positive rate")));
-        }
-        if section.ramp_rate_kb == Some(0) {
-            return Err(self.invalid(format!("{k}.ramp_rate_kb"), "0 would never change the size: at least 1 KiB per second"));
         }
         for (name, v) in [("deflation", section.deflation), ("busy", section.busy), ("evict", section.evict)] {
             if let Some(v) = v.filter(|v| !(v.is_finite() && (0.0..=1.0).contains(v))) {
