@@ -173,7 +173,7 @@ enum Command {
         /// How long the shim keeps waiting while the daemon answers the program's other threads (LIBCEPTION_PATIENCE_MS)
         #[arg(long, value_name = "MS")]
         patience_ms: Option<u64>,
-        /// Where the shim writes its JSON counters at exit in track mode (LIBCEPTION_STATS)
+        /// Where the shim writes its JSON counters at exit, in every mode but off (LIBCEPTION_STATS)
         #[arg(long, value_name = "FILE")]
         stats: Option<PathBuf>,
         /// The program and its arguments

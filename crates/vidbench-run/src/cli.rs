@@ -29,7 +29,8 @@ pub struct Args {
     #[arg(long)]
     pub check: bool,
     /// Run only these configurations (names as `--check` prints them, or the
-    /// `[[config]]` name of a sweep), comma-separated. A resumed run needs the same list.
+    /// `[[config]]` name of a sweep), comma-separated. A --resume may name another
+    /// list: configurations already finished are kept, whether named or not.
     #[arg(long, value_delimiter = ',', value_name = "NAME,...")]
     pub only: Vec<String>,
     /// Check the cgroups a run would use, with stand-in children instead of
