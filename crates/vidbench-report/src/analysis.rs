@@ -113,7 +113,7 @@ pub struct TraceRequest {
 pub fn read_trace(path: &Path) -> anyhow::Result<Vec<TraceRequest>> {
     let text = read_trace_text(path)?;
     let mut lines = text.lines();
-    let header: Vec<&str> = lines.next().context("empty trace")?.split(',').collect();
+    let header: Vec<&str> = lines.next().with_context(|| format!("{}: empty trace (no header line)", path.display()))?.split(',').collect();
     let col = |name: &str| header.iter().position(|h| *h == name).with_context(|| format!("{}: no column {name}", path.display()));
     let cols = [col("arrival_ns")?, col("start_ns")?, col("end_ns")?, col("file_id")?, col("offset")?, col("lba")?, col("bytes")?];
     let outcome = col("outcome")?;

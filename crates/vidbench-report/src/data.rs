@@ -84,18 +84,22 @@ pub struct SendBuffers {
 
 /// The snapshots of a run's `sockets.jsonl` (one JSON object a line: `t_s`
 /// and `send_buffer_bytes` {connections, min, median, max}): (t_s,
-/// connections, median, max); lines that do not parse (a line cut by a
-/// killed run) are left out.
-fn socket_snapshots(run_dir: &Path) -> Vec<(f64, f64, f64, f64)> {
-    let Ok(text) = std::fs::read_to_string(run_dir.join("sockets.jsonl")) else { return Vec::new() };
-    text.lines()
-        .filter_map(|l| {
-            let v: Value = serde_json::from_str(l).ok()?;
-            let b = v.get("send_buffer_bytes")?;
-            let n = |k: &str| b.get(k).and_then(Value::as_f64);
-            Some((v.get("t_s")?.as_f64()?, n("connections")?, n("median")?, n("max")?))
-        })
-        .collect()
+/// connections, median, max); none without the file (runs before it). A
+/// snapshot without send buffers (no connection was open) is left out; a
+/// line that is not such an object is an error naming the file and line.
+fn socket_snapshots(run_dir: &Path) -> anyhow::Result<Vec<(f64, f64, f64, f64)>> {
+    let path = run_dir.join("sockets.jsonl");
+    let Some(text) = complete_lines(&path)? else { return Ok(Vec::new()) };
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let bad = || format!("{}: line {}: not a snapshot of send buffers", path.display(), i + 1);
+        let v: Value = serde_json::from_str(line).with_context(bad)?;
+        let t = v.get("t_s").and_then(Value::as_f64).with_context(bad)?;
+        let Some(b) = v.get("send_buffer_bytes").filter(|b| !b.is_null()) else { continue };
+        let n = |k: &str| b.get(k).and_then(Value::as_f64).with_context(bad);
+        out.push((t, n("connections")?, n("median")?, n("max")?));
+    }
+    Ok(out)
 }
 
 /// The send buffers over `[w0, w1]` from `snapshots`; `None` when none lies there.
@@ -211,7 +215,7 @@ pub struct PrefetchWindow {
 /// The daemon's prefetch size in force over a stepped run, from its
 /// samples.csv: (seconds on the load's clock, bytes); empty when the run
 /// sampled no daemon.
-pub fn prefetch_size_samples(run_dir: &Path) -> Vec<(f64, f64)> {
+pub fn prefetch_size_samples(run_dir: &Path) -> anyhow::Result<Vec<(f64, f64)>> {
     sample_column(run_dir, "prefetch_bytes")
 }
 
@@ -236,13 +240,7 @@ pub struct ControllerInterval {
 /// any other malformed row is an error naming the file and the row.
 pub fn controller_intervals(run_dir: &Path) -> anyhow::Result<Vec<ControllerInterval>> {
     let path = run_dir.join("controller.csv");
-    if !path.exists() {
-        return Ok(Vec::new());
-    }
-    let mut text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
-    if !text.ends_with('\n') {
-        text.truncate(text.rfind('\n').map_or(0, |i| i + 1));
-    }
+    let Some(text) = complete_lines(&path)? else { return Ok(Vec::new()) };
     let mut reader = csv::Reader::from_reader(text.as_bytes());
     let headers = reader.headers().with_context(|| format!("{}: no header", path.display()))?.clone();
     let col = |name: &str| headers.iter().position(|h| h == name).with_context(|| format!("{}: no column {name}", path.display()));
@@ -275,9 +273,9 @@ pub fn controller_intervals(run_dir: &Path) -> anyhow::Result<Vec<ControllerInte
 /// from the load client's `load/intervals.csv` (bytes received per sample
 /// interval): (end of the bin, MB/s), bins with no interval left out; empty
 /// without the file.
-pub fn delivered_mb_s_over_time(run_dir: &Path, bin_s: f64) -> Vec<(f64, f64)> {
+pub fn delivered_mb_s_over_time(run_dir: &Path, bin_s: f64) -> anyhow::Result<Vec<(f64, f64)>> {
     let mut bins: BTreeMap<u64, (f64, f64)> = BTreeMap::new(); // bin -> (bytes, seconds)
-    for [a, b, n] in numeric_columns(&run_dir.join("load").join("intervals.csv"), ["start_s", "end_s", "received_bytes"]) {
+    for [a, b, n] in numeric_columns(&run_dir.join("load").join("intervals.csv"), ["start_s", "end_s", "received_bytes"])? {
         if b <= a {
             continue;
         }
@@ -285,33 +283,55 @@ pub fn delivered_mb_s_over_time(run_dir: &Path, bin_s: f64) -> Vec<(f64, f64)> {
         e.0 += n;
         e.1 += b - a;
     }
-    bins.into_iter().map(|(k, (n, secs))| ((k + 1) as f64 * bin_s, n / secs / 1e6)).collect()
+    Ok(bins.into_iter().map(|(k, (n, secs))| ((k + 1) as f64 * bin_s, n / secs / 1e6)).collect())
 }
 
-/// The rows of a CSV file whose `columns` all hold numbers, those values in
-/// that order; empty without the file or one of the columns (an older run).
-fn numeric_columns<const N: usize>(path: &Path, columns: [&str; N]) -> Vec<[f64; N]> {
-    let Ok(mut reader) = csv::Reader::from_path(path) else { return Vec::new() };
-    let Ok(headers) = reader.headers().cloned() else { return Vec::new() };
-    let Some(at) = columns.iter().map(|c| headers.iter().position(|h| h == *c)).collect::<Option<Vec<usize>>>() else { return Vec::new() };
-    reader
-        .records()
-        .flatten()
-        .filter_map(|r| {
-            let mut row = [0.0; N];
-            for (v, &i) in row.iter_mut().zip(&at) {
-                *v = r.get(i)?.parse().ok()?;
+/// The text of a file a run appends to line by line, without a last line
+/// that has no newline (cut by a killed run); `None` when there is no such
+/// file (an older run, or one that had nothing to write there).
+fn complete_lines(path: &Path) -> anyhow::Result<Option<String>> {
+    let mut text = match std::fs::read_to_string(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        r => r.with_context(|| format!("cannot read {}", path.display()))?,
+    };
+    if !text.ends_with('\n') {
+        text.truncate(text.rfind('\n').map_or(0, |i| i + 1));
+    }
+    Ok(Some(text))
+}
+
+/// The rows of a CSV file that have a value in every one of `columns`, those
+/// values in that order; empty without the file or one of the columns (an
+/// older run). An empty cell means no value that row (the sampler had
+/// nothing to read); a row of the wrong length or a cell that is not a
+/// number is an error naming the file, row and column, so that a damaged
+/// file never quietly thins a figure.
+fn numeric_columns<const N: usize>(path: &Path, columns: [&str; N]) -> anyhow::Result<Vec<[f64; N]>> {
+    let Some(text) = complete_lines(path)? else { return Ok(Vec::new()) };
+    let mut reader = csv::Reader::from_reader(text.as_bytes());
+    let headers = reader.headers().with_context(|| format!("{}: no header", path.display()))?.clone();
+    let Some(at) = columns.iter().map(|c| headers.iter().position(|h| h == *c)).collect::<Option<Vec<usize>>>() else { return Ok(Vec::new()) };
+    let mut rows = Vec::new();
+    'rows: for (i, record) in reader.records().enumerate() {
+        let row = i + 2;
+        let record = record.with_context(|| format!("{}: row {row}", path.display()))?;
+        let mut values = [0.0; N];
+        for (v, (&c, name)) in values.iter_mut().zip(at.iter().zip(columns)) {
+            match record.get(c) {
+                None | Some("") => continue 'rows,
+                Some(cell) => *v = cell.parse().with_context(|| format!("{}: row {row}: {name} is not a number: {cell:?}", path.display()))?,
             }
-            Some(row)
-        })
-        .collect()
+        }
+        rows.push(values);
+    }
+    Ok(rows)
 }
 
 /// One column of a stepped run's samples.csv against the load's clock:
 /// (t_s, value) for the rows that have a value; empty without the file or
 /// the column.
-fn sample_column(run_dir: &Path, column: &str) -> Vec<(f64, f64)> {
-    numeric_columns(&run_dir.join("samples.csv"), ["t_s", column]).into_iter().map(|[t, v]| (t, v)).collect()
+fn sample_column(run_dir: &Path, column: &str) -> anyhow::Result<Vec<(f64, f64)>> {
+    Ok(numeric_columns(&run_dir.join("samples.csv"), ["t_s", column])?.into_iter().map(|[t, v]| (t, v)).collect())
 }
 
 /// The drive's clock (seconds since its mount, the trace's clock) at the
@@ -319,13 +339,13 @@ fn sample_column(run_dir: &Path, column: &str) -> Vec<(f64, f64)> {
 /// median of the differences, immune to a late sample), else the drive's
 /// `uptime_s` read just before the load started (`disk-before.json`; a few
 /// milliseconds early).
-fn trace_offset_s(run_dir: &Path, disk_before: Option<&Value>) -> Option<f64> {
-    let mut d: Vec<f64> = sample_column(run_dir, "disk_uptime_s").into_iter().map(|(t, up)| up - t).collect();
+fn trace_offset_s(run_dir: &Path, disk_before: Option<&Value>) -> anyhow::Result<Option<f64>> {
+    let mut d: Vec<f64> = sample_column(run_dir, "disk_uptime_s")?.into_iter().map(|(t, up)| up - t).collect();
     if !d.is_empty() {
         d.sort_by(f64::total_cmp);
-        return Some(d[d.len() / 2]);
+        return Ok(Some(d[d.len() / 2]));
     }
-    disk_before?.get("uptime_s")?.as_f64()
+    Ok(disk_before.and_then(|b| b.get("uptime_s")?.as_f64()))
 }
 
 /// What the disk did during the load (after minus before).
@@ -396,6 +416,17 @@ fn read_json(path: &Path) -> anyhow::Result<Value> {
     serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))
 }
 
+/// A run file that older runs, or runs of another kind, do not have: `None`
+/// only when it does not exist. One that is there but cannot be read or is
+/// not JSON is an error naming it: a damaged file must not turn a run into
+/// one without it (a stepped run read as a classic one, say).
+fn read_optional_json(path: &Path) -> anyhow::Result<Option<Value>> {
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        _ => read_json(path).map(Some),
+    }
+}
+
 /// Uptime, reads, joined reads, bytes and busy seconds of a snapshot.
 fn counters(v: &Value) -> Option<[f64; 5]> {
     let c = v.get("total")?.get("counters")?;
@@ -423,11 +454,11 @@ fn load_run(dir: &Path) -> anyhow::Result<Vec<Run>> {
     let config = config_json.get("name").and_then(Value::as_str).context("run.json has no config.name")?.to_string();
     let kind = config_json.get("kind").and_then(Value::as_str).unwrap_or("server").to_string();
     let outcome = result.get("outcome").context("result.json has no outcome")?;
-    let summary = read_json(&dir.join("load/summary.json")).ok();
-    let resources = read_json(&dir.join("resources.json")).ok();
-    let disk_before = read_json(&dir.join("disk-before.json")).ok();
-    let disk = match (&disk_before, read_json(&dir.join("disk-after.json"))) {
-        (Some(b), Ok(a)) => disk_delta(b, &a),
+    let summary = read_optional_json(&dir.join("load/summary.json"))?;
+    let resources = read_optional_json(&dir.join("resources.json"))?;
+    let disk_before = read_optional_json(&dir.join("disk-before.json"))?;
+    let disk = match (&disk_before, read_optional_json(&dir.join("disk-after.json"))?) {
+        (Some(b), Some(a)) => disk_delta(b, &a),
         _ => None,
     };
     let res = |k: &str| resources.as_ref().and_then(|r| r.get(k)).and_then(Value::as_f64);
@@ -450,9 +481,9 @@ fn load_run(dir: &Path) -> anyhow::Result<Vec<Run>> {
         daemon_cpu_s: res("daemon_cpu_s"),
         load_wall_s: res("load_wall_s"),
         trace: [TRACE_FILE, TRACE_WINDOW_FILE].iter().map(|f| dir.join(f)).find(|p| p.is_file()),
-        trace_offset_s: trace_offset_s(dir, disk_before.as_ref()),
+        trace_offset_s: trace_offset_s(dir, disk_before.as_ref())?,
         shim_stats,
-        setup: read_json(&dir.join("setup.json")).unwrap_or(Value::Null),
+        setup: read_optional_json(&dir.join("setup.json"))?.unwrap_or(Value::Null),
         window_s: None,
         prefetch: None,
         lru: None,
@@ -462,9 +493,9 @@ fn load_run(dir: &Path) -> anyhow::Result<Vec<Run>> {
         drift: None,
         send_buffers: None,
     };
-    match read_json(&dir.join("steps.json")) {
-        Ok(steps) => expand_steps(base, &steps).with_context(|| format!("{} is not a list of steps", dir.join("steps.json").display())),
-        Err(_) => Ok(vec![base]),
+    match read_optional_json(&dir.join("steps.json"))? {
+        Some(steps) => expand_steps(base, &steps).with_context(|| format!("{} is not a list of steps", dir.join("steps.json").display())),
+        None => Ok(vec![base]),
     }
 }
 
@@ -476,16 +507,21 @@ fn load_run(dir: &Path) -> anyhow::Result<Vec<Run>> {
 /// window's samples.
 fn expand_steps(base: Run, steps: &Value) -> anyhow::Result<Vec<Run>> {
     let mut runs: Vec<Run> = Vec::new();
-    let delivered: ByteIntervals = numeric_columns(&base.dir.join("load").join("intervals.csv"), ["start_s", "end_s", "received_bytes"]);
+    let delivered: ByteIntervals = numeric_columns(&base.dir.join("load").join("intervals.csv"), ["start_s", "end_s", "received_bytes"])?;
     // The drive's counter is cumulative: each sample's increase over the previous one.
-    let sockets = socket_snapshots(&base.dir);
+    let sockets = socket_snapshots(&base.dir)?;
     // (A counter that went back, or a value that is not finite, gives no interval.)
-    let disk_read: ByteIntervals = sample_column(&base.dir, "disk_bytes")
+    let disk_read: ByteIntervals = sample_column(&base.dir, "disk_bytes")?
         .windows(2)
         .filter(|w| w[1].1.is_finite() && w[0].1.is_finite() && w[1].1 >= w[0].1)
         .map(|w| [w[0].0, w[1].0, w[1].1 - w[0].1])
         .collect();
-    for step in steps.as_array().context("not an array")? {
+    let steps = steps.as_array().context("not an array")?;
+    if steps.is_empty() {
+        // The driver writes the file after a step's window, never empty.
+        anyhow::bail!("it holds no step");
+    }
+    for step in steps {
         let f = |path: &[&str]| path.iter().try_fold(step, |v, k| v.get(*k)).and_then(Value::as_f64);
         let rate = f(&["spec", "rate"]).context("a step has no spec.rate")?;
         let window = step.get("window_s").and_then(Value::as_array).context("a step has no window_s")?;
@@ -532,7 +568,10 @@ impl Results {
     pub fn load(dir: &Path) -> anyhow::Result<Results> {
         let experiment = read_json(&dir.join("experiment.json"))
             .with_context(|| format!("{} does not look like a results directory of vidbench run", dir.display()))?;
-        let machine = read_json(&dir.join("machine.json")).unwrap_or(Value::Null);
+        if !experiment.is_object() {
+            anyhow::bail!("{} is not an experiment (a JSON object)", dir.join("experiment.json").display());
+        }
+        let machine = read_optional_json(&dir.join("machine.json"))?.unwrap_or(Value::Null);
         let order: Vec<String> = experiment
             .get("configs")
             .and_then(Value::as_array)

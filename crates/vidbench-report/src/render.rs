@@ -827,7 +827,7 @@ fn prefetch_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()>
     for (c, runs) in &with {
         let style = configs.iter().position(|x| x == *c).unwrap_or(0);
         for (dir, part) in run_dirs(runs) {
-            let points: Vec<(f64, f64)> = crate::data::prefetch_size_samples(dir).into_iter().map(|(t, b)| (t, mib(b))).collect();
+            let points: Vec<(f64, f64)> = crate::data::prefetch_size_samples(dir)?.into_iter().map(|(t, b)| (t, mib(b))).collect();
             if points.len() > 1 {
                 let name = match part {
                     None => ctx.results.label(c),
@@ -880,7 +880,7 @@ fn controller_figures(ctx: &mut Ctx<'_>, configs: &[String], with: &[(&String, V
             // Bins as long as the controller's intervals (their median spacing).
             gaps.sort_by(f64::total_cmp);
             let bin_s = gaps.get(gaps.len() / 2).copied().unwrap_or(60.0).max(5.0);
-            right.insert(0, Series::line(format!("delivered MB/s ({bin_s:.0} s means)"), style, crate::data::delivered_mb_s_over_time(dir, bin_s)));
+            right.insert(0, Series::line(format!("delivered MB/s ({bin_s:.0} s means)"), style, crate::data::delivered_mb_s_over_time(dir, bin_s)?));
             left.retain(|s| !s.points.is_empty());
             right.retain(|s| !s.points.is_empty());
             let x_label = "time since the load started (s)";

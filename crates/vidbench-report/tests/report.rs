@@ -199,7 +199,7 @@ fn the_adaptive_controller_over_time() {
     std::fs::write(run.join("load/intervals.csv"), intervals).unwrap();
     std::fs::write(run.join("DONE"), "").unwrap();
 
-    let bins = vidbench_report::delivered_mb_s_over_time(&run, 60.0);
+    let bins = vidbench_report::delivered_mb_s_over_time(&run, 60.0).unwrap();
     assert_eq!(bins, vec![(60.0, 25.0), (120.0, 25.0), (180.0, 25.0), (240.0, 30.0), (300.0, 30.0), (360.0, 30.0)]);
     let got = vidbench_report::controller_intervals(&run).unwrap();
     assert_eq!(got.len(), 6);
@@ -544,4 +544,57 @@ fn the_drive_image_each_run_read() {
     std::fs::remove_dir_all(root.join("runs")).unwrap();
     let md = report(&[("a", serde_json::json!({"disk": {"mode": "fuse"}}))]);
     assert!(!md.contains("Drive image"), "{md}");
+}
+
+/// A damaged run file is an error that names it, never a report that quietly
+/// reads the run another way: a cut steps.json used to turn a stepped run
+/// into a classic one (whole-run disk figures beside windowed ones), an
+/// empty one dropped the configuration, and a bad CSV cell thinned a figure.
+#[test]
+fn damaged_run_files_are_named_not_skipped() {
+    let step = serde_json::json!({"index": 0, "spec": {"rate": 4.2}, "window_s": [600.0, 690.0], "failure_percent": 0.0, "throughput_mb_s": 30.0});
+    let fresh = || {
+        let dir = tempfile::tempdir().unwrap();
+        let run = stepped_run(dir.path(), "v", "nginx", serde_json::json!([step.clone()]));
+        std::fs::write(run.join("DONE"), "").unwrap();
+        (dir, run)
+    };
+    let fails_naming = |root: &Path, file: &str, what: &str| {
+        let err = format!("{:#}", Results::load(root).map(|_| ()).unwrap_err());
+        assert!(err.contains(file) && err.contains(what), "expected {file} and {what:?} in: {err}");
+    };
+
+    let (dir, _) = fresh();
+    report_md(dir.path()); // the intact run reports
+    let (dir, run) = fresh();
+    let text = std::fs::read_to_string(run.join("steps.json")).unwrap();
+    std::fs::write(run.join("steps.json"), &text[..text.len() / 2]).unwrap();
+    fails_naming(dir.path(), "steps.json", "not valid JSON");
+    let (dir, run) = fresh();
+    std::fs::write(run.join("steps.json"), "[]").unwrap();
+    fails_naming(dir.path(), "steps.json", "no step");
+    let (dir, run) = fresh();
+    std::fs::write(run.join("resources.json"), "{\"server_cpu_s\": ").unwrap();
+    fails_naming(dir.path(), "resources.json", "not valid JSON");
+    let (dir, run) = fresh();
+    std::fs::create_dir_all(run.join("load")).unwrap();
+    std::fs::write(run.join("load/intervals.csv"), "start_s,end_s,received_bytes\n600,605,1000\n605,610,1O00\n").unwrap();
+    fails_naming(dir.path(), "intervals.csv", "row 3: received_bytes is not a number");
+    let (dir, run) = fresh();
+    std::fs::write(run.join("samples.csv"), "t_s,disk_bytes\n600,1\n605,2,3\n").unwrap();
+    fails_naming(dir.path(), "samples.csv", "row 3");
+    let (dir, run) = fresh();
+    std::fs::write(run.join("sockets.jsonl"), "{\"t_s\": 600, \"send_buffer_bytes\": null}\ngarbage\n{\"t_s\": 615}\n").unwrap();
+    fails_naming(dir.path(), "sockets.jsonl", "line 2");
+    let (dir, _) = fresh();
+    std::fs::write(dir.path().join("experiment.json"), "null").unwrap();
+    fails_naming(dir.path(), "experiment.json", "not an experiment");
+
+    // What a killed run leaves is not damage: a last line without its
+    // newline is left out, and empty cells are rows without that value.
+    let (dir, run) = fresh();
+    std::fs::write(run.join("samples.csv"), "t_s,disk_bytes,prefetch_bytes\n600,1,\n605,2,\n61").unwrap();
+    std::fs::create_dir_all(run.join("load")).unwrap();
+    std::fs::write(run.join("load/intervals.csv"), "start_s,end_s,received_bytes\n600,605,1000\n605,6").unwrap();
+    report_md(dir.path());
 }
