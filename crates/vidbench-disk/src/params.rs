@@ -233,8 +233,8 @@ pub fn presets() -> Vec<Preset> {
 pub enum ParamsError {
     #[error("unknown drive preset {name:?}; the presets are: {known} (see `vidbench disk presets`)")]
     UnknownPreset { name: String, known: String },
-    #[error("cannot read drive config {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    #[error("cannot read drive config {path}: {error}")]
+    Io { path: PathBuf, error: std::io::Error },
     #[error("drive config {path} is not valid: {message}")]
     Toml { path: PathBuf, message: String },
     #[error("drive parameter {field} = {value}: {why}")]
@@ -261,7 +261,7 @@ pub struct DriveFile {
 impl DriveFile {
     pub fn load(path: &Path) -> Result<DriveFile, ParamsError> {
         let text = std::fs::read_to_string(path)
-            .map_err(|source| ParamsError::Io { path: path.to_owned(), source })?;
+            .map_err(|error| ParamsError::Io { path: path.to_owned(), error })?;
         toml::from_str(&text).map_err(|e| ParamsError::Toml { path: path.to_owned(), message: e.to_string() })
     }
 

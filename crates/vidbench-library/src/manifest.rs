@@ -64,8 +64,8 @@ impl Video {
 /// Why a manifest could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum LibraryError {
-    #[error("cannot read library manifest {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    #[error("cannot read library manifest {path}: {error}")]
+    Io { path: PathBuf, error: std::io::Error },
     #[error("library manifest {path} is not valid JSON for a library (line {line}, column {column}): {message}")]
     Parse { path: PathBuf, line: usize, column: usize, message: String },
     #[error("library manifest {path}: {message}")]
@@ -76,7 +76,7 @@ impl Library {
     /// Reads and validates a manifest.
     pub fn load(path: &Path) -> Result<Library, LibraryError> {
         let text = std::fs::read_to_string(path)
-            .map_err(|source| LibraryError::Io { path: path.to_owned(), source })?;
+            .map_err(|error| LibraryError::Io { path: path.to_owned(), error })?;
         let library: Library = serde_json::from_str(&text).map_err(|e| LibraryError::Parse {
             path: path.to_owned(),
             line: e.line(),
@@ -91,7 +91,7 @@ impl Library {
 
     /// Writes the manifest as pretty JSON, atomically (temp file + rename).
     pub fn save(&self, path: &Path) -> Result<(), LibraryError> {
-        let io = |source| LibraryError::Io { path: path.to_owned(), source };
+        let io = |error| LibraryError::Io { path: path.to_owned(), error };
         let text = serde_json::to_string_pretty(self).expect("a library always serializes");
         let tmp = path.with_extension("json.tmp");
         std::fs::write(&tmp, text).map_err(io)?;

@@ -37,8 +37,8 @@ pub const DEFAULT_TIMEOUT_S: f64 = 10.0;
 /// Why a session file or warming list could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionIoError {
-    #[error("cannot {action} {path}: {source}")]
-    Io { action: &'static str, path: PathBuf, source: std::io::Error },
+    #[error("cannot {action} {path}: {error}")]
+    Io { action: &'static str, path: PathBuf, error: std::io::Error },
     #[error("{path}:{line}: {message}")]
     Malformed { path: PathBuf, line: usize, message: String },
     #[error("{path}: {message}")]
@@ -84,7 +84,7 @@ pub fn read_sessions(path: &Path) -> Result<Vec<Session>, SessionIoError> {
 
 /// Writes sessions to `path` in `format`, through a buffered writer.
 pub fn write_sessions(path: &Path, format: SessionFormat, sessions: &[Session]) -> Result<(), SessionIoError> {
-    let io = |source| SessionIoError::Io { action: "write", path: path.to_owned(), source };
+    let io = |error| SessionIoError::Io { action: "write", path: path.to_owned(), error };
     let file = std::fs::File::create(path).map_err(io)?;
     let mut out = BufWriter::new(file);
     match format {
@@ -96,7 +96,7 @@ pub fn write_sessions(path: &Path, format: SessionFormat, sessions: &[Session]) 
 }
 
 fn read_text(path: &Path) -> Result<String, SessionIoError> {
-    std::fs::read_to_string(path).map_err(|source| SessionIoError::Io { action: "read", path: path.to_owned(), source })
+    std::fs::read_to_string(path).map_err(|error| SessionIoError::Io { action: "read", path: path.to_owned(), error })
 }
 
 // ---------------------------------------------------------------- JSON lines
@@ -472,7 +472,7 @@ pub struct WarmRange {
 
 /// Writes a warming list: a comment header, then `PATH FIRST-LAST` lines.
 pub fn write_warm_list(path: &Path, header: &str, ranges: &[WarmRange]) -> Result<(), SessionIoError> {
-    let io = |source| SessionIoError::Io { action: "write", path: path.to_owned(), source };
+    let io = |error| SessionIoError::Io { action: "write", path: path.to_owned(), error };
     let mut out = BufWriter::new(std::fs::File::create(path).map_err(io)?);
     let mut write = || -> std::io::Result<()> {
         for line in header.lines() {

@@ -28,8 +28,8 @@ use toml::Table;
 /// A file of the chain that cannot be read or parsed.
 #[derive(Debug, thiserror::Error)]
 pub enum ExtendsError {
-    #[error("cannot read {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    #[error("cannot read {path}, which `extends` in {by} names: {error}")]
+    Io { path: PathBuf, by: PathBuf, error: std::io::Error },
     #[error("{path}: {message}")]
     Parse { path: PathBuf, message: String },
 }
@@ -103,7 +103,7 @@ pub fn resolve(text: &str, path: &Path) -> Result<Resolved, ExtendsError> {
         if chain.len() >= MAX_DEPTH {
             return Err(parse_error(format!("`{KEY}` chains more than {MAX_DEPTH} files ({})", chain_text(&chain, &base_path))));
         }
-        let base_text = std::fs::read_to_string(&base_path).map_err(|source| ExtendsError::Io { path: base_path.clone(), source })?;
+        let base_text = std::fs::read_to_string(&base_path).map_err(|error| ExtendsError::Io { path: base_path.clone(), by: current.clone(), error })?;
         let mut base = parse(&base_text, &base_path)?;
         // A key of the base's own base comes through `base` on the next turn.
         for (k, v) in std::mem::take(&mut table) {

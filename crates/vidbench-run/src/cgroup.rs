@@ -83,18 +83,18 @@ pub enum CgroupError {
     NotACgroup(PathBuf),
     #[error("the memory controller is not available at {root} (cgroup v2: its cgroup.controllers lists: {controllers}): {why}")]
     NoMemory { root: PathBuf, controllers: String, why: String },
-    #[error("cannot enable the memory controller for the children of {dir} (writing `+memory` to its cgroup.subtree_control failed: {source}): {why}")]
-    Enable { dir: PathBuf, source: io::Error, why: String },
+    #[error("cannot enable the memory controller for the children of {dir} (writing `+memory` to its cgroup.subtree_control failed: {error}): {why}")]
+    Enable { dir: PathBuf, error: io::Error, why: String },
     #[error("cannot parse {file} line {line} `{text}`: expected {expected}; it is not what a cgroup file of this kind holds")]
     Parse { file: PathBuf, line: usize, text: String, expected: &'static str },
-    #[error("cannot {what} {path}: {source}")]
-    Io { what: &'static str, path: PathBuf, source: io::Error },
+    #[error("cannot {what} {path}: {error}")]
+    Io { what: &'static str, path: PathBuf, error: io::Error },
     #[error("cgroup {0} already exists (another run is using it?): remove it (rmdir) if no run is")]
     Exists(PathBuf),
 }
 
 fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> CgroupError + 'a {
-    move |source| CgroupError::Io { what, path: path.to_path_buf(), source }
+    move |error| CgroupError::Io { what, path: path.to_path_buf(), error }
 }
 
 fn read(path: &Path) -> Result<String, CgroupError> {
@@ -254,7 +254,7 @@ impl Hierarchy {
                 ),
                 _ => format!("enable it by hand (`echo +memory > {}`) and run again", file.display()),
             };
-            CgroupError::Enable { dir: self.root.clone(), source, why }
+            CgroupError::Enable { dir: self.root.clone(), error: source, why }
         })
     }
 }

@@ -132,8 +132,8 @@ struct Header {
 /// Why an image could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
-    #[error("cannot read image cache {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    #[error("cannot read image cache {path}: {error}")]
+    Io { path: PathBuf, error: std::io::Error },
     #[error("image cache {path} is corrupt ({reason}); delete it or mount with --rebuild-image")]
     Corrupt { path: PathBuf, reason: String },
     #[error("image cache {path} was built for another drive image ({field}: the cache has {found}, this mount needs {wanted}); delete it or mount with --rebuild-image")]
@@ -302,7 +302,7 @@ impl Image {
     }
 
     fn load_checked(path: &Path, want: &ImageKey, any_version: bool) -> Result<Image, ImageError> {
-        let file = std::fs::File::open(path).map_err(|source| ImageError::Io { path: path.to_owned(), source })?;
+        let file = std::fs::File::open(path).map_err(|error| ImageError::Io { path: path.to_owned(), error })?;
         let corrupt = |reason: String| ImageError::Corrupt { path: path.to_owned(), reason };
         let mut z = GzDecoder::new(std::io::BufReader::with_capacity(1 << 20, file));
         let io = |e: std::io::Error| corrupt(format!("reading: {e}"));

@@ -101,7 +101,7 @@ fn obtain_image(args: &MountArgs, library: &Library, key: &ImageKey, guard: &mut
         let started = Instant::now();
         let image = Image::load_any_version(path, key).map_err(|e| match e {
             ImageError::Mismatch { field, found, wanted, .. } => anyhow::anyhow!("--image {} is not an image of this mount's drive ({field}: the file has {found}, this mount needs {wanted})", path.display()),
-            ImageError::Io { source, .. } => anyhow::anyhow!("--image {}: {source}", path.display()),
+            ImageError::Io { error, .. } => anyhow::anyhow!("--image {}: {error}", path.display()),
             e => anyhow::Error::from(e),
         })?;
         let older = if image.key.builder_version == key.builder_version { String::new() } else { format!(" (builder version {}, this build makes {})", image.key.builder_version, key.builder_version) };
