@@ -10,6 +10,14 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use vidbench_library::Library;
 
+/// The longest time a setting or a session file may give (a timeout, a
+/// pace, a duration): 30 days. Longer is a typo, and far longer would
+/// overflow the clock's arithmetic.
+pub(crate) const MAX_SECONDS: f64 = 30.0 * 86400.0;
+
+/// The lowest session rate taken: one every 1,000 s on average.
+pub(crate) const MIN_RATE: f64 = 1e-3;
+
 /// When the load client stops starting new sessions. Sessions already started
 /// always run to their end (each request has a deadline, so that is bounded).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
@@ -111,23 +119,23 @@ impl LoadConfig {
 
     pub(crate) fn check(&self) -> Result<(), LoadError> {
         let bad = |m: String| Err(LoadError::InvalidConfig(m));
-        if !(self.rate.is_finite() && self.rate > 0.0) {
-            return bad(format!("the session rate must be a positive number of sessions/s, not {}", self.rate));
+        if !(self.rate.is_finite() && self.rate >= MIN_RATE) {
+            return bad(format!("the session rate must be a number of sessions/s of at least {MIN_RATE}, not {}", self.rate));
         }
         match self.stop {
-            Stop::Duration(d) if !(d.is_finite() && d > 0.0) => {
-                return bad(format!("the duration must be a positive number of seconds, not {d}"))
+            Stop::Duration(d) if !(d.is_finite() && d > 0.0 && d <= MAX_SECONDS) => {
+                return bad(format!("the duration must be a positive number of seconds up to {MAX_SECONDS} (30 days), not {d}"))
             }
             Stop::Sessions(0) => return bad("the session count must be at least 1".into()),
             _ => {}
         }
         if let Some(t) = self.timeout_override {
-            if !(t.is_finite() && t > 0.0) {
-                return bad(format!("the timeout must be a positive number of seconds, not {t}"));
+            if !(t.is_finite() && t > 0.0 && t <= MAX_SECONDS) {
+                return bad(format!("the timeout must be a positive number of seconds up to {MAX_SECONDS}, not {t}"));
             }
         }
-        if !(self.interval_s.is_finite() && self.interval_s >= 0.1) {
-            return bad(format!("the sample interval must be at least 0.1 s, not {}", self.interval_s));
+        if !(self.interval_s.is_finite() && (0.1..=MAX_SECONDS).contains(&self.interval_s)) {
+            return bad(format!("the sample interval must be from 0.1 s to {MAX_SECONDS} s, not {}", self.interval_s));
         }
         if let ReceiveBuffer::Bytes(b) = self.receive_buffer {
             if b < 1024 {

@@ -10,7 +10,7 @@
 
 use crate::arrivals::PoissonArrivals;
 use crate::client::{play_session, wait_until, Origin, Shared, SCRATCH_BYTES};
-use crate::config::{LoadConfig, LoadError, Server, Stop};
+use crate::config::{LoadConfig, LoadError, Server, Stop, MAX_SECONDS};
 use crate::records::Collector;
 use crate::population::{in_progress, plan_match, Durations, Stationary};
 use crate::steps::{Matched, StepCounters, StepPlan, StepSpec};
@@ -503,13 +503,13 @@ fn prepare(sessions: &[Session], verify: Option<&Library>, timeout_overridden: b
                     return Err(bad(i, format!("range {a}-{b} is empty")));
                 }
             }
-            let usable_timeout = timeout_overridden || (r.timeout_s.is_finite() && r.timeout_s > 0.0);
+            let usable_timeout = timeout_overridden || (r.timeout_s.is_finite() && r.timeout_s > 0.0 && r.timeout_s <= MAX_SECONDS);
             if !usable_timeout {
-                return Err(bad(i, format!("timeout_s {} is not a positive number of seconds", r.timeout_s)));
+                return Err(bad(i, format!("timeout_s {} is not a positive number of seconds up to {MAX_SECONDS} (30 days)", r.timeout_s)));
             }
             if let Some(p) = r.pace_s {
-                if !(p.is_finite() && p >= 0.0) {
-                    return Err(bad(i, format!("pace_s {p} is not a non-negative number of seconds")));
+                if !(0.0..=MAX_SECONDS).contains(&p) {
+                    return Err(bad(i, format!("pace_s {p} is not a non-negative number of seconds up to {MAX_SECONDS} (30 days)")));
                 }
             }
             let id = match verify {

@@ -390,6 +390,21 @@ fn bad_input_is_a_clear_error() {
     let e = err("http://127.0.0.1:1", bad_path);
     assert!(e.to_string().contains("session 3, request 1"), "{e}");
     assert!(matches!(err("http://127.0.0.1:1", vec![]), LoadError::NoSessions));
+    // Times past any run's length are refused before anything is played:
+    // they used to reach a panicking Duration conversion inside a session,
+    // which left the run waiting for it forever.
+    for (r, what) in [(req("/f", None, None, 1e300), "timeout_s"), (req("/f", None, Some(1e300), 5.0), "pace_s")] {
+        let e = err("http://127.0.0.1:1", vec![session(4, Phase::Measure, 0, 0, vec![req("/f", None, None, 5.0), r])]);
+        assert!(e.to_string().contains("session 4, request 1") && e.to_string().contains(what), "{e}");
+    }
+    for rate in [1e-20, f64::NAN] {
+        let e = play(LoadConfig::new("http://127.0.0.1:1", rate, dir.path().join("x")), one.clone(), &mut |_| {}).unwrap_err();
+        assert!(matches!(e, LoadError::InvalidConfig(_)) && e.to_string().contains("session rate"), "{e}");
+    }
+    let mut long = LoadConfig::new("http://127.0.0.1:1", 1.0, dir.path().join("x"));
+    long.timeout_override = Some(1e300);
+    let e = play(long, one.clone(), &mut |_| {}).unwrap_err();
+    assert!(e.to_string().contains("timeout"), "{e}");
     // Results already in the directory are never overwritten.
     let server = TestServer::start();
     std::fs::create_dir_all(dir.path().join("y")).unwrap();

@@ -78,7 +78,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         eprintln!("vidbench run: using FUSE mode: block mode is not available here ({why})");
     }
     if args.check {
-        return Ok(unless_reader_left(print_plan(&exp, &mut std::io::stdout().lock()))?);
+        unless_reader_left(print_plan(&exp, &mut std::io::stdout().lock()))?;
+        driver::preflight(&exp)?;
+        return Ok(());
     }
     let out = args.out.expect("clap requires it");
     cgroup::available().map_err(anyhow::Error::msg)?;

@@ -268,13 +268,45 @@ fn server_binary(exp: &Experiment, p: &Programs, c: &Config, kind: crate::experi
     })
 }
 
+/// What an experiment needs from the machine and the files it names, checked
+/// before anything is set up (and by `vidbench run --check`): the programs,
+/// the memory, the drive preset, the workload, and the results that
+/// `relative_to` reads from another record. Returns the programs and the
+/// text of /proc/meminfo, which a run goes on to use.
+pub fn preflight(exp: &Experiment) -> anyhow::Result<(Programs, String)> {
+    let programs = Programs::find(exp)?;
+    check_programs(exp, &programs)?;
+    let meminfo = std::fs::read_to_string("/proc/meminfo").context("cannot read /proc/meminfo")?;
+    check_memory(exp, &meminfo)?;
+    vidbench_disk::preset(&exp.disk.preset).with_context(|| format!("{}: disk.preset", exp.source.display()))?;
+    match &exp.workload {
+        WorkloadSource::Spec(spec) => {
+            let out = Command::new(&programs.vidbench).args(["workload", "check"]).arg(spec).output().context("cannot run vidbench workload check")?;
+            if !out.status.success() {
+                bail!("{}: workload.spec: {}", exp.source.display(), String::from_utf8_lossy(&out.stderr).trim().trim_start_matches("vidbench: "));
+            }
+        }
+        WorkloadSource::Dir(dir) => {
+            for f in ["library.json", "sessions.jsonl"] {
+                if !dir.join(f).is_file() {
+                    bail!("{}: workload.dir: {} has no {f} (generate it with `vidbench workload gen`)", exp.source.display(), dir.display());
+                }
+            }
+        }
+    }
+    for c in &exp.configs {
+        // A relative_to of this experiment's own results is read once its search has run.
+        if let RatePlan::Fixed { relative_to: Some(r @ RelativeTo { results: Some(_), .. }), .. } = &c.rates {
+            r.max_rate(Path::new("")).with_context(|| format!("configuration `{}`", c.name))?;
+        }
+    }
+    Ok((programs, meminfo))
+}
+
 impl Driver {
     /// Prepares the results directory and the workload.
     pub fn new(exp: Experiment, out: &Path, resume: bool) -> anyhow::Result<Driver> {
-        let programs = Programs::find(&exp)?;
-        check_programs(&exp, &programs)?;
-        let meminfo = std::fs::read_to_string("/proc/meminfo").context("cannot read /proc/meminfo")?;
-        check_memory(&exp, &meminfo)?;
+        let (programs, meminfo) = preflight(&exp)?;
         let exists = out.is_dir() && std::fs::read_dir(out)?.next().is_some();
         if exists && !resume {
             bail!("results directory {} already holds results: pass --resume to continue it, or choose another --out", out.display());

@@ -313,7 +313,9 @@ fn warming_set(v: &Validated, videos: &[VideoInfo], by_rank: &[u32], library: &L
     let weights = zipf_weights(v.spec.library.videos, v.spec.library.zipf_alpha);
     let total: f64 = weights.iter().sum();
     // Min-heap of the best `want` candidates so far (Reverse ordering).
-    let mut best: BinaryHeap<std::cmp::Reverse<Candidate>> = BinaryHeap::with_capacity(want + 1);
+    // `want` may exceed the library's chunks: the heap holds at most those.
+    let chunks: usize = videos.iter().map(|v| v.chunks() as usize).sum();
+    let mut best: BinaryHeap<std::cmp::Reverse<Candidate>> = BinaryHeap::with_capacity(want.min(chunks) + 1);
     for (r, &video) in by_rank.iter().enumerate() {
         let p = weights[r] / total;
         let full = best.len() == want;

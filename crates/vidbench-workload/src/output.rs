@@ -55,6 +55,13 @@ pub fn write_workload(out: &Path, spec_text: &str, validated: &Validated, worklo
     if out.exists() && !force {
         bail!("output directory {} already exists (use --force to replace it)", out.display());
     }
+    // --force replaces a workload, never anything else that happens to be there.
+    if out.exists() && !(out.is_dir() && out.join(LIBRARY_FILE).is_file()) {
+        bail!(
+            "{} is not a generated workload (no {LIBRARY_FILE} in a directory): --force replaces only a workload; choose another --out or remove it yourself",
+            out.display()
+        );
+    }
     let tmp = sibling(out, "tmp")?;
     if tmp.exists() {
         std::fs::remove_dir_all(&tmp).with_context(|| format!("cannot remove stale {}", tmp.display()))?;

@@ -22,12 +22,15 @@ use vidbench_library::toml_extends::{self, ExtendsError};
 /// Why a spec cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
-    #[error("cannot read workload spec {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    #[error("cannot read workload spec {path}: {error}")]
+    Io { path: PathBuf, error: std::io::Error },
     /// TOML syntax, an unknown key, or a value of the wrong type (the message
     /// from the TOML parser names the line and the key).
     #[error("workload spec {path}: {message}")]
     Parse { path: PathBuf, message: String },
+    /// A file that `extends` names cannot be read.
+    #[error("workload spec: {0}")]
+    Extends(ExtendsError),
     #[error("workload spec {path}{}: {key}: {message}", line.map(|l| format!(":{l}")).unwrap_or_default())]
     Invalid { path: PathBuf, line: Option<usize>, key: String, message: String },
 }
@@ -70,6 +73,7 @@ pub struct LibrarySpec {
     /// Zipf exponent of video popularity (0.8 in all three papers).
     pub zipf_alpha: f64,
     /// Video durations in seconds as a CDF table `[[seconds, F], ...]`.
+    #[serde(deserialize_with = "cdf_points")]
     pub duration_cdf: Vec<[f64; 2]>,
     /// The this-many most popular videos get the median duration instead of a
     /// random one (paper 003 section 4.1: 2), so the share of requests the cache
@@ -131,6 +135,7 @@ pub struct SessionSpec {
     pub seed: Option<u64>,
     /// Fraction of the video's bytes a session downloads, as a CDF table
     /// `[[fraction, F], ...]` (paper 003 Figure 3). Rounded up to whole chunks.
+    #[serde(deserialize_with = "cdf_points")]
     pub watched_fraction_cdf: Vec<[f64; 2]>,
     /// Playing time of one chunk in seconds (10: Apple HLS). The chunk size in
     /// bytes is `bitrate * chunk_duration_s / 8` (0.5 MB at 419 kbit/s).
@@ -162,6 +167,19 @@ pub struct ClientClass {
     #[serde(default = "default_delay_ms")]
     pub delay_ms: u32,
     pub share: f64,
+}
+
+/// A CDF table: pairs `[x, F]`, exactly two numbers each (a fixed-size
+/// array would drop a third element without a word).
+fn cdf_points<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<[f64; 2]>, D::Error> {
+    let rows = Vec::<Vec<f64>>::deserialize(d)?;
+    rows.iter()
+        .enumerate()
+        .map(|(i, row)| match row[..] {
+            [x, f] => Ok([x, f]),
+            _ => Err(serde::de::Error::custom(format!("point {i} has {} numbers; a CDF point is [x, F]", row.len()))),
+        })
+        .collect()
 }
 
 /// Cache warming before a run.
@@ -291,6 +309,16 @@ pub const DEFAULT_BITRATE_KBPS: u32 = 419;
 /// Tolerance on shares summing to 1 (specs are written with 3-4 decimals).
 const SHARE_TOLERANCE: f64 = 1e-3;
 
+/// Bounds on what one spec may ask for: far above any paper's workload (the
+/// largest, paper 000's, has 20,000 videos of at most a few hours and 14,400
+/// sessions), and low enough that generation never asks for more memory
+/// than a machine has, or overflows a time.
+const MAX_VIDEOS: u32 = 10_000_000;
+const MAX_SESSIONS: u32 = 10_000_000;
+const MAX_DURATION_S: f64 = 7.0 * 86400.0;
+const MAX_CHUNKS_PER_VIDEO: f64 = 1_000_000.0;
+const MAX_TIMEOUT_S: f64 = 30.0 * 86400.0;
+
 /// A spec that passed validation, with its tables turned into distributions.
 #[derive(Debug, Clone)]
 pub struct Validated {
@@ -326,7 +354,7 @@ impl Spec {
     /// Reads, parses and validates a spec file.
     pub fn load(path: &Path) -> Result<Validated, SpecError> {
         let text =
-            std::fs::read_to_string(path).map_err(|source| SpecError::Io { path: path.to_owned(), source })?;
+            std::fs::read_to_string(path).map_err(|error| SpecError::Io { path: path.to_owned(), error })?;
         Spec::parse(&text, path)
     }
 
@@ -341,7 +369,7 @@ impl Spec {
     /// itself, or the merged spec when it extends one.
     pub fn parse_recorded(text: &str, origin: &Path) -> Result<(Validated, String), SpecError> {
         let resolved = toml_extends::resolve(text, origin).map_err(|e| match e {
-            ExtendsError::Io { path, source } => SpecError::Io { path, source },
+            e @ ExtendsError::Io { .. } => SpecError::Extends(e),
             ExtendsError::Parse { path, message } => SpecError::Parse { path, message },
         })?;
         let merged = resolved.merged();
@@ -365,8 +393,8 @@ impl Spec {
         if self.name.is_empty() || self.name.contains(['/', '\n']) {
             return err("name", format!("{:?} must be non-empty, one line, without '/'", self.name));
         }
-        if lib.videos == 0 {
-            return err("library.videos", "must be at least 1".into());
+        if lib.videos == 0 || lib.videos > MAX_VIDEOS {
+            return err("library.videos", format!("{} must be from 1 to {MAX_VIDEOS}", lib.videos));
         }
         if !(lib.zipf_alpha.is_finite() && lib.zipf_alpha >= 0.0) {
             return err("library.zipf_alpha", format!("{} must be a number >= 0 (0 = uniform)", lib.zipf_alpha));
@@ -374,6 +402,9 @@ impl Spec {
         let durations = Cdf::new(&lib.duration_cdf).map_err(|m| ("library.duration_cdf".to_owned(), m))?;
         if durations.min() < 0.0 || (durations.min() == 0.0 && durations.points()[0].1 > 0.0) {
             return err("library.duration_cdf", "durations must be positive (no probability on 0 s)".into());
+        }
+        if durations.max() > MAX_DURATION_S {
+            return err("library.duration_cdf", format!("{} s is longer than a video may be (at most {MAX_DURATION_S} s, a week)", durations.max()));
         }
         if lib.median_duration_top > lib.videos {
             return err(
@@ -412,8 +443,8 @@ impl Spec {
             return err("library.directory", format!("{:?} must be a relative path without spaces, . or ..", lib.directory));
         }
 
-        if ses.count == 0 {
-            return err("sessions.count", "must be at least 1".into());
+        if ses.count == 0 || ses.count > MAX_SESSIONS {
+            return err("sessions.count", format!("{} must be from 1 to {MAX_SESSIONS}", ses.count));
         }
         if let Some(rate) = ses.nominal_rate_per_s {
             if !(rate.is_finite() && rate > 0.0) {
@@ -428,8 +459,18 @@ impl Spec {
         if !(ses.chunk_duration_s.is_finite() && ses.chunk_duration_s > 0.0) {
             return err("sessions.chunk_duration_s", format!("{} must be a positive number of seconds", ses.chunk_duration_s));
         }
-        if !(ses.timeout_s.is_finite() && ses.timeout_s > 0.0) {
-            return err("sessions.timeout_s", format!("{} must be a positive number of seconds", ses.timeout_s));
+        if durations.max() / ses.chunk_duration_s > MAX_CHUNKS_PER_VIDEO {
+            return err(
+                "sessions.chunk_duration_s",
+                format!(
+                    "{} s cuts the longest video ({} s) into more than {MAX_CHUNKS_PER_VIDEO} chunks (requests of a session)",
+                    ses.chunk_duration_s,
+                    durations.max()
+                ),
+            );
+        }
+        if !(ses.timeout_s.is_finite() && ses.timeout_s > 0.0 && ses.timeout_s <= MAX_TIMEOUT_S) {
+            return err("sessions.timeout_s", format!("{} must be a positive number of seconds up to {MAX_TIMEOUT_S} (30 days)", ses.timeout_s));
         }
         if ses.ramp_up as u64 + ses.ramp_down as u64 >= ses.count as u64 {
             return err(

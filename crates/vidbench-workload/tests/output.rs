@@ -115,12 +115,26 @@ fn nothing_is_written_on_error() {
     assert!(!out.exists());
     assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0, "no temporary directory is left behind");
 
-    // An existing directory is kept unless --force, and replaced whole with it.
+    // An existing directory is kept unless --force, and --force replaces
+    // only a workload: anything else there is somebody's work.
     std::fs::create_dir(&out).unwrap();
     std::fs::write(out.join("keep"), "x").unwrap();
     let err = gen(SPEC, &out, false).unwrap_err().to_string();
     assert!(err.contains("already exists"), "{err}");
+    let err = gen(SPEC, &out, true).unwrap_err().to_string();
+    assert!(err.contains("is not a generated workload"), "{err}");
     assert!(out.join("keep").exists());
+    let file = tmp.path().join("f");
+    std::fs::write(&file, "x").unwrap();
+    let err = gen(SPEC, &file, true).unwrap_err().to_string();
+    assert!(err.contains("is not a generated workload"), "{err}");
+    assert_eq!(std::fs::read(&file).unwrap(), b"x");
+    std::fs::remove_file(&file).unwrap();
+    std::fs::remove_dir_all(&out).unwrap();
+
+    // A workload is replaced whole.
+    gen(SPEC, &out, false).unwrap();
+    std::fs::write(out.join("keep"), "x").unwrap();
     gen(SPEC, &out, true).unwrap();
     assert!(!out.join("keep").exists());
     assert!(out.join("library.json").exists());

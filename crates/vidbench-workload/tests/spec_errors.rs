@@ -221,3 +221,38 @@ fn a_spec_extending_another_changes_only_the_keys_it_gives() {
         assert_eq!(Spec::parse(&recorded, Path::new("spec.toml")).unwrap().spec, v.spec);
     }
 }
+
+/// Values no workload needs are refused by key before generation tries to
+/// hold them in memory: these aborted the process ("memory allocation of
+/// 96000000024 bytes failed") instead of naming the key.
+#[test]
+fn absurd_sizes_are_named_before_anything_is_generated() {
+    assert_mentions("[library]\nvideos = 4000000000\n", &["library.videos", "from 1 to"]);
+    assert_mentions("[sessions]\ncount = 4000000000\nramp_up = 1\nramp_down = 1\n", &["sessions.count", "from 1 to"]);
+    assert_mentions("[library]\nduration_cdf = [[1e12, 1.0]]\n", &["library.duration_cdf", "longer than a video may be"]);
+    assert_mentions("[sessions]\nchunk_duration_s = 1e-9\n", &["sessions.chunk_duration_s", "chunks"]);
+    assert_mentions("[sessions]\ntimeout_s = 1e300\n", &["sessions.timeout_s", "30 days"]);
+    // A warming set larger than the library is the library: no allocation for the rest.
+    let v = Spec::parse("[library]\nvideos = 20\n[sessions]\ncount = 12\nramp_up = 2\nramp_down = 2\n[warming]\nchunks = 4000000000\n", Path::new("w.toml")).unwrap();
+    let w = vidbench_workload::generate(&v);
+    assert!(!w.warm.is_empty() && w.warm.len() < 10_000, "{} warm ranges", w.warm.len());
+}
+
+/// A CDF point is two numbers; a third used to be dropped without a word.
+#[test]
+fn cdf_points_with_more_or_fewer_numbers_are_named() {
+    assert_mentions("[library]\nduration_cdf = [[10, 0.5, 7], [20, 1.0]]\n", &["duration_cdf", "point 0 has 3 numbers"]);
+    assert_mentions("[sessions]\nwatched_fraction_cdf = [[0, 0], [1]]\n", &["watched_fraction_cdf", "point 1 has 1 numbers"]);
+}
+
+/// A base that `extends` names but that cannot be read: the error names it
+/// and the file naming it, and says why once.
+#[test]
+fn a_missing_base_is_named_with_the_file_that_extends_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("child.toml");
+    std::fs::write(&path, "extends = \"gone.toml\"\nname = \"child\"\n").unwrap();
+    let err = format!("{:#}", anyhow::Error::new(Spec::load(&path).unwrap_err()));
+    assert!(err.contains("gone.toml") && err.contains("child.toml"), "{err}");
+    assert_eq!(err.matches("No such file").count(), 1, "{err}");
+}

@@ -15,6 +15,13 @@ use super::{Config, Experiment, ExperimentError, Mode, RatePlan, RelativeTo, Ste
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
+/// The longest time any `*_s` key may give: 30 days. Longer is a typo, and
+/// far longer would overflow the durations the driver waits for.
+const MAX_SECONDS: f64 = 30.0 * 86400.0;
+
+/// The largest `memory.limit_mb` taken: 64 TiB.
+const MAX_LIMIT_MB: u64 = 64 << 20;
+
 /// The largest size in KiB any `*_kb` key may give (1 GiB).
 const MAX_KB: u32 = 1 << 20;
 
@@ -161,8 +168,8 @@ impl Checker<'_> {
     }
 
     fn positive_seconds(&self, key: &str, v: f64) -> Result<(), ExperimentError> {
-        if !(v.is_finite() && v > 0.0) {
-            return Err(self.invalid(key, "must be a positive number of seconds"));
+        if !(v.is_finite() && v > 0.0 && v <= MAX_SECONDS) {
+            return Err(self.invalid(key, format!("must be a positive number of seconds, at most {MAX_SECONDS} (30 days)")));
         }
         Ok(())
     }
@@ -260,6 +267,10 @@ impl Checker<'_> {
         if m.limit_mb < 16 {
             return Err(self.invalid("memory.limit_mb", format!("{} MiB is too small to run a server (at least 16)", m.limit_mb)));
         }
+        // Beyond any machine, and far from overflowing as bytes.
+        if m.limit_mb > MAX_LIMIT_MB {
+            return Err(self.invalid("memory.limit_mb", format!("{} MiB is more than any machine has (at most {MAX_LIMIT_MB})", m.limit_mb)));
+        }
         Ok(())
     }
 
@@ -291,8 +302,8 @@ impl Checker<'_> {
             return Err(self.invalid("run.threads_per_worker", "must be between 1 and 4096"));
         }
         self.positive_seconds("run.ready_timeout_s", run.ready_timeout_s)?;
-        if !(run.settle_s.is_finite() && run.settle_s >= 0.0) {
-            return Err(self.invalid("run.settle_s", "must be zero or more seconds"));
+        if !(run.settle_s.is_finite() && run.settle_s >= 0.0 && run.settle_s <= MAX_SECONDS) {
+            return Err(self.invalid("run.settle_s", format!("must be zero or more seconds, at most {MAX_SECONDS} (30 days)")));
         }
         if let Some(m) = run.max_session_s {
             self.positive_seconds("run.max_session_s", m)?;
@@ -312,12 +323,12 @@ impl Checker<'_> {
         for (key, v, zero_ok) in
             [("ramp_s", st.ramp_s, false), ("settle_s", st.settle_s, true), ("measure_s", st.measure_s, false), ("hold_s", st.hold_s, true)]
         {
-            let ok = v.is_finite() && (v > 0.0 || (zero_ok && v == 0.0)) && (v / SAMPLE_INTERVAL_S).fract() == 0.0;
+            let ok = v.is_finite() && (v > 0.0 || (zero_ok && v == 0.0)) && v <= MAX_SECONDS && (v / SAMPLE_INTERVAL_S).fract() == 0.0;
             if !ok {
                 let what = if zero_ok { "zero or more" } else { "a positive number of" };
                 return Err(self.invalid(
                     format!("run.steady.{key}"),
-                    format!("{v} must be {what} seconds, a multiple of the {SAMPLE_INTERVAL_S} s sample interval"),
+                    format!("{v} must be {what} seconds (at most {MAX_SECONDS}), a multiple of the {SAMPLE_INTERVAL_S} s sample interval"),
                 ));
             }
         }
@@ -327,10 +338,10 @@ impl Checker<'_> {
                 if !(g.is_finite() && g > 0.0 && g < 100.0) {
                     return Err(self.invalid("run.steady.gate_pct", format!("{g} must be a percentage above 0 and below 100")));
                 }
-                if !(max.is_finite() && max >= st.ramp_s && max >= st.settle_s && (max / SAMPLE_INTERVAL_S).fract() == 0.0) {
+                if !(max.is_finite() && max >= st.ramp_s && max >= st.settle_s && max <= MAX_SECONDS && (max / SAMPLE_INTERVAL_S).fract() == 0.0) {
                     return Err(self.invalid(
                         "run.steady.max_settle_s",
-                        format!("{max} must be at least ramp_s and settle_s, a multiple of the {SAMPLE_INTERVAL_S} s sample interval"),
+                        format!("{max} must be at least ramp_s and settle_s, at most {MAX_SECONDS}, a multiple of the {SAMPLE_INTERVAL_S} s sample interval"),
                     ));
                 }
             }
@@ -628,8 +639,8 @@ impl Checker<'_> {
         if !(chaos.restart_after_s.is_finite() && chaos.restart_after_s >= 0.0) {
             return Err(self.invalid(format!("{k}.restart_after_s"), "must be a number of seconds >= 0"));
         }
-        if !(chaos.kill_every_s.is_finite() && chaos.kill_every_s > chaos.restart_after_s) {
-            return Err(self.invalid(format!("{k}.kill_every_s"), "must be longer than restart_after_s"));
+        if !(chaos.kill_every_s.is_finite() && chaos.kill_every_s > chaos.restart_after_s && chaos.kill_every_s <= MAX_SECONDS) {
+            return Err(self.invalid(format!("{k}.kill_every_s"), format!("must be longer than restart_after_s and at most {MAX_SECONDS} seconds")));
         }
         Ok(Some(chaos))
     }

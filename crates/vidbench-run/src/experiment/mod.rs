@@ -266,8 +266,11 @@ mod recorded_prefetch {
 /// An experiment file that cannot be used; the message names the file and the key or line.
 #[derive(Debug, thiserror::Error)]
 pub enum ExperimentError {
-    #[error("cannot read experiment file {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    #[error("cannot read experiment file {path}: {error}")]
+    Io { path: PathBuf, error: std::io::Error },
+    /// A file that `extends` names cannot be read.
+    #[error("experiment file: {0}")]
+    Extends(ExtendsError),
     #[error("experiment file {path}: {message}")]
     Parse { path: PathBuf, message: String },
     #[error("experiment file {path}: {key}: {message}")]
@@ -278,14 +281,14 @@ impl Experiment {
     /// Reads, parses and checks an experiment file.
     pub fn from_file(path: &Path) -> Result<Experiment, ExperimentError> {
         let text = std::fs::read_to_string(path)
-            .map_err(|source| ExperimentError::Io { path: path.to_owned(), source })?;
+            .map_err(|error| ExperimentError::Io { path: path.to_owned(), error })?;
         Self::from_str(&text, path)
     }
 
     /// Parses and checks experiment text; `path` names it in errors and anchors relative paths.
     pub fn from_str(text: &str, path: &Path) -> Result<Experiment, ExperimentError> {
         let resolved = vidbench_library::toml_extends::resolve(text, path).map_err(|e| match e {
-            ExtendsError::Io { path, source } => ExperimentError::Io { path, source },
+            e @ ExtendsError::Io { .. } => ExperimentError::Extends(e),
             ExtendsError::Parse { path, message } => ExperimentError::Parse { path, message },
         })?;
         let file: ExperimentFile = resolved.deserialize(text).map_err(|message| ExperimentError::Parse { path: path.to_owned(), message })?;
@@ -772,6 +775,24 @@ kind = "wc"
             (GOOD.replace("fixed = [10, 20]", "bracket = { start = 2, step_pct = 20, resolution_pct = 5, repetitions = 3, max_probes = 14 }\nrelative_to = { config = \"vanilla\" }"), "rates.relative_to: goes with `fixed"),
             (GOOD.replace("fixed = [10, 20]", "fixed = [1.0]\nrelative_to = { config = \"vanilla\", results = \"nowhere\" }"), "no finished search of `vanilla`"),
         ]);
+    }
+
+    /// Sizes and times beyond any machine or run are refused by key: a
+    /// limit of 2^44 MiB used to wrap to a 0-byte cgroup limit, and a time
+    /// of 1e300 s to reach a panicking Duration conversion mid-run.
+    #[test]
+    fn absurd_sizes_and_times_are_refused() {
+        let steady = GOOD.replace("duration_s = 60", "steady = { ramp_s = 300, settle_s = 90, measure_s = 120, hold_s = 60 }");
+        assert_refused([
+            (GOOD.replace("limit_mb = 256", "limit_mb = 17592186044416"), "memory.limit_mb: 17592186044416 MiB is more than any machine has"),
+            (GOOD.replace("limit_mb = 256", "limit_mb = 9223372036854775807"), "memory.limit_mb"),
+            (GOOD.replace("duration_s = 60", "duration_s = 1e300"), "run.duration_s"),
+            (GOOD.replace("duration_s = 60", "duration_s = 60\nready_timeout_s = 1e300"), "run.ready_timeout_s"),
+            (GOOD.replace("duration_s = 60", "duration_s = 60\nsettle_s = 1e300"), "run.settle_s"),
+            (steady.replace("ramp_s = 300", "ramp_s = 1e300"), "run.steady.ramp_s"),
+            (steady.replace("hold_s = 60", "hold_s = 1e12"), "run.steady.hold_s"),
+        ]);
+        assert_eq!(parse(&GOOD.replace("limit_mb = 256", "limit_mb = 67108864")).unwrap().memory_limit_bytes, 64 << 40);
     }
 
     #[test]
