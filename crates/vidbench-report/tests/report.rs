@@ -559,36 +559,28 @@ fn damaged_run_files_are_named_not_skipped() {
         std::fs::write(run.join("DONE"), "").unwrap();
         (dir, run)
     };
-    let fails_naming = |root: &Path, file: &str, what: &str| {
-        let err = format!("{:#}", Results::load(root).map(|_| ()).unwrap_err());
-        assert!(err.contains(file) && err.contains(what), "expected {file} and {what:?} in: {err}");
-    };
 
     let (dir, _) = fresh();
     report_md(dir.path()); // the intact run reports
-    let (dir, run) = fresh();
-    let text = std::fs::read_to_string(run.join("steps.json")).unwrap();
-    std::fs::write(run.join("steps.json"), &text[..text.len() / 2]).unwrap();
-    fails_naming(dir.path(), "steps.json", "not valid JSON");
-    let (dir, run) = fresh();
-    std::fs::write(run.join("steps.json"), "[]").unwrap();
-    fails_naming(dir.path(), "steps.json", "no step");
-    let (dir, run) = fresh();
-    std::fs::write(run.join("resources.json"), "{\"server_cpu_s\": ").unwrap();
-    fails_naming(dir.path(), "resources.json", "not valid JSON");
-    let (dir, run) = fresh();
-    std::fs::create_dir_all(run.join("load")).unwrap();
-    std::fs::write(run.join("load/intervals.csv"), "start_s,end_s,received_bytes\n600,605,1000\n605,610,1O00\n").unwrap();
-    fails_naming(dir.path(), "intervals.csv", "row 3: received_bytes is not a number");
-    let (dir, run) = fresh();
-    std::fs::write(run.join("samples.csv"), "t_s,disk_bytes\n600,1\n605,2,3\n").unwrap();
-    fails_naming(dir.path(), "samples.csv", "row 3");
-    let (dir, run) = fresh();
-    std::fs::write(run.join("sockets.jsonl"), "{\"t_s\": 600, \"send_buffer_bytes\": null}\ngarbage\n{\"t_s\": 615}\n").unwrap();
-    fails_naming(dir.path(), "sockets.jsonl", "line 2");
-    let (dir, _) = fresh();
-    std::fs::write(dir.path().join("experiment.json"), "null").unwrap();
-    fails_naming(dir.path(), "experiment.json", "not an experiment");
+    let (_intact, run) = fresh();
+    let steps = std::fs::read_to_string(run.join("steps.json")).unwrap();
+    // (a file, relative to the run's directory, its damaged text, words the error must have)
+    let cases: [(&str, &str, &[&str]); 7] = [
+        ("steps.json", &steps[..steps.len() / 2], &["steps.json", "not valid JSON"]),
+        ("steps.json", "[]", &["steps.json", "no step"]),
+        ("resources.json", "{\"server_cpu_s\": ", &["resources.json", "not valid JSON"]),
+        ("load/intervals.csv", "start_s,end_s,received_bytes\n600,605,1000\n605,610,1O00\n", &["intervals.csv", "row 3: received_bytes is not a number"]),
+        ("samples.csv", "t_s,disk_bytes\n600,1\n605,2,3\n", &["samples.csv", "row 3"]),
+        ("sockets.jsonl", "{\"t_s\": 600, \"send_buffer_bytes\": null}\ngarbage\n{\"t_s\": 615}\n", &["sockets.jsonl", "line 2"]),
+        ("../../../experiment.json", "null", &["experiment.json", "not an experiment"]),
+    ];
+    for (file, text, words) in cases {
+        let (dir, run) = fresh();
+        std::fs::create_dir_all(run.join(file).parent().unwrap()).unwrap();
+        std::fs::write(run.join(file), text).unwrap();
+        let err = format!("{:#}", Results::load(dir.path()).map(|_| ()).unwrap_err());
+        assert!(words.iter().all(|w| err.contains(w)), "{file}: expected {words:?} in: {err}");
+    }
 
     // What a killed run leaves is not damage: a last line without its
     // newline is left out, and empty cells are rows without that value.
