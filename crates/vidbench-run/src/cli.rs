@@ -25,7 +25,8 @@ pub struct Args {
     /// Continue an interrupted experiment: finished runs are kept, the others redone.
     #[arg(long)]
     pub resume: bool,
-    /// Only check the experiment file and print the configurations and the run plan.
+    /// Run nothing: check the experiment file and what a run needs of the
+    /// machine (programs, memory, preset, workload), and print the run plan.
     #[arg(long)]
     pub check: bool,
     /// Run only these configurations (names as `--check` prints them, or the
