@@ -13,7 +13,7 @@ use vidbench_library::Library;
 /// The longest time a setting or a session file may give (a timeout, a
 /// pace, a duration): 30 days. Longer is a typo, and far longer would
 /// overflow the clock's arithmetic.
-pub(crate) const MAX_SECONDS: f64 = 30.0 * 86400.0;
+pub const MAX_SECONDS: f64 = 30.0 * 86400.0;
 
 /// The lowest session rate taken: one every 1,000 s on average.
 pub(crate) const MIN_RATE: f64 = 1e-3;

@@ -55,7 +55,7 @@ pub mod steps;
 mod summary;
 
 pub use arrivals::PoissonArrivals;
-pub use config::{LoadConfig, LoadError, ReceiveBuffer, Stop};
+pub use config::{LoadConfig, LoadError, ReceiveBuffer, Stop, MAX_SECONDS};
 pub use materialize::materialize;
 pub use play::{play, play_steps, Progress};
 pub use steps::{FixedSteps, Matched, StepPlan, StepResult, StepSpec};

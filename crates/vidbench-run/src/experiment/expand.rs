@@ -15,9 +15,9 @@ use super::{Config, Experiment, ExperimentError, Mode, RatePlan, RelativeTo, Ste
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-/// The longest time any `*_s` key may give: 30 days. Longer is a typo, and
-/// far longer would overflow the durations the driver waits for.
-const MAX_SECONDS: f64 = 30.0 * 86400.0;
+// The longest time any `*_s` key may give: the load client's bound (30
+// days), which the run's times pass through to.
+use vidbench_load::MAX_SECONDS;
 
 /// The largest `memory.limit_mb` taken: 64 TiB.
 const MAX_LIMIT_MB: u64 = 64 << 20;
