@@ -3,8 +3,11 @@
 //! time (Li et al.). Before a disk worker's first read, a few timed reads
 //! measure both: small reads at offsets spread over the target, in an order
 //! that alternates between its halves so that consecutive reads are far
-//! apart, give the access time (seek + rotation); one larger read gives the
-//! transfer rate; and `start = access time x transfer rate`.
+//! apart, give the access time (seek + rotation); two reads of 16 MiB and
+//! 1 MiB, each after a seek, give the transfer rate from the
+//! difference of their times (the per-read costs, an access and any lost
+//! revolution between the pieces a large read is split into, cancel); and
+//! `start = access time x transfer rate`.
 //!
 //! The target is the whole disk when the worker's disk is one block device
 //! the daemon can open read-only (`/dev/NAME`, checked against
@@ -16,8 +19,8 @@
 //! corrects. File offsets already in the page cache are skipped (a cached read
 //! times memory, not the disk); with too few uncached offsets, or timings that
 //! make no sense, the probe gives no size and the controller keeps its default
-//! start. The probe reads about 1.1 MiB once per worker. Limits also in
-//! docs/daemon.md.
+//! start. The probe reads about 17 MiB once per worker (about 0.2 s on a
+//! 5,400 rpm disk). Limits also in docs/daemon.md.
 
 use super::snapshot::ProbeSource;
 use crate::residency;
@@ -31,10 +34,15 @@ use std::time::{Duration, Instant};
 /// Small reads timed for the access time, and their size.
 const ACCESS_READS: u64 = 6;
 const ACCESS_BYTES: usize = 4096;
-/// The read timed for the transfer rate.
-const TRANSFER_BYTES: usize = 1 << 20;
-/// Files smaller than this do not spread the access reads enough.
-const MIN_FILE: u64 = 8 << 20;
+/// The two reads timed for the transfer rate: the smaller, and the largest
+/// the larger may be (a third of the target at most, so that the two stay
+/// apart).
+const SMALL_TRANSFER: u64 = 1 << 20;
+const LARGE_TRANSFER: u64 = 16 << 20;
+/// The larger transfer read must be at least this (the difference of the two
+/// then spans 3 MiB), so targets under three times this give no measurement.
+const MIN_LARGE_TRANSFER: u64 = 4 << 20;
+const MIN_FILE: u64 = 3 * MIN_LARGE_TRANSFER;
 /// Offsets and buffers of O_DIRECT reads are aligned to this (at least any
 /// device's logical block size).
 const DIRECT_ALIGN: usize = 4096;
@@ -44,21 +52,29 @@ const DIRECT_ALIGN: usize = 4096;
 pub struct ProbeResult {
     /// Mean time of the small reads (seek + rotation + overhead).
     pub access: Duration,
-    /// Bytes per second of the large read once its own access is taken off.
+    /// Bytes per second the disk streams once a read is under way.
     pub transfer_bps: f64,
     /// `access x transfer_bps`: the start size.
     pub start_bytes: u64,
     pub source: ProbeSource,
 }
 
-/// The start size from the timings, if they make sense: `big` for
-/// `big_bytes` must take longer than one access.
-pub fn start_from(access: Duration, big: Duration, big_bytes: u64) -> Option<ProbeResult> {
-    let transfer = big.checked_sub(access)?;
-    if access.is_zero() || transfer.is_zero() {
+/// The transfer rate from two timed reads of different sizes, each after a
+/// seek: the extra bytes of the larger over its extra time. `None` unless the
+/// larger read is both larger and slower (a large read no slower than a small
+/// one came from a cache).
+pub fn transfer_rate(small: (Duration, u64), large: (Duration, u64)) -> Option<f64> {
+    let extra_time = large.0.checked_sub(small.0).filter(|t| !t.is_zero())?;
+    let extra_bytes = large.1.checked_sub(small.1).filter(|&b| b > 0)?;
+    Some(extra_bytes as f64 / extra_time.as_secs_f64())
+}
+
+/// The start size from the access time and the transfer rate, if they make
+/// sense.
+pub fn start_from(access: Duration, transfer_bps: f64) -> Option<ProbeResult> {
+    if access.is_zero() || !(transfer_bps.is_finite() && transfer_bps > 0.0) {
         return None;
     }
-    let transfer_bps = big_bytes as f64 / transfer.as_secs_f64();
     let start_bytes = (access.as_secs_f64() * transfer_bps) as u64;
     Some(ProbeResult { access, transfer_bps, start_bytes, source: ProbeSource::File })
 }
@@ -90,9 +106,8 @@ fn measure(t: &mut dyn Target) -> Option<ProbeResult> {
     if size < MIN_FILE {
         return None;
     }
-    let span = size - TRANSFER_BYTES as u64;
     let mut times = Vec::new();
-    for at in access_offsets(span) {
+    for at in access_offsets(size - SMALL_TRANSFER) {
         if !t.uncached(at, ACCESS_BYTES as u64) {
             continue;
         }
@@ -102,12 +117,23 @@ fn measure(t: &mut dyn Target) -> Option<ProbeResult> {
         return None;
     }
     let access = times.iter().sum::<Duration>() / times.len() as u32;
-    // The large read starts at an uncached offset away from the small ones.
-    let at = (0..ACCESS_READS)
-        .map(|i| (span / ACCESS_READS * i) & !4095)
-        .find(|&at| t.uncached(at, TRANSFER_BYTES as u64))?;
-    let big = t.timed_read(at, TRANSFER_BYTES)?;
-    start_from(access, big, TRANSFER_BYTES as u64)
+    // The transfer reads: the large one in the middle of the target (a
+    // disk's middle zone streams at about its average rate; its outer edge
+    // is twice as fast as its inner one), then the small one from the start
+    // (or a sixth from either end, if the start is cached). Each begins with
+    // a seek of about half the target, so their accesses cost about the
+    // same and cancel in the difference.
+    let large = LARGE_TRANSFER.min((size / 3) & !(SMALL_TRANSFER - 1));
+    let large_at = ((size - large) / 2) & !4095;
+    if !t.uncached(large_at, large) {
+        return None;
+    }
+    let clear = |at: u64| at + SMALL_TRANSFER <= large_at || at >= large_at + large;
+    let candidates = [0, size / 6, size - size / 6 - SMALL_TRANSFER].map(|at| at & !4095);
+    let small_at = candidates.into_iter().find(|&at| clear(at) && t.uncached(at, SMALL_TRANSFER))?;
+    let large_time = t.timed_read(large_at, large as usize)?;
+    let small_time = t.timed_read(small_at, SMALL_TRANSFER as usize)?;
+    start_from(access, transfer_rate((small_time, SMALL_TRANSFER), (large_time, large))?)
 }
 
 /// A file read through the page cache.
@@ -137,7 +163,7 @@ impl Target for FileTarget<'_> {
 struct DirectTarget {
     file: File,
     size: u64,
-    /// Large enough to hold an aligned `TRANSFER_BYTES` window.
+    /// Large enough to hold an aligned `LARGE_TRANSFER` window.
     buf: Vec<u8>,
 }
 
@@ -163,7 +189,7 @@ impl Target for DirectTarget {
 /// cannot give a measurement.
 pub fn run(file: &File) -> Option<ProbeResult> {
     let size = file.metadata().ok()?.len();
-    measure(&mut FileTarget { file, size, buf: vec![0u8; TRANSFER_BYTES] })
+    measure(&mut FileTarget { file, size, buf: vec![0u8; LARGE_TRANSFER as usize] })
 }
 
 /// Times O_DIRECT reads spread over the device (or file) at `path`, opened
@@ -172,7 +198,7 @@ pub fn run_direct(path: &Path) -> Option<ProbeResult> {
     let mut file = OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(path).ok()?;
     // A block device's metadata has no length; its end does.
     let size = file.seek(SeekFrom::End(0)).ok()?;
-    let mut target = DirectTarget { file, size, buf: vec![0u8; TRANSFER_BYTES + DIRECT_ALIGN] };
+    let mut target = DirectTarget { file, size, buf: vec![0u8; LARGE_TRANSFER as usize + DIRECT_ALIGN] };
     measure(&mut target).map(|r| ProbeResult { source: ProbeSource::Device, ..r })
 }
 
@@ -204,13 +230,16 @@ mod tests {
 
     #[test]
     fn start_is_where_transfer_time_equals_access_time() {
-        // WD Red-like: 15 ms access, 1 MiB in 15 + 8 ms (125 MiB/s): 1.875 MiB.
-        let r = start_from(Duration::from_millis(15), Duration::from_millis(23), 1 << 20).unwrap();
-        assert!((r.transfer_bps - 131_072_000.0).abs() < 1.0, "{r:?}");
+        // WD Red-like: 15 ms access, 125 MiB/s: 1.875 MiB.
+        let rate = transfer_rate((Duration::from_millis(23), 1 << 20), (Duration::from_millis(143), 16 << 20)).unwrap();
+        assert!((rate - 131_072_000.0).abs() < 1.0, "{rate}");
+        let r = start_from(Duration::from_millis(15), rate).unwrap();
         assert_eq!(r.start_bytes, 1_966_080);
         // A large read no slower than a small one measured the page cache.
-        assert_eq!(start_from(Duration::from_millis(15), Duration::from_millis(15), 1 << 20), None);
-        assert_eq!(start_from(Duration::ZERO, Duration::from_millis(5), 1 << 20), None);
+        assert_eq!(transfer_rate((Duration::from_millis(15), 1 << 20), (Duration::from_millis(15), 16 << 20)), None);
+        assert_eq!(transfer_rate((Duration::from_millis(15), 1 << 20), (Duration::from_millis(20), 1 << 20)), None);
+        assert_eq!(start_from(Duration::ZERO, rate), None);
+        assert_eq!(start_from(Duration::from_millis(15), f64::NAN), None);
     }
 
     #[test]
@@ -225,12 +254,16 @@ mod tests {
         assert_eq!(run(&File::open(&cached).unwrap()), None);
     }
 
-    /// A disk whose access time grows with the seek distance (5 ms + 10 ms
-    /// per full stroke) and transfers 100 MB/s.
+    /// A 1 TiB disk whose access time grows with the seek distance (5 ms +
+    /// 10 ms per full stroke) and transfers 100 MB/s, read over `size` bytes
+    /// from its start; with `lost_ms`, a read of
+    /// 1 MiB or more also loses that much once (a revolution missed between
+    /// the pieces the stack splits it into).
     struct SeekModel {
         size: u64,
         head: u64,
         seeks: Vec<u64>,
+        lost_ms: f64,
     }
 
     impl Target for SeekModel {
@@ -244,9 +277,30 @@ mod tests {
             let seek = self.head.abs_diff(at);
             self.seeks.push(seek);
             self.head = at + len as u64;
-            let stroke = seek as f64 / self.size as f64;
-            Some(Duration::from_secs_f64(0.005 + 0.010 * stroke + len as f64 / 100e6))
+            // Strokes of a 1 TiB disk, whatever part of it the target is.
+            let stroke = seek as f64 / (1u64 << 40) as f64;
+            let lost = if len as u64 >= SMALL_TRANSFER { self.lost_ms / 1e3 } else { 0.0 };
+            Some(Duration::from_secs_f64(0.005 + 0.010 * stroke + lost + len as f64 / 100e6))
         }
+    }
+
+    /// The rate is the disk's, within the seeks' difference, even when large
+    /// reads lose a revolution: one timed read alone would put that
+    /// revolution in the transfer (1 MiB in 11 ms more: half the rate).
+    #[test]
+    fn transfer_rate_is_the_media_rate() {
+        for lost_ms in [0.0, 11.1] {
+            let mut disk = SeekModel { size: 1 << 40, head: 0, seeks: Vec::new(), lost_ms };
+            let r = measure(&mut disk).unwrap();
+            assert!((r.transfer_bps / 100e6 - 1.0).abs() < 0.08, "lost {lost_ms} ms: {r:?}");
+            assert!(r.access >= Duration::from_millis(8) && r.access <= Duration::from_millis(10), "{r:?}");
+            assert_eq!(disk.seeks.len(), ACCESS_READS as usize + 2);
+        }
+        // Targets too small for a 4 MiB transfer read give no measurement.
+        let mut small = SeekModel { size: MIN_FILE - 1, head: 0, seeks: Vec::new(), lost_ms: 0.0 };
+        assert_eq!(measure(&mut small), None);
+        let mut file = SeekModel { size: MIN_FILE, head: 0, seeks: Vec::new(), lost_ms: 0.0 };
+        assert!(measure(&mut file).is_some());
     }
 
     /// The access reads cross about a third of the target or more, as
@@ -254,14 +308,14 @@ mod tests {
     /// disk-wide seek a file-sized target cannot.
     #[test]
     fn access_reads_alternate_halves_and_span_the_target() {
-        let mut disk = SeekModel { size: 1 << 40, head: 0, seeks: Vec::new() };
+        let mut disk = SeekModel { size: 1 << 40, head: 0, seeks: Vec::new(), lost_ms: 0.0 };
         let r = measure(&mut disk).unwrap();
         let span = (1u64 << 40) as f64;
         let crossings: Vec<f64> = disk.seeks[1..ACCESS_READS as usize].iter().map(|&s| s as f64 / span).collect();
         assert!(crossings.iter().all(|&c| c > 0.3), "{crossings:?}");
         // A 64 MiB file at the start of the same disk: short seeks, a
         // smaller access time and start size than the whole disk's.
-        let mut file = SeekModel { size: 64 << 20, head: 0, seeks: Vec::new() };
+        let mut file = SeekModel { size: 64 << 20, head: 0, seeks: Vec::new(), lost_ms: 0.0 };
         let f = measure(&mut file).unwrap();
         assert!(r.access > f.access && r.start_bytes > f.start_bytes, "disk {r:?} file {f:?}");
     }
@@ -275,15 +329,15 @@ mod tests {
         let exe = std::env::current_exe().unwrap();
         let dir = tempfile::Builder::new().prefix("probe-test-").tempdir_in(exe.parent().unwrap()).unwrap();
         let path = dir.path().join("disk");
-        std::fs::write(&path, vec![7u8; 16 << 20]).unwrap();
+        std::fs::write(&path, vec![7u8; 48 << 20]).unwrap();
         let mut file = OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(&path).unwrap();
         let size = file.seek(SeekFrom::End(0)).unwrap();
-        let mut t = DirectTarget { file, size, buf: vec![0u8; TRANSFER_BYTES + DIRECT_ALIGN] };
-        for at in access_offsets(size - TRANSFER_BYTES as u64) {
+        let mut t = DirectTarget { file, size, buf: vec![0u8; LARGE_TRANSFER as usize + DIRECT_ALIGN] };
+        for at in access_offsets(size - SMALL_TRANSFER) {
             assert!(at % DIRECT_ALIGN as u64 == 0 && at + ACCESS_BYTES as u64 <= size);
             assert!(t.timed_read(at, ACCESS_BYTES).is_some(), "O_DIRECT read at {at}");
         }
-        assert!(t.timed_read(0, TRANSFER_BYTES).is_some());
+        assert!(t.timed_read(0, LARGE_TRANSFER as usize).is_some());
         assert!(t.timed_read(size - 4096, ACCESS_BYTES * 2).is_none(), "a short read is no measurement");
         if let Some(r) = run_direct(&path) {
             assert_eq!(r.source, ProbeSource::Device);

@@ -547,11 +547,11 @@ fn the_probe_runs_once_and_only_without_a_start_size() {
     // The measured size, rounded to the step, becomes the start.
     let c = AdaptivePrefetch::new(AdaptiveParams::default()).unwrap();
     assert!(c.wants_probe(0));
-    let r = crate::prefetch::probe::start_from(Duration::from_millis(15), Duration::from_millis(23), MIB_U).unwrap();
+    let r = crate::prefetch::probe::start_from(Duration::from_millis(15), 131_072_000.0).unwrap();
     c.observe_probe(0, "d", Some(r));
     assert_eq!(c.current_bytes("d"), 2 * MIB_U, "1.875 MiB rounds to 2 MiB");
     let c = AdaptivePrefetch::new(AdaptiveParams::default()).unwrap();
-    let r = crate::prefetch::probe::start_from(Duration::from_millis(30), Duration::from_millis(38), MIB_U).unwrap();
+    let r = crate::prefetch::probe::start_from(Duration::from_millis(30), 131_072_000.0).unwrap();
     c.observe_probe(0, "d", Some(r));
     assert_eq!(c.current_bytes("d"), 4 * MIB_U, "3.75 MiB rounds to 4 MiB");
     assert_eq!(c.snapshot().unwrap().queues[0].probe.as_ref().unwrap().start_bytes, r.start_bytes);
