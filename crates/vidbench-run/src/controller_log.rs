@@ -153,6 +153,36 @@ impl ControllerLog {
     }
 }
 
+/// The size the controller logged in `path` last decided on (the last
+/// row's `next_bytes`), when one disk worker's controller wrote it. `None`
+/// when there is no file, no row, or rows of several workers (their
+/// controllers start from one size; no single end to carry over).
+pub fn last_target(path: &Path) -> anyhow::Result<Option<u64>> {
+    let mut reader = match csv::Reader::from_path(path) {
+        Ok(r) => r,
+        Err(e) if matches!(e.kind(), csv::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::NotFound) => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    #[derive(Deserialize)]
+    struct Row {
+        worker: u64,
+        next_bytes: u64,
+    }
+    let mut workers = std::collections::BTreeSet::new();
+    let mut last = None;
+    for (i, row) in reader.deserialize::<Row>().enumerate() {
+        let row = match row {
+            Ok(r) => r,
+            // A run killed mid-write leaves its last line cut: the rows before it stand.
+            Err(e) if matches!(e.kind(), csv::ErrorKind::UnequalLengths { .. }) => break,
+            Err(e) => return Err(e).with_context(|| format!("{}: row {} is not a controller interval", path.display(), i + 2)),
+        };
+        workers.insert(row.worker);
+        last = Some(row.next_bytes);
+    }
+    Ok(if workers.len() == 1 { last } else { None })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -215,6 +245,28 @@ mod tests {
         let got: Vec<(u64, f64)> = rows.iter().map(|r| (r.index, r.t_s)).collect();
         assert_eq!(got, [(1, 60.0), (2, 120.0), (1, 200.0), (1, 271.0)]);
         assert_eq!(log.missed, 0);
+    }
+
+    #[test]
+    fn the_last_target_is_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("controller.csv");
+        assert_eq!(last_target(&path).unwrap(), None, "no file");
+        let mut log = ControllerLog::new(&path);
+        log.record(130.0, &stats(130.0, &[(0, vec![record(1, 60.0, 2097152, Some(3.0)), record(2, 120.0, 2621440, Some(3.5))])])).unwrap();
+        assert_eq!(last_target(&path).unwrap(), Some(3145728));
+        // A line cut by a killed run is left out.
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, format!("{text}190.0,0,3,60.0,31457")).unwrap();
+        assert_eq!(last_target(&path).unwrap(), Some(3145728));
+        // A damaged row is named.
+        std::fs::write(&path, format!("{text}190.0,0,3,60.0,3145728,many,descend,0.9,1,,,,0,0,,,\n")).unwrap();
+        let err = format!("{:#}", last_target(&path).unwrap_err());
+        assert!(err.contains("controller.csv") && err.contains("row 4"), "{err}");
+        // Two workers' controllers: no single size.
+        let mut two = ControllerLog::new(&path);
+        two.record(125.0, &stats(127.0, &[(0, vec![record(1, 60.0, 2097152, None)]), (1, vec![record(1, 121.0, 2097152, Some(5.0))])])).unwrap();
+        assert_eq!(last_target(&path).unwrap(), None);
     }
 
     #[test]

@@ -1195,9 +1195,22 @@ impl Driver {
             &json!({"experiment": self.exp.name, "config": cfg, "rate": null, "steps": true, "repetition": 0, "seed": self.exp.run.seed,
                     "started_unix_s": now_unix(), "continues": continues, "replayed_steps": recorded.len(), "fixed_rates": fixed}),
         )?;
+        // An adaptive controller goes on from the size its last part ended at.
+        let carried = match finished_by_parts {
+            Some(_) => None,
+            None => parts::continued(&cdir, cfg)?,
+        };
+        if let Some((_, size)) = &carried {
+            self.progress.printer().line(&format!(
+                "{}: its controller starts at {:.2} MiB, the size its earlier part ended at (docs/run.md, \"Resume\")",
+                cfg.name,
+                *size as f64 / (1u64 << 20) as f64
+            ));
+        }
+        let run_cfg = carried.as_ref().map_or(cfg, |(c, _)| c);
         let played = match finished_by_parts {
             Some(r) => write_json(&dir.join("steps.json"), &Vec::<StepRecord>::new()).map(|_| (Some(r), Vec::new())),
-            None => self.serve(cfg, 0, &dir, json!("steps"), |d, children| {
+            None => self.serve(run_cfg, 0, &dir, json!("steps"), |d, children| {
                 d.play_steady(children, timing, 0, &dir, |ch| match &plan {
                     RatePlan::Fixed { repetitions, .. } => {
                         for rate in &fixed {

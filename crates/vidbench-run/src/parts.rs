@@ -12,12 +12,23 @@
 //! step ramps afresh, as a separate run at that rate does (steps and separate
 //! runs were shown to agree: `docs/results/steps-vs-runs-2026-11-25`).
 //!
+//! An adaptive prefetch controller's state is part of what a step of one run
+//! measures: each step finds it where the steps before left it. So the new
+//! run of a searched adaptive configuration (without a start size of its
+//! own) starts its controller at the size the latest part's controller last
+//! decided on ([`continued`]), not from the disk probe: from the probed
+//! 1.5 MiB under the 6.63/s a search had reached, a restart lost 1,688
+//! sessions in its ramp and its window measured the restart
+//! (docs/results/paper001-sd-4g-2026-11-28). Only the size carries over;
+//! the controller measures its scores afresh.
+//!
 //! Fixed schedules are time series (how long the system has run is part of
 //! what they measure, and a controller's state with it), so they restart from
 //! scratch instead; only searches keep parts.
 
 use crate::driver::{now_unix, RunResult, DONE};
-use crate::experiment::RunKind;
+use crate::experiment::{Config, Prefetch, RunKind};
+use libception_proto::AdaptiveParams;
 use crate::search::Outcome;
 use crate::steady::{self, Sample, StepRecord};
 use anyhow::Context;
@@ -65,6 +76,26 @@ fn finished_steps(run: &Path) -> anyhow::Result<(Vec<StepRecord>, Option<f64>)> 
     };
     let records = steps.into_iter().take_while(|s| s.failure_percent.is_some()).map(|s| StepRecord::new(s, &samples)).collect();
     Ok((records, samples.last().map(|s| s.t_s)))
+}
+
+/// The configuration the next run of a searched configuration runs: for an
+/// adaptive controller without a start size of its own, `cfg` with the start
+/// at the size the latest part's `controller.csv` last decided on, and that
+/// size. `None` when nothing carries over (another prefetch, a start given,
+/// no part, or no decision logged).
+pub fn continued(config_dir: &Path, cfg: &Config) -> anyhow::Result<Option<(Config, u64)>> {
+    let Some(Prefetch::Adaptive(params)) = &cfg.prefetch else { return Ok(None) };
+    if params.start.is_some() {
+        return Ok(None);
+    }
+    for part in parts(config_dir).iter().rev() {
+        if let Some(size) = crate::controller_log::last_target(&part.join("controller.csv"))? {
+            let mut next = cfg.clone();
+            next.prefetch = Some(Prefetch::Adaptive(AdaptiveParams { start: Some(size), ..params.clone() }));
+            return Ok(Some((next, size)));
+        }
+    }
+    Ok(None)
 }
 
 /// What became of an interrupted stepped run.
@@ -265,6 +296,56 @@ mod tests {
         w.flush().unwrap();
         let mut f = std::fs::OpenOptions::new().append(true).open(dir.join("samples.csv")).unwrap();
         std::io::Write::write_all(&mut f, b"61.0,6").unwrap();
+    }
+
+    /// Configuration `a` of an experiment in `dir`: nginx under Libception
+    /// with `prefetch` (and `adaptive`, when given) as its keys.
+    fn libception_config(dir: &Path, keys: &str) -> Config {
+        std::fs::create_dir_all(dir.join("servers")).unwrap();
+        std::fs::write(dir.join("servers/nginx.conf"), "listen {{port}};\n").unwrap();
+        let text = format!(
+            "name = \"t\"\ntemplates = \"servers\"\n[workload]\nspec = \"small.toml\"\n[disk]\npreset = \"wd-red-1tb\"\n[memory]\nlimit_mb = 256\n\
+             [run]\nduration_s = 60\n[rates]\nfixed = [10]\n[[config]]\nname = \"a\"\nserver = \"nginx\"\nlibception = \"full\"\n{keys}\n"
+        );
+        crate::experiment::Experiment::from_str(&text, &dir.join("e.toml")).unwrap().config("a").unwrap().clone()
+    }
+
+    fn finished_part(cdir: &Path, n: u32, controller: Option<&str>) {
+        let part = cdir.join(format!("{PART_PREFIX}{n:02}"));
+        std::fs::create_dir_all(&part).unwrap();
+        std::fs::write(part.join(DONE), "1\n").unwrap();
+        if let Some(rows) = controller {
+            std::fs::write(part.join("controller.csv"), format!("t_s,worker,index,prefetch_bytes,next_bytes\n{rows}")).unwrap();
+        }
+    }
+
+    #[test]
+    fn an_adaptive_controller_goes_on_from_the_size_its_last_part_ended_at() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cfg = libception_config(tmp.path(), "prefetch_kb = \"adaptive\"");
+        let cdir = tmp.path().join("runs/a");
+        std::fs::create_dir_all(&cdir).unwrap();
+        assert!(continued(&cdir, &cfg).unwrap().is_none(), "no part yet");
+        finished_part(&cdir, 1, Some("60,0,1,1572864,2097152\n120,0,2,2097152,3670016\n"));
+        // A later part that closed no interval: the one before it counts.
+        finished_part(&cdir, 2, None);
+        let (next, size) = continued(&cdir, &cfg).unwrap().unwrap();
+        assert_eq!(size, 3670016);
+        let Some(Prefetch::Adaptive(p)) = &next.prefetch else { panic!("{:?}", next.prefetch) };
+        let Some(Prefetch::Adaptive(was)) = &cfg.prefetch else { panic!() };
+        assert_eq!(p, &AdaptiveParams { start: Some(3670016), ..was.clone() });
+        assert_eq!(next.name, cfg.name);
+        finished_part(&cdir, 3, Some("60,0,1,3670016,3145728\n"));
+        assert_eq!(continued(&cdir, &cfg).unwrap().unwrap().1, 3145728, "the latest part");
+        // An unfinished part (no DONE) is not read.
+        std::fs::create_dir_all(cdir.join("steps-part04")).unwrap();
+        std::fs::write(cdir.join("steps-part04/controller.csv"), "t_s,worker,index,prefetch_bytes,next_bytes\n60,0,1,1,524288\n").unwrap();
+        assert_eq!(continued(&cdir, &cfg).unwrap().unwrap().1, 3145728);
+        // A start of its own, or a fixed size: nothing carries over.
+        let started = libception_config(tmp.path(), "prefetch_kb = \"adaptive\"\nadaptive = { start_kb = 8192 }");
+        assert!(continued(&cdir, &started).unwrap().is_none());
+        let fixed = libception_config(tmp.path(), "prefetch_kb = 4096");
+        assert!(continued(&cdir, &fixed).unwrap().is_none());
     }
 
     #[test]
