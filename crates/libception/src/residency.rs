@@ -96,12 +96,12 @@ fn cachestat_pages(fd: BorrowedFd<'_>, first: u64, pages: u64) -> io::Result<u64
 /// Windows mapped by the mincore fallback so far (the bound of its work).
 static MINCORE_WINDOWS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// How many of `pages` pages from page `first` are resident without a gap,
-/// by mmap + mincore one window at a time: it stops at the first page that
-/// is not resident, and never holds more than one window's vector, however
-/// long the range (a client's CHECK(0, u64::MAX) of a sparse file costs one
-/// window, not a byte per page of it).
-fn mincore_prefix(fd: BorrowedFd<'_>, first: u64, pages: u64) -> io::Result<u64> {
+/// Walks the residency bytes of `pages` pages from page `first` by mmap +
+/// mincore, one window at a time, handing each window's vector to `visit`
+/// until it returns false; never holds more than one window's vector,
+/// however long the range (a client's CHECK(0, u64::MAX) of a sparse file
+/// costs one window, not a byte per page of it).
+fn mincore_walk(fd: BorrowedFd<'_>, first: u64, pages: u64, mut visit: impl FnMut(&[u8]) -> bool) -> io::Result<()> {
     let ps = page_size();
     let window = MINCORE_WINDOW / ps;
     let mut vec = vec![0u8; pages.min(window) as usize];
@@ -132,13 +132,34 @@ fn mincore_prefix(fd: BorrowedFd<'_>, first: u64, pages: u64) -> io::Result<u64>
         if rc != 0 {
             return Err(err);
         }
-        let run = vec[..n as usize].iter().take_while(|b| **b & 1 == 1).count() as u64;
-        done += run;
-        if run < n {
+        if !visit(&vec[..n as usize]) {
             break;
         }
+        done += n;
     }
+    Ok(())
+}
+
+/// How many of `pages` pages from page `first` are resident without a gap
+/// (mincore): stops at the first page that is not.
+fn mincore_prefix(fd: BorrowedFd<'_>, first: u64, pages: u64) -> io::Result<u64> {
+    let mut done = 0;
+    mincore_walk(fd, first, pages, |vec| {
+        let run = vec.iter().take_while(|b| **b & 1 == 1).count();
+        done += run as u64;
+        run == vec.len()
+    })?;
     Ok(done)
+}
+
+/// Whether any of `pages` pages from page `first` is resident (mincore).
+fn mincore_any(fd: BorrowedFd<'_>, first: u64, pages: u64) -> io::Result<bool> {
+    let mut any = false;
+    mincore_walk(fd, first, pages, |vec| {
+        any = vec.iter().any(|b| *b & 1 == 1);
+        !any
+    })?;
+    Ok(any)
 }
 
 fn page_span(start: u64, end: u64) -> (u64, u64) {
@@ -173,6 +194,23 @@ pub fn resident_prefix(fd: BorrowedFd<'_>, start: u64, end: u64) -> io::Result<u
         }
     }
     Ok(bytes_for(mincore_prefix(fd, first, pages)?))
+}
+
+/// Whether no page of `[start, end)` is in the page cache (a read of it
+/// reaches the disk from its first byte to its last).
+pub fn none_resident(fd: BorrowedFd<'_>, start: u64, end: u64) -> io::Result<bool> {
+    if end <= start {
+        return Ok(true);
+    }
+    let (first, pages) = page_span(start, end);
+    if !CACHESTAT_MISSING.load(Ordering::Relaxed) {
+        match cachestat_pages(fd, first, pages) {
+            Ok(n) => return Ok(n == 0),
+            Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => CACHESTAT_MISSING.store(true, Ordering::Relaxed),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(!mincore_any(fd, first, pages)?)
 }
 
 /// Largest k such that the first k pages are all cached, by bisection:
@@ -243,6 +281,7 @@ mod tests {
         let size = 64 * 4096 + 100;
         assert_eq!(resident_prefix(f.as_fd(), 0, size).unwrap(), 0);
         assert!(!is_resident(f.as_fd(), 0, size).unwrap());
+        assert!(none_resident(f.as_fd(), 0, size).unwrap());
         let mut buf = vec![0u8; 10 * 4096];
         // POSIX_FADV_RANDOM keeps kernel readahead from caching beyond the read.
         // SAFETY: plain advice on a valid fd.
@@ -252,6 +291,15 @@ mod tests {
         assert_eq!(resident_prefix(f.as_fd(), 100, size).unwrap(), 10 * 4096 - 100);
         assert!(is_resident(f.as_fd(), 5, 10 * 4096).unwrap());
         assert!(!is_resident(f.as_fd(), 5, 10 * 4096 + 1).unwrap());
+        // A range holding any cached page is not uncached; past the cached
+        // pages it is. The mincore fallback agrees.
+        let pages = size.div_ceil(4096);
+        for (start, end, none) in [(0, size, false), (9 * 4096, size, false), (10 * 4096, size, true), (20 * 4096, size, true)] {
+            assert_eq!(none_resident(f.as_fd(), start, end).unwrap(), none, "{start}..{end}");
+            let (first, n) = page_span(start, end);
+            assert_eq!(!mincore_any(f.as_fd(), first, n).unwrap(), none, "mincore {start}..{end}");
+        }
+        assert!(!mincore_any(f.as_fd(), 10, pages - 10).unwrap());
         let mut all = vec![0u8; size as usize];
         f.read_exact_at(&mut all, 0).unwrap();
         assert!(is_resident(f.as_fd(), 0, size).unwrap());

@@ -153,14 +153,24 @@ impl ControllerLog {
     }
 }
 
-/// The size the controller logged in `path` last decided on (the last
-/// row's `next_bytes`), when one disk worker's controller wrote it. `None`
-/// when there is no file, no row, or rows of several workers (their
-/// controllers start from one size; no single end to carry over).
-pub fn last_target(path: &Path) -> anyhow::Result<Option<u64>> {
+/// What a run's `controller.csv` says the controller ended at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LastTarget {
+    /// No file, or no interval in it.
+    Nothing,
+    /// The size one disk worker's controller last decided on (`next_bytes`).
+    Size(u64),
+    /// Several workers' controllers: no single size.
+    SeveralWorkers,
+}
+
+/// The size the controller logged in `path` last decided on. A last line
+/// cut by a killed run is left out; a damaged row before it is an error
+/// naming the file and the row.
+pub fn last_target(path: &Path) -> anyhow::Result<LastTarget> {
     let mut reader = match csv::Reader::from_path(path) {
         Ok(r) => r,
-        Err(e) if matches!(e.kind(), csv::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::NotFound) => return Ok(None),
+        Err(e) if matches!(e.kind(), csv::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::NotFound) => return Ok(LastTarget::Nothing),
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
     };
     #[derive(Deserialize)]
@@ -170,17 +180,25 @@ pub fn last_target(path: &Path) -> anyhow::Result<Option<u64>> {
     }
     let mut workers = std::collections::BTreeSet::new();
     let mut last = None;
+    let mut cut = None;
     for (i, row) in reader.deserialize::<Row>().enumerate() {
-        let row = match row {
-            Ok(r) => r,
-            // A run killed mid-write leaves its last line cut: the rows before it stand.
-            Err(e) if matches!(e.kind(), csv::ErrorKind::UnequalLengths { .. }) => break,
+        if let Some(cut_row) = cut {
+            anyhow::bail!("{}: row {cut_row} is not a controller interval (a short row before others)", path.display());
+        }
+        match row {
+            Ok(r) => {
+                workers.insert(r.worker);
+                last = Some(r.next_bytes);
+            }
+            Err(e) if matches!(e.kind(), csv::ErrorKind::UnequalLengths { .. }) => cut = Some(i + 2),
             Err(e) => return Err(e).with_context(|| format!("{}: row {} is not a controller interval", path.display(), i + 2)),
-        };
-        workers.insert(row.worker);
-        last = Some(row.next_bytes);
+        }
     }
-    Ok(if workers.len() == 1 { last } else { None })
+    Ok(match (workers.len(), last) {
+        (0, _) | (_, None) => LastTarget::Nothing,
+        (1, Some(size)) => LastTarget::Size(size),
+        _ => LastTarget::SeveralWorkers,
+    })
 }
 
 #[cfg(test)]
@@ -251,22 +269,29 @@ mod tests {
     fn the_last_target_is_read_back() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("controller.csv");
-        assert_eq!(last_target(&path).unwrap(), None, "no file");
+        assert_eq!(last_target(&path).unwrap(), LastTarget::Nothing, "no file");
         let mut log = ControllerLog::new(&path);
         log.record(130.0, &stats(130.0, &[(0, vec![record(1, 60.0, 2097152, Some(3.0)), record(2, 120.0, 2621440, Some(3.5))])])).unwrap();
-        assert_eq!(last_target(&path).unwrap(), Some(3145728));
-        // A line cut by a killed run is left out.
+        assert_eq!(last_target(&path).unwrap(), LastTarget::Size(3145728));
         let text = std::fs::read_to_string(&path).unwrap();
+        let header = text.lines().next().unwrap();
+        std::fs::write(&path, format!("{header}\n")).unwrap();
+        assert_eq!(last_target(&path).unwrap(), LastTarget::Nothing, "header only");
+        // A last line cut by a killed run is left out.
         std::fs::write(&path, format!("{text}190.0,0,3,60.0,31457")).unwrap();
-        assert_eq!(last_target(&path).unwrap(), Some(3145728));
-        // A damaged row is named.
+        assert_eq!(last_target(&path).unwrap(), LastTarget::Size(3145728));
+        // A short row with rows after it, or a damaged one, is named.
+        let rows: Vec<&str> = text.lines().collect();
+        std::fs::write(&path, format!("{}\n190.0,0,3\n{}\n", rows[..2].join("\n"), rows[2])).unwrap();
+        let err = format!("{:#}", last_target(&path).unwrap_err());
+        assert!(err.contains("controller.csv") && err.contains("row 3"), "{err}");
         std::fs::write(&path, format!("{text}190.0,0,3,60.0,3145728,many,descend,0.9,1,,,,0,0,,,\n")).unwrap();
         let err = format!("{:#}", last_target(&path).unwrap_err());
         assert!(err.contains("controller.csv") && err.contains("row 4"), "{err}");
         // Two workers' controllers: no single size.
         let mut two = ControllerLog::new(&path);
         two.record(125.0, &stats(127.0, &[(0, vec![record(1, 60.0, 2097152, None)]), (1, vec![record(1, 121.0, 2097152, Some(5.0))])])).unwrap();
-        assert_eq!(last_target(&path).unwrap(), None);
+        assert_eq!(last_target(&path).unwrap(), LastTarget::SeveralWorkers);
     }
 
     #[test]

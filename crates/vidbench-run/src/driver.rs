@@ -1185,20 +1185,10 @@ impl Driver {
             RatePlan::Fixed { rates, relative_to, .. } => self.fixed_rates(cfg, rates, relative_to.as_ref())?,
             _ => Vec::new(),
         };
-        std::fs::create_dir_all(&dir)?;
-        let what = format!("{}, every rate a step of one run", cfg.name);
-        self.progress.start_run(&what);
-        let started = Instant::now();
-        let continues: Vec<String> = parts::parts(&cdir).iter().filter_map(|p| Some(p.file_name()?.to_str()?.to_string())).collect();
-        write_json(
-            &dir.join("run.json"),
-            &json!({"experiment": self.exp.name, "config": cfg, "rate": null, "steps": true, "repetition": 0, "seed": self.exp.run.seed,
-                    "started_unix_s": now_unix(), "continues": continues, "replayed_steps": recorded.len(), "fixed_rates": fixed}),
-        )?;
         // An adaptive controller goes on from the size its last part ended at.
         let carried = match finished_by_parts {
-            Some(_) => None,
-            None => parts::continued(&cdir, cfg)?,
+            None if searching => parts::continued(&cdir, cfg),
+            _ => None,
         };
         if let Some((_, size)) = &carried {
             self.progress.printer().line(&format!(
@@ -1208,6 +1198,17 @@ impl Driver {
             ));
         }
         let run_cfg = carried.as_ref().map_or(cfg, |(c, _)| c);
+        std::fs::create_dir_all(&dir)?;
+        let what = format!("{}, every rate a step of one run", cfg.name);
+        self.progress.start_run(&what);
+        let started = Instant::now();
+        let continues: Vec<String> = parts::parts(&cdir).iter().filter_map(|p| Some(p.file_name()?.to_str()?.to_string())).collect();
+        write_json(
+            &dir.join("run.json"),
+            &json!({"experiment": self.exp.name, "config": cfg, "rate": null, "steps": true, "repetition": 0, "seed": self.exp.run.seed,
+                    "started_unix_s": now_unix(), "continues": continues, "replayed_steps": recorded.len(), "fixed_rates": fixed,
+                    "controller_start_bytes": carried.as_ref().map(|(_, size)| size)}),
+        )?;
         let played = match finished_by_parts {
             Some(r) => write_json(&dir.join("steps.json"), &Vec::<StepRecord>::new()).map(|_| (Some(r), Vec::new())),
             None => self.serve(run_cfg, 0, &dir, json!("steps"), |d, children| {

@@ -28,6 +28,7 @@
 
 use crate::driver::{now_unix, RunResult, DONE};
 use crate::experiment::{Config, Prefetch, RunKind};
+use crate::controller_log::LastTarget;
 use libception_proto::AdaptiveParams;
 use crate::search::Outcome;
 use crate::steady::{self, Sample, StepRecord};
@@ -81,21 +82,33 @@ fn finished_steps(run: &Path) -> anyhow::Result<(Vec<StepRecord>, Option<f64>)> 
 /// The configuration the next run of a searched configuration runs: for an
 /// adaptive controller without a start size of its own, `cfg` with the start
 /// at the size the latest part's `controller.csv` last decided on, and that
-/// size. `None` when nothing carries over (another prefetch, a start given,
-/// no part, or no decision logged).
-pub fn continued(config_dir: &Path, cfg: &Config) -> anyhow::Result<Option<(Config, u64)>> {
-    let Some(Prefetch::Adaptive(params)) = &cfg.prefetch else { return Ok(None) };
+/// size. `None` when nothing carries over: another prefetch, a start given,
+/// no part with a logged decision, or a latest one whose controllers were
+/// several (one per disk worker: no single size). A `controller.csv` that
+/// cannot be read carries nothing either (the warning names it): it does not
+/// touch the steps the search replays, so it must not stop the resume.
+pub fn continued(config_dir: &Path, cfg: &Config) -> Option<(Config, u64)> {
+    let Some(Prefetch::Adaptive(params)) = &cfg.prefetch else { return None };
     if params.start.is_some() {
-        return Ok(None);
+        return None;
     }
     for part in parts(config_dir).iter().rev() {
-        if let Some(size) = crate::controller_log::last_target(&part.join("controller.csv"))? {
-            let mut next = cfg.clone();
-            next.prefetch = Some(Prefetch::Adaptive(AdaptiveParams { start: Some(size), ..params.clone() }));
-            return Ok(Some((next, size)));
+        let path = part.join("controller.csv");
+        match crate::controller_log::last_target(&path) {
+            Ok(LastTarget::Nothing) => continue,
+            Ok(LastTarget::Size(size)) => {
+                let mut next = cfg.clone();
+                next.prefetch = Some(Prefetch::Adaptive(AdaptiveParams { start: Some(size), ..params.clone() }));
+                return Some((next, size));
+            }
+            Ok(LastTarget::SeveralWorkers) => return None,
+            Err(e) => {
+                tracing::warn!("{e:#}; the controller starts from the disk probe");
+                return None;
+            }
         }
     }
-    Ok(None)
+    None
 }
 
 /// What became of an interrupted stepped run.
@@ -325,27 +338,33 @@ mod tests {
         let cfg = libception_config(tmp.path(), "prefetch_kb = \"adaptive\"");
         let cdir = tmp.path().join("runs/a");
         std::fs::create_dir_all(&cdir).unwrap();
-        assert!(continued(&cdir, &cfg).unwrap().is_none(), "no part yet");
+        assert!(continued(&cdir, &cfg).is_none(), "no part yet");
         finished_part(&cdir, 1, Some("60,0,1,1572864,2097152\n120,0,2,2097152,3670016\n"));
         // A later part that closed no interval: the one before it counts.
         finished_part(&cdir, 2, None);
-        let (next, size) = continued(&cdir, &cfg).unwrap().unwrap();
+        let (next, size) = continued(&cdir, &cfg).unwrap();
         assert_eq!(size, 3670016);
         let Some(Prefetch::Adaptive(p)) = &next.prefetch else { panic!("{:?}", next.prefetch) };
         let Some(Prefetch::Adaptive(was)) = &cfg.prefetch else { panic!() };
         assert_eq!(p, &AdaptiveParams { start: Some(3670016), ..was.clone() });
         assert_eq!(next.name, cfg.name);
         finished_part(&cdir, 3, Some("60,0,1,3670016,3145728\n"));
-        assert_eq!(continued(&cdir, &cfg).unwrap().unwrap().1, 3145728, "the latest part");
+        assert_eq!(continued(&cdir, &cfg).unwrap().1, 3145728, "the latest part");
         // An unfinished part (no DONE) is not read.
         std::fs::create_dir_all(cdir.join("steps-part04")).unwrap();
         std::fs::write(cdir.join("steps-part04/controller.csv"), "t_s,worker,index,prefetch_bytes,next_bytes\n60,0,1,1,524288\n").unwrap();
-        assert_eq!(continued(&cdir, &cfg).unwrap().unwrap().1, 3145728);
+        assert_eq!(continued(&cdir, &cfg).unwrap().1, 3145728);
+        // A latest part of two workers' controllers stops the search for a
+        // size; a damaged file gives none (and no error: the resume goes on).
+        finished_part(&cdir, 5, Some("60,0,1,3670016,2097152\n61,1,1,3670016,4194304\n"));
+        assert!(continued(&cdir, &cfg).is_none());
+        finished_part(&cdir, 6, Some("60,0,1,3670016,many\n"));
+        assert!(continued(&cdir, &cfg).is_none());
         // A start of its own, or a fixed size: nothing carries over.
         let started = libception_config(tmp.path(), "prefetch_kb = \"adaptive\"\nadaptive = { start_kb = 8192 }");
-        assert!(continued(&cdir, &started).unwrap().is_none());
+        assert!(continued(&cdir, &started).is_none());
         let fixed = libception_config(tmp.path(), "prefetch_kb = 4096");
-        assert!(continued(&cdir, &fixed).unwrap().is_none());
+        assert!(continued(&cdir, &fixed).is_none());
     }
 
     #[test]

@@ -17,16 +17,17 @@
 //! the file in hand, whose seeks span only that file: on a disk much larger
 //! than the file the start is an underestimate that the gradient descent then
 //! corrects. File offsets already in the page cache are skipped (a cached read
-//! times memory, not the disk); with too few uncached offsets, or timings that
-//! make no sense, the probe gives no size and the controller keeps its default
-//! start. The probe reads about 17 MiB once per worker (about 0.2 s on a
-//! 5,400 rpm disk). Limits also in docs/daemon.md.
+//! times memory, not the disk), and the pages the probe read are dropped from
+//! it afterwards; with too few uncached offsets, a cached transfer range, or
+//! timings that make no sense, the probe gives no size and the controller
+//! keeps its default start. The probe reads about 17 MiB once per worker
+//! (about 0.3 s on a 5,400 rpm disk). Limits also in docs/daemon.md.
 
 use super::snapshot::ProbeSource;
 use crate::residency;
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -35,14 +36,15 @@ use std::time::{Duration, Instant};
 const ACCESS_READS: u64 = 6;
 const ACCESS_BYTES: usize = 4096;
 /// The two reads timed for the transfer rate: the smaller, and the largest
-/// the larger may be (a third of the target at most, so that the two stay
-/// apart).
+/// the larger may be (an eighth of the target at most, so that it fits
+/// between the access reads around the middle: they are a sixth of the
+/// target apart).
 const SMALL_TRANSFER: u64 = 1 << 20;
 const LARGE_TRANSFER: u64 = 16 << 20;
 /// The larger transfer read must be at least this (the difference of the two
-/// then spans 3 MiB), so targets under three times this give no measurement.
+/// then spans 3 MiB), so targets under eight times this give no measurement.
 const MIN_LARGE_TRANSFER: u64 = 4 << 20;
-const MIN_FILE: u64 = 3 * MIN_LARGE_TRANSFER;
+const MIN_FILE: u64 = 8 * MIN_LARGE_TRANSFER;
 /// Offsets and buffers of O_DIRECT reads are aligned to this (at least any
 /// device's logical block size).
 const DIRECT_ALIGN: usize = 4096;
@@ -119,17 +121,18 @@ fn measure(t: &mut dyn Target) -> Option<ProbeResult> {
     let access = times.iter().sum::<Duration>() / times.len() as u32;
     // The transfer reads: the large one in the middle of the target (a
     // disk's middle zone streams at about its average rate; its outer edge
-    // is twice as fast as its inner one), then the small one from the start
-    // (or a sixth from either end, if the start is cached). Each begins with
-    // a seek of about half the target, so their accesses cost about the
-    // same and cancel in the difference.
-    let large = LARGE_TRANSFER.min((size / 3) & !(SMALL_TRANSFER - 1));
+    // is twice as fast as its inner one), between the access reads at 5/12
+    // and 7/12, then the small one from the start (or a sixth from either
+    // end, if the start is cached), before the first access read at 1/12.
+    // Each begins with a seek of about half the target, so their accesses
+    // cost about the same and cancel in the difference.
+    let large = LARGE_TRANSFER.min((size / 8) & !(SMALL_TRANSFER - 1));
     let large_at = ((size - large) / 2) & !4095;
     if !t.uncached(large_at, large) {
         return None;
     }
     let clear = |at: u64| at + SMALL_TRANSFER <= large_at || at >= large_at + large;
-    let candidates = [0, size / 6, size - size / 6 - SMALL_TRANSFER].map(|at| at & !4095);
+    let candidates = [0, size / 6, size - size / 6].map(|at| at & !4095);
     let small_at = candidates.into_iter().find(|&at| clear(at) && t.uncached(at, SMALL_TRANSFER))?;
     let large_time = t.timed_read(large_at, large as usize)?;
     let small_time = t.timed_read(small_at, SMALL_TRANSFER as usize)?;
@@ -141,6 +144,10 @@ struct FileTarget<'a> {
     file: &'a File,
     size: u64,
     buf: Vec<u8>,
+    /// The ranges read, every one uncached before: dropped from the page
+    /// cache again afterwards (the probe's pages would otherwise stay
+    /// charged to the daemon's memory for nothing).
+    read: Vec<(u64, u64)>,
 }
 
 impl Target for FileTarget<'_> {
@@ -149,13 +156,23 @@ impl Target for FileTarget<'_> {
     }
 
     fn uncached(&self, at: u64, len: u64) -> bool {
-        residency::resident_prefix(self.file.as_fd(), at, at + len).map(|p| p == 0).unwrap_or(false)
+        residency::none_resident(self.file.as_fd(), at, at + len).unwrap_or(false)
     }
 
     fn timed_read(&mut self, at: u64, len: usize) -> Option<Duration> {
+        self.read.push((at, len as u64));
         let t = Instant::now();
         let n = self.file.read_at(&mut self.buf[..len], at).ok()?;
         (n == len).then(|| t.elapsed())
+    }
+}
+
+impl Drop for FileTarget<'_> {
+    fn drop(&mut self) {
+        for &(at, len) in &self.read {
+            // SAFETY: plain advice on a valid descriptor; failure only leaves pages cached.
+            unsafe { libc::posix_fadvise(self.file.as_raw_fd(), at as libc::off_t, len as libc::off_t, libc::POSIX_FADV_DONTNEED) };
+        }
     }
 }
 
@@ -189,7 +206,7 @@ impl Target for DirectTarget {
 /// cannot give a measurement.
 pub fn run(file: &File) -> Option<ProbeResult> {
     let size = file.metadata().ok()?.len();
-    measure(&mut FileTarget { file, size, buf: vec![0u8; LARGE_TRANSFER as usize] })
+    measure(&mut FileTarget { file, size, buf: vec![0u8; LARGE_TRANSFER as usize], read: Vec::new() })
 }
 
 /// Times O_DIRECT reads spread over the device (or file) at `path`, opened
@@ -264,43 +281,83 @@ mod tests {
         head: u64,
         seeks: Vec<u64>,
         lost_ms: f64,
+        /// Every read, and the ranges already in the cache (read at no cost).
+        reads: Vec<(u64, u64)>,
+        cached: Vec<(u64, u64)>,
+    }
+
+    impl SeekModel {
+        fn new(size: u64, lost_ms: f64) -> SeekModel {
+            SeekModel { size, head: 0, seeks: Vec::new(), lost_ms, reads: Vec::new(), cached: Vec::new() }
+        }
+        fn cached_bytes(&self, at: u64, len: u64) -> u64 {
+            self.cached.iter().map(|&(c, n)| (at + len).min(c + n).saturating_sub(at.max(c))).sum()
+        }
     }
 
     impl Target for SeekModel {
         fn size(&self) -> u64 {
             self.size
         }
-        fn uncached(&self, _at: u64, _len: u64) -> bool {
-            true
+        fn uncached(&self, at: u64, len: u64) -> bool {
+            self.cached_bytes(at, len) == 0
         }
         fn timed_read(&mut self, at: u64, len: usize) -> Option<Duration> {
+            // What O_DIRECT needs, and what a file can give.
+            assert!(at.is_multiple_of(DIRECT_ALIGN as u64) && len.is_multiple_of(DIRECT_ALIGN), "unaligned read {len} at {at}");
+            assert!(at + len as u64 <= self.size, "read {len} at {at} past the end {}", self.size);
             let seek = self.head.abs_diff(at);
             self.seeks.push(seek);
+            self.reads.push((at, len as u64));
             self.head = at + len as u64;
             // Strokes of a 1 TiB disk, whatever part of it the target is.
             let stroke = seek as f64 / (1u64 << 40) as f64;
             let lost = if len as u64 >= SMALL_TRANSFER { self.lost_ms / 1e3 } else { 0.0 };
-            Some(Duration::from_secs_f64(0.005 + 0.010 * stroke + lost + len as f64 / 100e6))
+            let from_disk = len as u64 - self.cached_bytes(at, len as u64);
+            Some(Duration::from_secs_f64(0.005 + 0.010 * stroke + lost + from_disk as f64 / 100e6))
         }
     }
 
-    /// The rate is the disk's, within the seeks' difference, even when large
-    /// reads lose a revolution: one timed read alone would put that
-    /// revolution in the transfer (1 MiB in 11 ms more: half the rate).
+    /// The rate is the disk's even when large reads lose a revolution (one
+    /// read timed alone would put that revolution in the transfer: 1 MiB in
+    /// 11 ms more, half the rate), on targets of any size from the smallest,
+    /// with every read inside the target, aligned, and apart from the others.
     #[test]
     fn transfer_rate_is_the_media_rate() {
-        for lost_ms in [0.0, 11.1] {
-            let mut disk = SeekModel { size: 1 << 40, head: 0, seeks: Vec::new(), lost_ms };
-            let r = measure(&mut disk).unwrap();
-            assert!((r.transfer_bps / 100e6 - 1.0).abs() < 0.08, "lost {lost_ms} ms: {r:?}");
-            assert!(r.access >= Duration::from_millis(8) && r.access <= Duration::from_millis(10), "{r:?}");
-            assert_eq!(disk.seeks.len(), ACCESS_READS as usize + 2);
+        for size in [MIN_FILE, MIN_FILE + 12_345, (100 << 20) + 777, 1 << 40] {
+            for lost_ms in [0.0, 11.1] {
+                let mut disk = SeekModel::new(size, lost_ms);
+                let r = measure(&mut disk).unwrap_or_else(|| panic!("size {size}"));
+                assert!((r.transfer_bps / 100e6 - 1.0).abs() < 0.02, "size {size}, lost {lost_ms} ms: {r:?}");
+                assert_eq!(disk.reads.len(), ACCESS_READS as usize + 2);
+                for (i, &(a, n)) in disk.reads.iter().enumerate() {
+                    for &(b, m) in &disk.reads[i + 1..] {
+                        assert!(a + n <= b || b + m <= a, "size {size}: reads {n} at {a} and {m} at {b} overlap");
+                    }
+                }
+            }
         }
+        let r = measure(&mut SeekModel::new(1 << 40, 0.0)).unwrap();
+        assert!(r.access >= Duration::from_millis(8) && r.access <= Duration::from_millis(10), "{r:?}");
         // Targets too small for a 4 MiB transfer read give no measurement.
-        let mut small = SeekModel { size: MIN_FILE - 1, head: 0, seeks: Vec::new(), lost_ms: 0.0 };
-        assert_eq!(measure(&mut small), None);
-        let mut file = SeekModel { size: MIN_FILE, head: 0, seeks: Vec::new(), lost_ms: 0.0 };
-        assert!(measure(&mut file).is_some());
+        assert_eq!(measure(&mut SeekModel::new(MIN_FILE - 1, 0.0)), None);
+    }
+
+    /// A cached page anywhere in a transfer read would make it fast and the
+    /// rate too high: the small read moves to another place, and a cached
+    /// middle gives no measurement.
+    #[test]
+    fn cached_pages_never_reach_the_transfer_reads() {
+        let size = 256 << 20;
+        let mut disk = SeekModel::new(size, 0.0);
+        disk.cached.push((SMALL_TRANSFER - 4096, 4096));
+        let r = measure(&mut disk).unwrap();
+        assert!((r.transfer_bps / 100e6 - 1.0).abs() < 0.02, "{r:?}");
+        assert_eq!(disk.reads.last().unwrap().0, (size / 6) & !4095, "the small read moved");
+        let mut disk = SeekModel::new(size, 0.0);
+        disk.cached.push((size / 2 + (1 << 20), 4096));
+        assert_eq!(measure(&mut disk), None, "one cached page in the middle");
+        assert_eq!(disk.reads.len(), ACCESS_READS as usize, "no transfer read was timed");
     }
 
     /// The access reads cross about a third of the target or more, as
@@ -308,14 +365,14 @@ mod tests {
     /// disk-wide seek a file-sized target cannot.
     #[test]
     fn access_reads_alternate_halves_and_span_the_target() {
-        let mut disk = SeekModel { size: 1 << 40, head: 0, seeks: Vec::new(), lost_ms: 0.0 };
+        let mut disk = SeekModel::new(1 << 40, 0.0);
         let r = measure(&mut disk).unwrap();
         let span = (1u64 << 40) as f64;
         let crossings: Vec<f64> = disk.seeks[1..ACCESS_READS as usize].iter().map(|&s| s as f64 / span).collect();
         assert!(crossings.iter().all(|&c| c > 0.3), "{crossings:?}");
         // A 64 MiB file at the start of the same disk: short seeks, a
         // smaller access time and start size than the whole disk's.
-        let mut file = SeekModel { size: 64 << 20, head: 0, seeks: Vec::new(), lost_ms: 0.0 };
+        let mut file = SeekModel::new(64 << 20, 0.0);
         let f = measure(&mut file).unwrap();
         assert!(r.access > f.access && r.start_bytes > f.start_bytes, "disk {r:?} file {f:?}");
     }
