@@ -17,7 +17,8 @@ finished() {
 # trace (its window, disk-trace-window.csv.gz, stays); error.log is the
 # server's own (Apache says there when its thread pool ran out). An interrupted run's
 # run.json, samples.csv and load/steps.json are what `--resume` turns into a
-# part, so a checkpoint keeps them too.
+# part, so a checkpoint keeps them too. The shim's statistics (shim/*.json,
+# a few KB per server process: Fig 17's sendfile latencies) are kept as well.
 KEPT_RUN_FILES="DONE run.json result.json part.json steps.json samples.csv controller.csv sockets.jsonl setup.json daemon.json warm.json resources.json disk-before.json disk-after.json disk-trace-window.csv.gz error.log"
 KEPT_LOAD_FILES="intervals.csv steps.json summary.json"
 
@@ -30,6 +31,11 @@ copy_kept_run() {
   done
   for f in $KEPT_LOAD_FILES; do
     [ -f "$src/load/$f" ] && cp "$src/load/$f" "$dst/load/"
+  done
+  for f in "$src"/shim/*.json; do
+    [ -f "$f" ] || continue
+    mkdir -p "$dst/shim"
+    cp "$f" "$dst/shim/"
   done
   return 0
 }

@@ -36,6 +36,7 @@ else
   echo 't_s' > "$out/runs/srv/steps-rep0/samples.csv"
   echo '[]' > "$out/runs/srv/steps-rep0/load/steps.json"
   echo 'request log' > "$out/runs/srv/steps-rep0/load/requests.csv"
+  mkdir -p "$out/runs/srv/rep0/shim" && echo '{"sendfile": {}}' > "$out/runs/srv/rep0/shim/stats-42.json"
 fi
 ints=0
 trap 'ints=$((ints + 1)); echo "$(date +%s.%N) sigint $out" >> "$(dirname "$out")/calls"; sleep 0.3; echo "ints=$ints" >> "$out.ints"; exit 130' INT
@@ -123,7 +124,7 @@ echo "$tmp/f $tmp/long.toml" > "$tmp/qc.txt"
 "$q" "$tmp/qc.txt" --until +2s --checkpoints "$ck" --vidbench "$tmp/vidbench" --poll-s 0.2 > "$tmp/out3" || fail "the checkpointing queue failed: $(cat "$tmp/out3")"
 grep -q "checkpoint $tmp/f: checkpointed $tmp/f into $ck/f: 2 runs, 1 finished" "$tmp/out3" || fail "no checkpoint reported: $(cat "$tmp/out3")"
 for f in CHECKPOINT experiment.json runs/srv/rep0/DONE runs/srv/rep0/result.json runs/srv/steps-rep0/run.json \
-         runs/srv/steps-rep0/samples.csv runs/srv/steps-rep0/load/steps.json; do
+         runs/srv/steps-rep0/samples.csv runs/srv/steps-rep0/load/steps.json runs/srv/rep0/shim/stats-42.json; do
   [ -f "$ck/f/$f" ] || fail "the checkpoint lacks $f: $(find "$ck" -type f)"
 done
 [ ! -e "$ck/f/runs/srv/steps-rep0/load/requests.csv" ] || fail "the checkpoint kept the per-request log"
