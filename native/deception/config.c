@@ -14,6 +14,8 @@
  *   LCP_ENV_PREFETCH     prefetch mode read-ahead (default 2M)
  *   LCP_ENV_MAX_REQUEST  largest range checked/fetched per call (default 2M)
  *   LCP_ENV_STATS        JSON stats path written at exit (%p = pid)
+ *   LCP_ENV_STATS_INTERVAL_MS  also rewritten while running, at most this
+ *                        often (default 0: at exit only)
  *   LCP_ENV_WINDOW_MS    how long a range the daemon confirmed resident is
  *                        trusted without asking again (default 250, 0 off)
  *   LCP_ENV_DAEMON_UID   a uid besides root whose daemon is trusted
@@ -267,6 +269,7 @@ static void read_settings(void)
 	const char *prefetch = setting(LCP_ENV_PREFETCH);
 	const char *max_request = setting(LCP_ENV_MAX_REQUEST);
 	const char *stats = setting(LCP_ENV_STATS);
+	const char *stats_interval = setting(LCP_ENV_STATS_INTERVAL_MS);
 	const char *force_check = setting(LCP_ENV_FORCE_CHECK);
 	const char *window = setting(LCP_ENV_WINDOW_MS);
 	const char *daemon_uid = setting(LCP_ENV_DAEMON_UID);
@@ -324,6 +327,14 @@ static void read_settings(void)
 				 "expected a size like 2M, between 4K and 1G");
 		else
 			lcp__cfg.max_request = size;
+	}
+
+	if (stats_interval != NULL) {
+		if (parse_ms(stats_interval, 0, 3600000, &ms) < 0)
+			warn_env(LCP_ENV_STATS_INTERVAL_MS, stats_interval,
+				 "expected milliseconds between 0 and 3600000; statistics are written at exit only");
+		else
+			lcp__cfg.stats_interval_ns = (uint64_t)ms * 1000000u;
 	}
 
 	if (window != NULL) {

@@ -66,6 +66,9 @@ struct lcp__config {
 	uint64_t max_request;      /* largest range checked/fetched per call */
 	int stats_enabled;         /* counters + histograms maintained */
 	char stats_path[4096];     /* may contain %p */
+	/* Rewrite the statistics file while running, at most this often
+	 * (LIBCEPTION_STATS_INTERVAL_MS; 0 = at exit only). */
+	uint64_t stats_interval_ns;
 	unsigned page_shift;
 	/* Testing aid (LIBCEPTION_FORCE_CHECK): LCP_METHOD_MINCORE behaves as
 	 * if cachestat did not exist, LCP_METHOD_DAEMON as if no local check

@@ -11,7 +11,17 @@
  * [2^b, 2^(b+1)) ns (bucket 0 also holds 0 ns).
  *
  * The file is written by the library destructor (normal exit) to the
- * LIBCEPTION_STATS path with %p replaced by the pid, via a temporary file
+ * LIBCEPTION_STATS path with %p replaced by the pid and, when
+ * LIBCEPTION_STATS_INTERVAL_MS is set, also while the process runs: the
+ * first interposed call after each interval rewrites it (after the call's
+ * own statistics, so its time is not in them), and a reader can take the
+ * counters over a window as the difference of two files read at its edges
+ * ("written_ns" is CLOCK_MONOTONIC, "at_exit" tells the last file). Only one
+ * thread writes at a time (a flag; a call that finds it taken goes on); the
+ * writer uses raw syscalls and vsnprintf of integers and strings, which
+ * neither allocate nor take locks, so a call made in a signal handler may
+ * be the one that writes. A vfork child, sharing its parent's counters,
+ * never writes them. Via a temporary file
  * (unpredictable name, O_EXCL|O_NOFOLLOW, in the target's directory) and
  * rename so readers never see half a file and nobody can aim the write. Never
  * in mode off, never in AT_SECURE processes (config.c, and checked again
@@ -44,6 +54,12 @@ struct fn_stats {
 static struct fn_stats fn_stats[LCP_FN_COUNT];
 static uint64_t counters[LCP_CTR_COUNT];
 static int is_fork_child;
+/* The running rewrites: when the last began (0: none yet; the first call
+ * only starts the clock), the process whose counters these are (a vfork
+ * child shares them and must not write them), and who writes now. */
+static uint64_t last_write_ns;
+static pid_t owner_pid;
+static int writing;
 
 static const char *const counter_names[LCP_CTR_COUNT] = {
 	[LCP_CTR_CONNECTS] = "connects", [LCP_CTR_CONNECT_FAILURES] = "connect_failures",
@@ -77,10 +93,36 @@ void lcp__stats_count(enum lcp__counter counter, uint64_t n)
 		add(&counters[counter], n);
 }
 
+static void write_file(int at_exit);
+
+/* The running rewrite, if an interval has passed since the last. */
+static void maybe_rewrite(uint64_t now)
+{
+	uint64_t last = __atomic_load_n(&last_write_ns, __ATOMIC_RELAXED);
+	int idle = 0;
+
+	if (last == 0) {
+		if (__atomic_compare_exchange_n(&last_write_ns, &last, now, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			__atomic_store_n(&owner_pid, getpid(), __ATOMIC_RELAXED);
+		return;
+	}
+	if (now - last < lcp__cfg.stats_interval_ns ||
+	    !__atomic_compare_exchange_n(&last_write_ns, &last, now, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		return;
+	if (getpid() != __atomic_load_n(&owner_pid, __ATOMIC_RELAXED) ||
+	    !__atomic_compare_exchange_n(&writing, &idle, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		return;
+	lcp__guard++;
+	write_file(0);
+	lcp__guard--;
+	__atomic_store_n(&writing, 0, __ATOMIC_RELEASE);
+}
+
 void lcp__stats_call(enum lcp__fn fn, const struct lcp__timer *timer, int64_t ret, int residency)
 {
 	struct fn_stats *s = &fn_stats[fn];
-	uint64_t elapsed = lcp__now_ns() - timer->start_ns;
+	uint64_t now = lcp__now_ns();
+	uint64_t elapsed = now - timer->start_ns;
 	unsigned bucket = elapsed == 0 ? 0 : 63u - (unsigned)__builtin_clzll(elapsed);
 
 	add(&s->calls, 1);
@@ -95,6 +137,8 @@ void lcp__stats_call(enum lcp__fn fn, const struct lcp__timer *timer, int64_t re
 	else if (residency == LCP_RES_UNKNOWN)
 		add(&s->unknown, 1);
 	add(&s->latency[bucket], 1);
+	if (lcp__cfg.stats_interval_ns != 0)
+		maybe_rewrite(now);
 }
 
 void lcp__stats_after_fork_child(void)
@@ -102,6 +146,10 @@ void lcp__stats_after_fork_child(void)
 	memset(fn_stats, 0, sizeof(fn_stats));
 	memset(counters, 0, sizeof(counters));
 	is_fork_child = 1;
+	/* The parent's writer, if it was busy, is not in this process. */
+	__atomic_store_n(&writing, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&owner_pid, getpid(), __ATOMIC_RELAXED);
+	__atomic_store_n(&last_write_ns, lcp__now_ns(), __ATOMIC_RELAXED);
 }
 
 /* A small buffered writer over a raw fd; remembers the first error. */
@@ -154,10 +202,13 @@ static uint64_t load(const uint64_t *counter)
 	return __atomic_load_n(counter, __ATOMIC_RELAXED);
 }
 
-static void emit_json(struct writer *w)
+static void emit_json(struct writer *w, int at_exit)
 {
 	emit(w, "{\n  \"pid\": %d,\n  \"ppid\": %d,\n  \"mode\": \"%s\",\n", (int)getpid(), (int)getppid(),
 	     lcp__mode_name(lcp__cfg.mode));
+	emit(w, "  \"written_ns\": %llu,\n  \"at_exit\": %s,\n  \"interval_ms\": %llu,\n",
+	     (unsigned long long)lcp__now_ns(), at_exit ? "true" : "false",
+	     (unsigned long long)(lcp__cfg.stats_interval_ns / 1000000u));
 	emit(w, "  \"socket\": \"");
 	for (const char *p = lcp__cfg.socket_path; *p != '\0'; p++) {
 		if (*p == '"' || *p == '\\')
@@ -296,7 +347,7 @@ static int open_parent(char *path, const char **base)
  * over the target: nobody can aim the write elsewhere by planting a link,
  * and readers never see half a file.
  */
-void lcp__stats_write(void)
+static void write_file(int at_exit)
 {
 	char path[4200], tmp[300];
 	const char *base;
@@ -319,11 +370,30 @@ void lcp__stats_write(void)
 	w.err = 0;
 	w.used = 0;
 	if (w.fd >= 0) {
-		emit_json(&w);
+		emit_json(&w, at_exit);
 		flush(&w);
 		lcp__sys_close(w.fd);
 		if (w.err != 0 || renameat(dirfd, tmp, dirfd, base) != 0)
 			unlinkat(dirfd, tmp, 0);
 	}
 	lcp__sys_close(dirfd);
+}
+
+/*
+ * The file at exit. A running rewrite still under way in another thread is
+ * waited for (briefly: it only formats and writes a few KB), so that the
+ * last file to land is this one; past the wait, this one is written anyway.
+ */
+void lcp__stats_write(void)
+{
+	struct timespec pause = { 0, 1000000 };
+	int idle = 0;
+
+	for (int waited = 0; waited < 200; waited++) {
+		if (__atomic_compare_exchange_n(&writing, &idle, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+			break;
+		idle = 0;
+		nanosleep(&pause, NULL);
+	}
+	write_file(1);
 }

@@ -3,7 +3,10 @@
  * daemon, observed from outside: prefetch mode reads LIBCEPTION_PREFETCH
  * bytes ahead in-process (clamped to EOF), track mode counts but changes no
  * I/O and never fetches, off and an unknown mode leave everything alone,
- * sizes like 512K and 2MiB are understood, and the statistics file is valid.
+ * sizes like 512K and 2MiB are understood, and the statistics file is valid;
+ * with LIBCEPTION_STATS_INTERVAL_MS the file is also rewritten while the
+ * process runs (a process that never exits normally still leaves its
+ * counters), and without it only at exit.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -11,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -38,7 +42,34 @@ static void scenario(const char *name)
 		for (int i = 0; i < 5; i++)
 			H_CALL("pread", pread(fd, buf, 4096, (off_t)i * 4096), buf, 0);
 		close(fd);
+	} else if (strcmp(name, "two-preads-then-vanish") == 0 || strcmp(name, "two-preads") == 0) {
+		struct timespec pause = { 0, 150 * 1000000 };
+
+		fd = open(h_path("big.bin"), O_RDONLY);
+		H_CALL("pread", pread(fd, buf, 4096, 0), buf, 0);
+		nanosleep(&pause, NULL);
+		H_CALL("pread", pread(fd, buf, 4096, 4096), buf, 0);
+		if (strcmp(name, "two-preads-then-vanish") == 0) {
+			fflush(stdout);
+			_exit(0); /* no destructor: only a running rewrite leaves a file */
+		}
+		close(fd);
 	}
+}
+
+/* Does the run's statistics file contain text? (0 without a file.) */
+static int stats_contain(const struct h_result *r, const char *text)
+{
+	char content[65536];
+	FILE *f = fopen(r->stats_path, "r");
+	size_t n;
+
+	if (f == NULL)
+		return 0;
+	n = fread(content, 1, sizeof(content) - 1, f);
+	fclose(f);
+	content[n] = '\0';
+	return strstr(content, text) != NULL;
 }
 
 static unsigned long long resident_of(const char *output)
@@ -119,6 +150,34 @@ int main(int argc, char **argv)
 			h_expect(system(cmd) == 0, "track: %s is not valid JSON", r.stats_path);
 	}
 	h_result_free(&r);
+
+	{
+		const struct h_run rewrite = { .label = "track, rewritten every 50 ms", .mode = "track",
+					       .extra_env = { "LIBCEPTION_STATS_INTERVAL_MS=50" } };
+		const struct h_run bad_interval = { .label = "track, interval soon", .mode = "track",
+						    .extra_env = { "LIBCEPTION_STATS_INTERVAL_MS=soon" } };
+
+		h_run(&rewrite, "two-preads-then-vanish", 30, &r);
+		h_expect(r.status == 0 && h_stat(&r, "\"pread\"", "calls") == 2,
+			 "interval: the second call, 150 ms after the first, should rewrite the file with both (calls %lld)",
+			 h_stat(&r, "\"pread\"", "calls"));
+		h_expect(stats_contain(&r, "\"at_exit\": false") && h_stat(&r, NULL, "interval_ms") == 50,
+			 "interval: a running rewrite says at_exit false and its interval");
+		h_expect(h_stat(&r, NULL, "written_ns") > 0, "interval: the file carries its CLOCK_MONOTONIC time");
+		h_result_free(&r);
+		h_run(&rewrite, "two-preads", 30, &r);
+		h_expect(r.status == 0 && h_stat(&r, "\"pread\"", "calls") == 2 && stats_contain(&r, "\"at_exit\": true"),
+			 "interval: the file at exit replaces the running one");
+		h_result_free(&r);
+		h_run(&track, "two-preads-then-vanish", 30, &r);
+		h_expect(r.status == 0 && access(r.stats_path, F_OK) != 0,
+			 "no interval: a process that skips its destructor leaves no file");
+		h_result_free(&r);
+		h_run(&bad_interval, "two-preads", 30, &r);
+		h_expect(r.status == 0 && h_stat(&r, "\"pread\"", "calls") == 2 && h_stat(&r, NULL, "interval_ms") == 0,
+			 "an invalid interval keeps statistics at exit only, and the program runs");
+		h_result_free(&r);
+	}
 
 	h_run(&off, "one-read", 30, &r);
 	h_expect(strcmp(r.output, b.output) == 0 || resident_of(r.output) < 256, "off: changed the page cache");

@@ -5,7 +5,10 @@
 #     the disk bytes per delivered byte; samples.csv covers the run on the
 #     load's clock; sessions are full (not cut) and those still running at the
 #     end are censored, not failed; the kernel's TCP buffer settings and the
-#     server's send buffers every 15 s are recorded;
+#     server's send buffers every 15 s are recorded; the server runs under
+#     the shim in track mode, which rewrites its statistics every second, and
+#     every sample sums them into shim.jsonl (growing sendfile counts), from
+#     which the report takes each window's sendfile latencies;
 #  2. the same rate in its own run (one_run = false): one step, ramp first;
 #     a configuration with a ramp of its own (ramp_s) waits that long instead;
 #  3. the report reads both and prints one window per row;
@@ -59,6 +62,7 @@ EOT
 
 # 1. Two rates as steps of one run.
 experiment true "[2, 4]" > "$tmp/e1.toml"
+echo 'libception = "track"' >> "$tmp/e1.toml"
 "$VB" run "$tmp/e1.toml" --out "$tmp/r1" > "$tmp/log" 2>&1 || fail "the stepped run failed"
 run="$tmp/r1/runs/srv/steps-rep0"
 [ -f "$run/DONE" ] || fail "the stepped run is not complete"
@@ -94,6 +98,16 @@ sockets = [json.loads(l) for l in open(f"{run}/sockets.jsonl")]
 # Every 15 s (a snapshot with nobody connected writes no line).
 assert len(sockets) >= 3 and all(s["t_s"] > 0 and s["t_s"] % 15 == 0 for s in sockets), sockets
 assert all(s["send_buffer_bytes"]["connections"] > 0 and s["send_buffer_bytes"]["max"] >= s["send_buffer_bytes"]["median"] > 0 for s in sockets), sockets
+# The shim's statistics through the run: a sum every sample, its sendfile
+# calls growing while the load runs; the files end as the ones written at exit.
+shim = [json.loads(l) for l in open(f"{run}/shim.jsonl")]
+assert [l["t_s"] for l in shim] == times[:len(shim)] and len(shim) >= len(times) - 1, [l["t_s"] for l in shim]
+calls = [sum(f["calls"] for n, f in l["totals"]["functions"].items() if n.startswith("sendfile")) for l in shim]
+assert all(b >= a for a, b in zip(calls, calls[1:])), calls
+at = lambda t: calls[[l["t_s"] for l in shim].index(t)]
+assert at(15) < at(30) < at(45) < at(60), calls
+files = [json.load(open(f"{run}/shim/{f}")) for f in os.listdir(f"{run}/shim") if f.endswith(".json")]
+assert files and all(f["at_exit"] is True and f["interval_ms"] == 1000 for f in files), files
 PY
 grep -q "step 2 at 4.00 sessions/s" "$tmp/log" || fail "the driver did not report the steps as they ended"
 
@@ -115,6 +129,7 @@ PY
 "$VB" report "$tmp/r1" --print-table > "$tmp/table" 2> "$tmp/log" || fail "the report of a stepped run failed"
 grep -q "  2.00 " "$tmp/table" && grep -q "  4.00 " "$tmp/table" || fail "the table lacks a step: $(cat "$tmp/table")"
 grep -q "every column over the step's measured window" "$tmp/table" || fail "the table does not state its window: $(cat "$tmp/table")"
+grep -Eq "\| the window (15-30|45-60) s at the maximum failure-free rate" "$tmp/r1/report.md" || fail "the sendfile latencies are not the window's: $(grep -A5 'sendfile latency' "$tmp/r1/report.md")"
 # 4. The settling gate, ending at its cap.
 experiment true "[2]" ", gate_pct = 3, max_settle_s = 30" > "$tmp/e4.toml"
 "$VB" run "$tmp/e4.toml" --out "$tmp/r4" > "$tmp/log" 2>&1 || fail "the gated run failed"

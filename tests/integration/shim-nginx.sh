@@ -7,7 +7,10 @@
 # running a web server does), so its answers say how far the file is
 # resident ahead: a third pass serves the same files again, now resident,
 # with sendfile off, and nginx's 32 KiB preads must ask the daemon about once
-# per 2 MiB prefetch window, not once per read (issue 13). Needs root
+# per 2 MiB prefetch window, not once per read (issue 13). The shim
+# rewrites its statistics every 100 ms while nginx runs
+# (LIBCEPTION_STATS_INTERVAL_MS): a worker's file is there, not yet the one
+# of its exit, before nginx stops. Needs root
 # (nginx's user switch) and nginx.
 set -euo pipefail
 source "$(dirname "$0")/../../native/tests/shim-lib.bash"
@@ -65,7 +68,7 @@ http {
 }
 CONF
     env LD_PRELOAD="$SHIM" LIBCEPTION_MODE=full LIBCEPTION_SOCKET="$sock" \
-      LIBCEPTION_STATS="$tmp/stats/nginx-%p.json" /usr/sbin/nginx -c "$tmp/nginx.conf" -e "$tmp/error.log" &
+      LIBCEPTION_STATS="$tmp/stats/nginx-%p.json" LIBCEPTION_STATS_INTERVAL_MS=100 /usr/sbin/nginx -c "$tmp/nginx.conf" -e "$tmp/error.log" &
     nginx_pid=$!
     local taken=
     for _ in $(seq 100); do
@@ -108,7 +111,17 @@ for pass in on off warm; do
   curl -sf -r 1000000-1999999 -o "$tmp/range" "http://127.0.0.1:$port/video2.mp4"
   cmp -s <(tail -c +1000001 "$tmp/www/video2.mp4" | head -c 1000000) "$tmp/range" ||
     { echo "FAIL sendfile $sendfile: range request differs"; status=1; }
+  # A request after the interval: the worker serving it rewrites its file.
+  sleep 0.3
+  curl -sf -r 0-99 -o /dev/null "http://127.0.0.1:$port/video1.mp4"
+  running=$(grep -l '"at_exit": false' "$tmp/stats"/*.json 2>/dev/null | wc -l)
+  running_calls=$(( $(shim_stat_sum "$tmp/stats" '*.json' calls '"sendfile64"') + $(shim_stat_sum "$tmp/stats" '*.json' calls '"pread64"') ))
+  echo "sendfile $sendfile: $running statistics files rewritten while nginx runs, $running_calls sendfile64+pread64 calls in them"
+  [ "$running" -gt 0 ] && [ "$running_calls" -gt 0 ] ||
+    { echo "FAIL sendfile $sendfile: no worker rewrote its statistics while running"; status=1; }
   stop_nginx
+  grep -q '"at_exit": false' "$tmp/stats"/*.json &&
+    { echo "FAIL sendfile $sendfile: a worker's file is not its exit's after nginx stopped"; status=1; }
   calls=$(( $(shim_stat_sum "$tmp/stats" '*.json' calls '"sendfile64"') + $(shim_stat_sum "$tmp/stats" '*.json' calls '"pread64"') ))
   daemon_checked=$(shim_stat_sum "$tmp/stats" '*.json' daemon '"residency_checks"')
   fetches=$(shim_stat_sum "$tmp/stats" '*.json' fetches)

@@ -1,8 +1,8 @@
 //! What Deception (the LD_PRELOAD shim), Reception (the daemon) and the tools
 //! that start them share: the Rust mirror of `native/include/libception/protocol.h`,
 //! the wire protocol between shim and daemon (this module); the shim's
-//! environment mirrored from `shim.h` ([`shim_env`]); and the daemon's
-//! prefetch setting ([`prefetch`]).
+//! environment mirrored from `shim.h` ([`shim_env`]); the shim's statistics
+//! files ([`shim_stats`]); and the daemon's prefetch setting ([`prefetch`]).
 //!
 //! The C header is the source of truth. This crate mirrors it in two layers:
 //!
@@ -24,6 +24,7 @@ use std::mem::{offset_of, size_of};
 
 pub mod prefetch;
 pub mod shim_env;
+pub mod shim_stats;
 
 pub use prefetch::{AdaptiveParams, BitrateScale, ParamError, Prefetch, DEFAULT_START};
 pub use shim_env::{Mode, ShimEnv};

@@ -27,6 +27,8 @@ pub mod var {
     pub const MAX_REQUEST: &str = "LIBCEPTION_MAX_REQUEST";
     /// `LCP_ENV_STATS`.
     pub const STATS: &str = "LIBCEPTION_STATS";
+    /// `LCP_ENV_STATS_INTERVAL_MS`.
+    pub const STATS_INTERVAL_MS: &str = "LIBCEPTION_STATS_INTERVAL_MS";
     /// `LCP_ENV_WINDOW_MS`.
     pub const WINDOW_MS: &str = "LIBCEPTION_WINDOW_MS";
     /// `LCP_ENV_FORCE_CHECK`.
@@ -34,7 +36,7 @@ pub mod var {
     /// `LCP_ENV_DAEMON_UID`: a daemon uid the shim trusts besides root.
     pub const DAEMON_UID: &str = "LIBCEPTION_DAEMON_UID";
     /// Every name, in the header's order.
-    pub const ALL: [&str; 10] = [MODE, SOCKET, TIMEOUT_MS, PATIENCE_MS, PREFETCH, MAX_REQUEST, STATS, WINDOW_MS, FORCE_CHECK, DAEMON_UID];
+    pub const ALL: [&str; 11] = [MODE, SOCKET, TIMEOUT_MS, PATIENCE_MS, PREFETCH, MAX_REQUEST, STATS, STATS_INTERVAL_MS, WINDOW_MS, FORCE_CHECK, DAEMON_UID];
 }
 
 /// `LCP_CONF_PATH`: the system-wide settings file, the only source of settings
@@ -116,12 +118,15 @@ pub struct ShimEnv {
     pub patience_ms: Option<u64>,
     /// Statistics file written at exit, `%p` = pid (every mode but off).
     pub stats: Option<PathBuf>,
+    /// Also rewrite the statistics file while running, at most this often
+    /// (with `stats`; unset: at exit only).
+    pub stats_interval_ms: Option<u64>,
 }
 
 impl ShimEnv {
     /// A shim in `mode` with every optional setting at the shim's default.
     pub fn new(shim: impl Into<PathBuf>, mode: Mode) -> ShimEnv {
-        ShimEnv { shim: shim.into(), mode, socket: None, prefetch: None, timeout_ms: None, patience_ms: None, stats: None }
+        ShimEnv { shim: shim.into(), mode, socket: None, prefetch: None, timeout_ms: None, patience_ms: None, stats: None, stats_interval_ms: None }
     }
 
     /// The variables to set: `LD_PRELOAD` with the shim first and
@@ -153,6 +158,9 @@ impl ShimEnv {
         if self.mode != Mode::Off {
             if let Some(s) = &self.stats {
                 vars.push((var::STATS, s.into()));
+                if let Some(i) = self.stats_interval_ms {
+                    vars.push((var::STATS_INTERVAL_MS, i.to_string().into()));
+                }
             }
         }
         vars
@@ -183,11 +191,15 @@ mod tests {
             timeout_ms: Some(10),
             patience_ms: Some(100),
             stats: Some("/st".into()),
+            stats_interval_ms: Some(1000),
             ..ShimEnv::new("/lib.so", Mode::Full)
         };
-        assert_eq!(names(&full), ["LD_PRELOAD", var::MODE, var::SOCKET, var::TIMEOUT_MS, var::PATIENCE_MS, var::STATS]);
+        assert_eq!(names(&full), ["LD_PRELOAD", var::MODE, var::SOCKET, var::TIMEOUT_MS, var::PATIENCE_MS, var::STATS, var::STATS_INTERVAL_MS]);
         let prefetch = ShimEnv { mode: Mode::Prefetch, ..full.clone() };
-        assert_eq!(names(&prefetch), ["LD_PRELOAD", var::MODE, var::PREFETCH, var::STATS]);
+        assert_eq!(names(&prefetch), ["LD_PRELOAD", var::MODE, var::PREFETCH, var::STATS, var::STATS_INTERVAL_MS]);
+        // An interval without a file means nothing to the shim.
+        let no_file = ShimEnv { stats: None, ..full.clone() };
+        assert!(!names(&no_file).contains(&var::STATS_INTERVAL_MS));
         let off = ShimEnv { mode: Mode::Off, ..full };
         assert_eq!(names(&off), ["LD_PRELOAD", var::MODE]);
     }

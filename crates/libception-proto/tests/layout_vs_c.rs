@@ -74,6 +74,7 @@ int main(void)
     STR(LCP_ENV_PREFETCH);
     STR(LCP_ENV_MAX_REQUEST);
     STR(LCP_ENV_STATS);
+    STR(LCP_ENV_STATS_INTERVAL_MS);
     STR(LCP_ENV_WINDOW_MS);
     STR(LCP_ENV_FORCE_CHECK);
     STR(LCP_ENV_DAEMON_UID);
@@ -133,7 +134,7 @@ fn rust_facts() -> BTreeMap<String, String> {
     put("const.LCP_REP_JOINED", reply_flags::JOINED.to_string());
     put("str.LCP_SOCKET_ENV", SOCKET_ENV.to_string());
     put("str.LCP_SOCKET_DEFAULT", SOCKET_DEFAULT.to_string());
-    for (c, name) in ["MODE", "SOCKET", "TIMEOUT_MS", "PATIENCE_MS", "PREFETCH", "MAX_REQUEST", "STATS", "WINDOW_MS", "FORCE_CHECK", "DAEMON_UID"].iter().zip(shim_env::var::ALL) {
+    for (c, name) in ["MODE", "SOCKET", "TIMEOUT_MS", "PATIENCE_MS", "PREFETCH", "MAX_REQUEST", "STATS", "STATS_INTERVAL_MS", "WINDOW_MS", "FORCE_CHECK", "DAEMON_UID"].iter().zip(shim_env::var::ALL) {
         put(&format!("str.LCP_ENV_{c}"), name.to_string());
     }
     put("str.LCP_CONF_PATH", shim_env::CONF_PATH.to_string());

@@ -176,6 +176,9 @@ enum Command {
         /// Where the shim writes its JSON counters at exit, in every mode but off (LIBCEPTION_STATS)
         #[arg(long, value_name = "FILE")]
         stats: Option<PathBuf>,
+        /// Also rewrite the --stats file while the program runs, at most this often (LIBCEPTION_STATS_INTERVAL_MS)
+        #[arg(long, value_name = "MS", requires = "stats", value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+        stats_interval_ms: Option<u64>,
         /// The program and its arguments
         #[arg(required = true, last = true, value_name = "CMD")]
         command: Vec<OsString>,
@@ -477,7 +480,7 @@ fn main() {
                 timeout: std::time::Duration::from_secs_f64(timeout.max(0.001)),
             })
         }
-        Command::Run { mode, prefetch, socket, start_daemon, per_disk, shim, timeout_ms, patience_ms, stats, command } => {
+        Command::Run { mode, prefetch, socket, start_daemon, per_disk, shim, timeout_ms, patience_ms, stats, stats_interval_ms, command } => {
             init_logging(&cli, "warn");
             cli::run::run(RunOptions {
                 mode: *mode,
@@ -489,6 +492,7 @@ fn main() {
                 timeout_ms: *timeout_ms,
                 patience_ms: *patience_ms,
                 stats_file: stats.clone(),
+                stats_interval_ms: *stats_interval_ms,
                 daemon_log_level: cli.log_level.clone().unwrap_or_else(|| "warn".into()),
                 command: command.clone(),
             })

@@ -283,36 +283,25 @@ pub fn bytes_cdf(lengths: &[u64]) -> Vec<(f64, f64)> {
 }
 
 /// Sendfile latency histogram summed over the shim's per-process stats files:
-/// (bucket upper bound in ns, calls). The shim's buckets are powers of two.
+/// (bucket in ns, calls). The shim's buckets are powers of two.
 pub fn sendfile_histogram(files: &[std::path::PathBuf]) -> anyhow::Result<Vec<(u64, u64)>> {
-    let mut sum: std::collections::BTreeMap<u64, u64> = Default::default();
+    let mut totals = libception_proto::shim_stats::Totals::default();
     for f in files {
-        let v: Value = serde_json::from_str(&std::fs::read_to_string(f)?).with_context(|| format!("{} is not JSON", f.display()))?;
-        let Some(funcs) = v.get("functions").and_then(Value::as_object) else { continue };
-        for (name, s) in funcs {
-            if !name.starts_with("sendfile") {
-                continue;
-            }
-            if let Some(h) = s.get("latency_ns").and_then(Value::as_object) {
-                for (k, n) in h {
-                    if let (Ok(k), Some(n)) = (k.parse::<u64>(), n.as_u64()) {
-                        *sum.entry(k).or_default() += n;
-                    }
-                }
-            }
-        }
+        totals.add(&libception_proto::shim_stats::read_file(f).map_err(|e| anyhow::anyhow!("{}: {e}", f.display()))?);
     }
-    Ok(sum.into_iter().collect())
+    Ok(totals.latency_of("sendfile"))
 }
 
-/// Cumulative fraction (%) of calls by latency (ms) from a histogram.
+/// Cumulative fraction (%) of calls by latency (ms) from a power-of-two
+/// histogram, keyed by each bucket's lower bound `2^b` ns (the shim's): a
+/// bucket's calls are all shorter than `2^(b+1)`, so its point lies there.
 pub fn histogram_cdf(hist: &[(u64, u64)]) -> Vec<(f64, f64)> {
     let total: u64 = hist.iter().map(|(_, n)| n).sum();
     let mut acc = 0;
     hist.iter()
         .map(|(ns, n)| {
             acc += n;
-            (*ns as f64 / 1e6, 100.0 * acc as f64 / total.max(1) as f64)
+            (2.0 * *ns as f64 / 1e6, 100.0 * acc as f64 / total.max(1) as f64)
         })
         .collect()
 }
@@ -444,8 +433,9 @@ mod tests {
     }
 
     #[test]
-    fn histogram_cdf_ends_at_100() {
+    fn histogram_cdf_puts_each_bucket_at_its_upper_bound_and_ends_at_100() {
+        // One call of [1024, 2048) ns: every call is shorter than 2048 ns.
         let c = histogram_cdf(&[(1024, 1), (1 << 20, 3)]);
-        assert_eq!(c, vec![(1024.0 / 1e6, 25.0), ((1u64 << 20) as f64 / 1e6, 100.0)]);
+        assert_eq!(c, vec![(2048.0 / 1e6, 25.0), ((1u64 << 21) as f64 / 1e6, 100.0)]);
     }
 }

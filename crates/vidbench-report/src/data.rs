@@ -9,6 +9,7 @@
 //! can be made from results of an older build as long as the fields exist.
 
 use anyhow::Context;
+use libception_proto::shim_stats::Totals;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -70,6 +71,11 @@ pub struct Run {
     /// The server's TCP send buffers over a step's window (runs recorded
     /// since they are sampled through the run, `sockets.jsonl`).
     pub send_buffers: Option<SendBuffers>,
+    /// What the shim counted and timed in the server over a step's window
+    /// (runs whose shim kept statistics, recorded since it rewrites them
+    /// while running: the difference of the `shim.jsonl` lines at the
+    /// window's edges).
+    pub shim_window: Option<Totals>,
 }
 
 /// The send buffers (`ss` skmem `tb`) of the server's established
@@ -100,6 +106,36 @@ fn socket_snapshots(run_dir: &Path) -> anyhow::Result<Vec<(f64, f64, f64, f64)>>
         out.push((t, n("connections")?, n("median")?, n("max")?));
     }
     Ok(out)
+}
+
+/// The sums of the shim's statistics a run's sampler took (`shim.jsonl`, one
+/// JSON object a line: `t_s` and `totals`); none without the file. A line
+/// that is not such an object is an error naming the file and line.
+fn shim_snapshots(run_dir: &Path) -> anyhow::Result<Vec<(f64, Totals)>> {
+    let path = run_dir.join("shim.jsonl");
+    let Some(text) = complete_lines(&path)? else { return Ok(Vec::new()) };
+    text.lines()
+        .enumerate()
+        .map(|(i, line)| {
+            #[derive(serde::Deserialize)]
+            struct Line {
+                t_s: f64,
+                totals: Totals,
+            }
+            let l: Line = serde_json::from_str(line).with_context(|| format!("{}: line {}: not a sum of the shim's statistics", path.display(), i + 1))?;
+            Ok((l.t_s, l.totals))
+        })
+        .collect()
+}
+
+/// The shim's counters over `[w0, w1]`: the snapshot at the window's end
+/// minus the one at its start, each the one within half the snapshots'
+/// spacing (the sample interval) of its edge; `None` when either edge has
+/// none.
+fn shim_within(snapshots: &[(f64, Totals)], (w0, w1): (f64, f64)) -> Option<Totals> {
+    let spacing = snapshots.windows(2).map(|w| w[1].0 - w[0].0).filter(|d| *d > 0.0).min_by(f64::total_cmp)?;
+    let at = |t: f64| snapshots.iter().find(|(s, _)| (s - t).abs() < spacing / 2.0).map(|(_, totals)| totals);
+    Some(at(w1)?.since(at(w0)?))
 }
 
 /// The send buffers over `[w0, w1]` from `snapshots`; `None` when none lies there.
@@ -492,6 +528,7 @@ fn load_run(dir: &Path) -> anyhow::Result<Vec<Run>> {
         reply_late_ms: None,
         drift: None,
         send_buffers: None,
+        shim_window: None,
     };
     match read_optional_json(&dir.join("steps.json"))? {
         Some(steps) => expand_steps(base, &steps).with_context(|| format!("{} is not a list of steps", dir.join("steps.json").display())),
@@ -510,6 +547,7 @@ fn expand_steps(base: Run, steps: &Value) -> anyhow::Result<Vec<Run>> {
     let delivered: ByteIntervals = numeric_columns(&base.dir.join("load").join("intervals.csv"), ["start_s", "end_s", "received_bytes"])?;
     // The drive's counter is cumulative: each sample's increase over the previous one.
     let sockets = socket_snapshots(&base.dir)?;
+    let shim = shim_snapshots(&base.dir)?;
     // (A counter that went back, or a value that is not finite, gives no interval.)
     let disk_read: ByteIntervals = sample_column(&base.dir, "disk_bytes")?
         .windows(2)
@@ -558,6 +596,7 @@ fn expand_steps(base: Run, steps: &Value) -> anyhow::Result<Vec<Run>> {
             })
             .filter(|d| *d != WindowDrift::default()),
             send_buffers: send_buffers_within(&sockets, window),
+            shim_window: shim_within(&shim, window),
             ..base.clone()
         });
     }

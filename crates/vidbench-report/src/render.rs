@@ -366,11 +366,18 @@ fn wc_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()> {
 /// (else the highest rate traced); for the classic protocol, the highest rate
 /// traced, over its whole load.
 fn traced_run<'a>(results: &'a Results, config: &str) -> Option<&'a Run> {
-    let traced = || results.runs.iter().filter(move |r| r.config == config && r.trace.is_some());
+    window_run(results, config, |r| r.trace.is_some())
+}
+
+/// The run of `config` a one-window figure draws from, among those `has`
+/// data for: the first window at the maximum failure-free rate (the tables'
+/// window), else the highest rate.
+fn window_run<'a>(results: &'a Results, config: &str, has: impl Fn(&Run) -> bool) -> Option<&'a Run> {
+    let with = || results.runs.iter().filter(|r| r.config == config && has(r));
     let points = analysis::points(results, config);
     let best = analysis::best_point(&points, results.threshold(config), results.search_answer(config)).0;
-    best.and_then(|b| traced().filter(|r| r.rate == Some(b.rate) && r.window_s.is_some()).min_by_key(|r| r.repetition))
-        .or_else(|| traced().max_by(|a, b| a.rate.unwrap_or(0.0).total_cmp(&b.rate.unwrap_or(0.0))))
+    best.and_then(|b| with().filter(|r| r.rate == Some(b.rate) && r.window_s.is_some()).min_by_key(|r| r.repetition))
+        .or_else(|| with().max_by(|a, b| a.rate.unwrap_or(0.0).total_cmp(&b.rate.unwrap_or(0.0))))
 }
 
 /// Writes, beside each whole trace the report draws from with a window,
@@ -491,24 +498,43 @@ fn trace_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
 
 fn latency_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
     writeln!(ctx.md, "## sendfile latency (paper 000 Figure 17)\n")?;
-    let mut per_config: BTreeMap<String, Vec<std::path::PathBuf>> = BTreeMap::new();
+    // Per configuration: the histogram over one window where the run
+    // recorded the shim's statistics through it, else over the server
+    // processes' whole lives (records from before).
+    let mut whole: BTreeMap<String, Vec<std::path::PathBuf>> = BTreeMap::new();
     for r in ctx.results.runs.iter().filter(|r| !r.shim_stats.is_empty()) {
-        per_config.entry(r.config.clone()).or_default().extend(r.shim_stats.iter().cloned());
+        whole.entry(r.config.clone()).or_default().extend(r.shim_stats.iter().cloned());
     }
     let mut series = Vec::new();
-    for (c, files) in &per_config {
-        let hist = analysis::sendfile_histogram(files)?;
+    let mut windows = Vec::new();
+    for (c, files) in &whole {
+        let (hist, window) = match window_run(ctx.results, c, |r| r.shim_window.is_some()) {
+            Some(r) => (r.shim_window.as_ref().map(|w| w.latency_of("sendfile")).unwrap_or_default(), r.window_s),
+            None => (analysis::sendfile_histogram(files)?, None),
+        };
         if hist.is_empty() {
             continue;
         }
         let style = ctx.results.configs().iter().position(|x| x == c).unwrap_or(0);
         series.push(Series::line(ctx.results.label(c), style, analysis::histogram_cdf(&hist)));
+        windows.push((c, window, hist.iter().map(|(_, n)| n).sum::<u64>()));
     }
     if series.is_empty() {
         writeln!(ctx.md, "_No shim statistics with sendfile calls (configurations in track mode or with `shim_stats = true` record them): figure omitted._\n")?;
         return Ok(());
     }
     writeln!(ctx.md, "From the shim's per-process latency histograms (power-of-two buckets; a point is the fraction of calls at most that long).\n")?;
+    if windows.iter().any(|(_, w, _)| w.is_some()) {
+        writeln!(ctx.md, "| configuration | calls counted | over |\n|---|---:|---|")?;
+        for (c, window, calls) in &windows {
+            let over = match window {
+                Some((a, b)) => format!("the window {a:.0}-{b:.0} s at the maximum failure-free rate (else the highest)"),
+                None => "the server processes' whole lives (no statistics through the run)".to_string(),
+            };
+            writeln!(ctx.md, "| {} | {calls} | {over} |", ctx.results.label(c))?;
+        }
+        writeln!(ctx.md)?;
+    }
     ctx.figure("sendfile-latency-cdf", Chart { title: "sendfile call latency", x_label: "latency (ms, log)", y_label: "% of calls", log_x: true, log_y: false, y_range: Some((0.0, 100.0)), references: Vec::new() }, series)?;
     Ok(())
 }

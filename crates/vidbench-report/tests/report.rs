@@ -412,6 +412,55 @@ fn the_machine_beside_each_window() {
     assert!(!report_md(older.path()).contains("## The machine"));
 }
 
+/// A stepped run whose shim kept statistics through it: the sendfile CDF is
+/// the window's (the difference of the `shim.jsonl` lines at its edges), not
+/// the whole life in the per-process files, and the report says which.
+#[test]
+fn sendfile_latency_over_the_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let step = serde_json::json!({"index": 0, "spec": {"rate": 2.0}, "window_s": [100.0, 190.0], "failure_percent": 0.0, "throughput_mb_s": 20.0});
+    let run = stepped_run(root, "t", "nginx (track)", serde_json::json!([step]));
+    // The whole life: 1,000 slow calls of the ramp (2^24 ns) and the window's.
+    let file = |slow: u64, fast: u64| {
+        serde_json::json!({"pid": 7, "at_exit": true, "functions": {"sendfile64": {
+            "calls": slow + fast, "bytes": 1, "hits": 0, "misses": 0, "unknown": 0, "errors": 0,
+            "latency_ns": {"16777216": slow, "65536": fast}}}})
+    };
+    std::fs::create_dir_all(run.join("shim")).unwrap();
+    std::fs::write(run.join("shim/stats-7.json"), file(1000, 300).to_string()).unwrap();
+    // Sums every 5 s; the window (100-190 s) saw 300 fast calls and no slow one.
+    let line = |t: f64, fast: u64| {
+        let totals = serde_json::json!({"processes": 1, "functions": {"sendfile64": {
+            "calls": 1000 + fast, "bytes": 1, "hits": 0, "misses": 0, "unknown": 0, "errors": 0,
+            "latency_ns": {"16777216": 1000, "65536": fast}}}});
+        serde_json::json!({"t_s": t, "totals": totals}).to_string()
+    };
+    let lines: Vec<String> = (0..=40).map(|k| line(k as f64 * 5.0, if k < 20 { 0 } else if k >= 38 { 300 } else { (k as u64 - 20) * 300 / 18 })).collect();
+    std::fs::write(run.join("shim.jsonl"), lines.join("\n") + "\n").unwrap();
+    std::fs::write(run.join("DONE"), "").unwrap();
+    let results = Results::load(root).unwrap();
+    let window = results.runs[0].shim_window.as_ref().expect("a window from shim.jsonl");
+    assert_eq!(window.functions["sendfile64"].calls, 300);
+    assert_eq!(window.latency_of("sendfile"), [(65536, 300)]);
+    let md = report_md(root);
+    assert!(md.contains("| nginx (track) | 300 | the window 100-190 s"), "{md}");
+    let svg = std::fs::read_to_string(root.join("figures/sendfile-latency-cdf.svg")).unwrap();
+    assert!(svg.contains("nginx (track)"), "the figure is drawn");
+
+    // Without shim.jsonl (records from before): the processes' whole lives.
+    std::fs::remove_file(run.join("shim.jsonl")).unwrap();
+    let results = Results::load(root).unwrap();
+    assert!(results.runs[0].shim_window.is_none());
+    let md = report_md(root);
+    assert!(md.contains("From the shim's per-process latency histograms") && !md.contains("| calls counted |"), "{md}");
+
+    // A damaged line is named.
+    std::fs::write(run.join("shim.jsonl"), format!("{}\ngarbage\n", line(0.0, 0))).unwrap();
+    let err = format!("{:#}", Results::load(root).map(|_| ()).unwrap_err());
+    assert!(err.contains("shim.jsonl") && err.contains("line 2"), "{err}");
+}
+
 /// A stepped run with a disk trace: the trace figures and table take the
 /// requests of the first window at the maximum failure-free rate, put on the
 /// trace's clock by the samples' `disk_uptime_s`, not the whole run's.

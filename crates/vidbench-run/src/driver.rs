@@ -1349,6 +1349,11 @@ fn check_queue(opts: &DiskOptions, queue: &Value) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How often a server's shim rewrites its statistics file in a run: a small
+/// part of the sample interval, and one write of a few KB a second per
+/// process.
+const SHIM_STATS_INTERVAL_MS: u64 = 1000;
+
 /// The server's environment under the shim in `mode`: only what the mode
 /// reads (`ShimEnv`); track mode, and any mode with `shim_stats`, writes its
 /// statistics into `dir/shim/`. The driver's own `LD_PRELOAD`, if any, is not
@@ -1364,6 +1369,9 @@ fn shim_env(cfg: &Config, mode: Mode, programs: &Programs, daemon_socket: Option
         std::fs::create_dir_all(&shim_dir)?;
         std::fs::set_permissions(&shim_dir, std::os::unix::fs::PermissionsExt::from_mode(0o777))?;
         shim.stats = Some(shim_dir.join("stats-%p.json"));
+        // Rewritten while running, so that the sampler can take a window's
+        // figures from them (steady::sample, shim.jsonl).
+        shim.stats_interval_ms = Some(SHIM_STATS_INTERVAL_MS);
     }
     Ok(shim.vars(None).into_iter().map(|(k, v)| (k.to_string(), v.to_string_lossy().into_owned())).collect())
 }
@@ -1655,7 +1663,7 @@ libception = "track"
         assert_eq!(env("lib-p2048"), "LD_PRELOAD=/b/libdeception.so LIBCEPTION_MODE=full LIBCEPTION_SOCKET=RUN/daemon.sock");
         assert_eq!(env("ser"), "LD_PRELOAD=/b/libdeception.so LIBCEPTION_MODE=serialize LIBCEPTION_SOCKET=RUN/daemon.sock");
         assert_eq!(env("inproc"), "LD_PRELOAD=/b/libdeception.so LIBCEPTION_MODE=prefetch LIBCEPTION_PREFETCH=524288");
-        assert_eq!(env("track"), "LD_PRELOAD=/b/libdeception.so LIBCEPTION_MODE=track LIBCEPTION_STATS=RUN/shim/stats-%p.json");
+        assert_eq!(env("track"), "LD_PRELOAD=/b/libdeception.so LIBCEPTION_MODE=track LIBCEPTION_STATS=RUN/shim/stats-%p.json LIBCEPTION_STATS_INTERVAL_MS=1000");
         assert!(dir.path().join("shim").is_dir());
         // shim_stats: full mode writes them too.
         let mut cfg = configs().into_iter().find(|c| c.name == "lib-p2048").unwrap();

@@ -20,6 +20,7 @@ use crate::experiment::{SteadySection, SAMPLE_INTERVAL_S};
 use crate::interrupt;
 use crate::search::{Outcome, Prober};
 use anyhow::Context;
+use libception_proto::shim_stats::Totals;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::Path;
@@ -365,15 +366,22 @@ const SOCKETS_EVERY_S: f64 = 15.0;
 /// to `path` and appending it to `log` as it is taken; every
 /// `SOCKETS_EVERY_S` appends the send buffers of the server's connections
 /// on `port` (count, min, median, max bytes) as a line of `sockets.jsonl`
-/// beside `path`, for the report's windows; an adaptive controller's
-/// intervals go to `controller.csv` beside it as they close
-/// ([`crate::controller_log`]).
+/// beside `path`, for the report's windows; where the server's shim writes
+/// statistics (`shim/` beside `path`), every sample appends their sum over
+/// the server's processes (`Totals`) to `shim.jsonl`, so that a window's
+/// calls and latencies are the difference of the lines at its edges; an
+/// adaptive controller's intervals go to `controller.csv` beside it as they
+/// close ([`crate::controller_log`]).
 pub fn sample(epoch: Instant, children: &RunChildren<'_>, port: u16, path: &Path, log: &SampleLog, stop: &AtomicBool) -> anyhow::Result<()> {
     let mut out = csv::Writer::from_path(path).with_context(|| format!("cannot create {}", path.display()))?;
     let mut controller = crate::controller_log::ControllerLog::new(&path.with_file_name("controller.csv"));
     let mut k = 0u32;
     // Samples between two looks at the send buffers.
     let sockets_every = (SOCKETS_EVERY_S / SAMPLE_INTERVAL_S).round().max(1.0) as u32;
+    // The shim's statistics files, rewritten every second (driver::shim_env),
+    // and those found unreadable (warned about once each).
+    let shim_dir = path.with_file_name("shim");
+    let mut warned = std::collections::HashSet::new();
     while !stop.load(Ordering::Relaxed) {
         let at = epoch + Duration::from_secs_f64(SAMPLE_INTERVAL_S) * k;
         let now = Instant::now();
@@ -387,16 +395,16 @@ pub fn sample(epoch: Instant, children: &RunChildren<'_>, port: u16, path: &Path
         }
         out.serialize(row).and_then(|_| out.flush().map_err(Into::into)).with_context(|| format!("cannot write {}", path.display()))?;
         log.lock().unwrap_or_else(|e| e.into_inner()).push(row);
+        if shim_dir.is_dir() {
+            let (totals, skipped) = Totals::read_dir(&shim_dir);
+            for s in skipped.into_iter().filter(|s| warned.insert(s.path.clone())) {
+                tracing::warn!("{}: left out of shim.jsonl: {}", s.path.display(), s.reason);
+            }
+            append_line(&path.with_file_name("shim.jsonl"), &serde_json::json!({"t_s": row.t_s, "totals": totals}))?;
+        }
         if k > 0 && k.is_multiple_of(sockets_every) {
             if let Some(buffers) = crate::setup::send_buffers(port) {
-                let line = serde_json::json!({"t_s": row.t_s, "send_buffer_bytes": buffers}).to_string() + "\n";
-                let file = path.with_file_name("sockets.jsonl");
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&file)
-                    .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()))
-                    .with_context(|| format!("cannot write {}", file.display()))?;
+                append_line(&path.with_file_name("sockets.jsonl"), &serde_json::json!({"t_s": row.t_s, "send_buffer_bytes": buffers}))?;
             }
         }
         k += 1;
@@ -406,6 +414,17 @@ pub fn sample(epoch: Instant, children: &RunChildren<'_>, port: u16, path: &Path
         controller.record(at_s, &stats)?;
     }
     Ok(())
+}
+
+/// Appends `value` as one line of the JSON-lines file at `file`.
+fn append_line(file: &Path, value: &Value) -> anyhow::Result<()> {
+    let line = value.to_string() + "\n";
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(file)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()))
+        .with_context(|| format!("cannot write {}", file.display()))
 }
 
 /// What the disk did over a window, from the samples at its edges.

@@ -35,6 +35,9 @@
 #define LCP_ENV_MAX_REQUEST "LIBCEPTION_MAX_REQUEST"
 /* JSON statistics written at exit, %p = pid (every mode but off). */
 #define LCP_ENV_STATS "LIBCEPTION_STATS"
+/* Also rewrite that file while the process runs, at most this often in
+ * milliseconds (0, the default: at exit only). */
+#define LCP_ENV_STATS_INTERVAL_MS "LIBCEPTION_STATS_INTERVAL_MS"
 /* How long a range the daemon confirmed stays trusted (full, serialize). */
 #define LCP_ENV_WINDOW_MS "LIBCEPTION_WINDOW_MS"
 /* Testing aid: force the "mincore" or "daemon" residency check. */

@@ -31,6 +31,8 @@ pub struct RunOptions {
     pub timeout_ms: Option<u64>,
     pub patience_ms: Option<u64>,
     pub stats_file: Option<PathBuf>,
+    /// Rewrite it while running, at most this often.
+    pub stats_interval_ms: Option<u64>,
     pub daemon_log_level: String,
     pub command: Vec<OsString>,
 }
@@ -137,6 +139,7 @@ fn shim_env(opts: &RunOptions, shim: PathBuf, socket: Option<PathBuf>) -> ShimEn
         timeout_ms: opts.timeout_ms,
         patience_ms: opts.patience_ms,
         stats: opts.stats_file.clone(),
+        stats_interval_ms: opts.stats_interval_ms,
         ..ShimEnv::new(shim, opts.mode)
     }
 }
@@ -191,6 +194,7 @@ mod tests {
             timeout_ms: Some(250),
             patience_ms: None,
             stats_file: None,
+            stats_interval_ms: None,
             daemon_log_level: "warn".into(),
             command: vec!["true".into()],
         }
