@@ -292,6 +292,9 @@ void lcp__stats_call(enum lcp__fn fn, const struct lcp__timer *timer, int64_t re
 void lcp__stats_count(enum lcp__counter counter, uint64_t n);
 uint64_t lcp__now_ns(void);
 void lcp__stats_after_fork_child(void);
+/* At start-up: the process whose counters these are, and the clock of the
+ * running rewrites. */
+void lcp__stats_init(void);
 void lcp__stats_write(void);
 
 #endif /* LCP_DECEPTION_H */

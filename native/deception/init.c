@@ -35,6 +35,7 @@ void lcp__init(void)
 		int saved_errno = errno;
 
 		lcp__config_read();
+		lcp__stats_init();
 		lcp__resolve_all();
 		lcp__client_init();
 		lcp__thread_init();

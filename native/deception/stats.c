@@ -17,11 +17,15 @@
  * own statistics, so its time is not in them), and a reader can take the
  * counters over a window as the difference of two files read at its edges
  * ("written_ns" is CLOCK_MONOTONIC, "at_exit" tells the last file). Only one
- * thread writes at a time (a flag; a call that finds it taken goes on); the
- * writer uses raw syscalls and vsnprintf of integers and strings, which
- * neither allocate nor take locks, so a call made in a signal handler may
- * be the one that writes. A vfork child, sharing its parent's counters,
- * never writes them. Via a temporary file
+ * thread writes at a time (a flag; a call that finds it taken goes on), from
+ * static buffers, and never on an alternate signal stack (a handler's stack
+ * may be too small for the formatting); the writer uses raw syscalls
+ * and vsnprintf of integers and strings, which neither allocate nor take
+ * locks, and no cancellation point, so a cancelled thread cannot leave the
+ * flag taken. (A handler that longjmps out of a call that was writing can:
+ * the file then stops being rewritten, and the exit writes it anyway.) A
+ * vfork child, sharing its parent's counters, never writes them. Via a
+ * temporary file
  * (unpredictable name, O_EXCL|O_NOFOLLOW, in the target's directory) and
  * rename so readers never see half a file and nobody can aim the write. Never
  * in mode off, never in AT_SECURE processes (config.c, and checked again
@@ -33,6 +37,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -54,9 +59,9 @@ struct fn_stats {
 static struct fn_stats fn_stats[LCP_FN_COUNT];
 static uint64_t counters[LCP_CTR_COUNT];
 static int is_fork_child;
-/* The running rewrites: when the last began (0: none yet; the first call
- * only starts the clock), the process whose counters these are (a vfork
- * child shares them and must not write them), and who writes now. */
+/* The running rewrites: when the last began, the process whose counters
+ * these are (set at start-up and in a fork child; a vfork child shares
+ * them and must not write them), and whether a rewrite is under way. */
 static uint64_t last_write_ns;
 static pid_t owner_pid;
 static int writing;
@@ -93,27 +98,40 @@ void lcp__stats_count(enum lcp__counter counter, uint64_t n)
 		add(&counters[counter], n);
 }
 
-static void write_file(int at_exit);
+struct file_buffers;
+static struct file_buffers running_buffers, exit_buffers;
+static void write_file(struct file_buffers *b, int at_exit);
 
-/* The running rewrite, if an interval has passed since the last. */
+void lcp__stats_init(void)
+{
+	__atomic_store_n(&owner_pid, getpid(), __ATOMIC_RELAXED);
+	__atomic_store_n(&last_write_ns, lcp__now_ns(), __ATOMIC_RELAXED);
+}
+
+/* Is this thread running on its alternate signal stack? */
+static int on_alternate_stack(void)
+{
+	stack_t ss;
+
+	return sigaltstack(NULL, &ss) == 0 && (ss.ss_flags & SS_ONSTACK) != 0;
+}
+
+/* The running rewrite, if an interval has passed since the last. Not on an
+ * alternate signal stack, which may be too small for the formatting (a
+ * few KB): a call outside the handler writes it instead. */
 static void maybe_rewrite(uint64_t now)
 {
 	uint64_t last = __atomic_load_n(&last_write_ns, __ATOMIC_RELAXED);
 	int idle = 0;
 
-	if (last == 0) {
-		if (__atomic_compare_exchange_n(&last_write_ns, &last, now, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-			__atomic_store_n(&owner_pid, getpid(), __ATOMIC_RELAXED);
-		return;
-	}
-	if (now - last < lcp__cfg.stats_interval_ns ||
-	    !__atomic_compare_exchange_n(&last_write_ns, &last, now, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-		return;
-	if (getpid() != __atomic_load_n(&owner_pid, __ATOMIC_RELAXED) ||
+	/* Signed: another thread may have moved last past our now. */
+	if ((int64_t)(now - last) < (int64_t)lcp__cfg.stats_interval_ns ||
+	    getpid() != __atomic_load_n(&owner_pid, __ATOMIC_RELAXED) || on_alternate_stack() ||
+	    !__atomic_compare_exchange_n(&last_write_ns, &last, now, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED) ||
 	    !__atomic_compare_exchange_n(&writing, &idle, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 		return;
 	lcp__guard++;
-	write_file(0);
+	write_file(&running_buffers, 0);
 	lcp__guard--;
 	__atomic_store_n(&writing, 0, __ATOMIC_RELEASE);
 }
@@ -146,10 +164,11 @@ void lcp__stats_after_fork_child(void)
 	memset(fn_stats, 0, sizeof(fn_stats));
 	memset(counters, 0, sizeof(counters));
 	is_fork_child = 1;
-	/* The parent's writer, if it was busy, is not in this process. */
+	/* The parent's writer, if it was busy, is not in this process (the
+	 * child keeps that writer's two descriptors: a fork inside the few
+	 * microseconds of a rewrite). */
 	__atomic_store_n(&writing, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&owner_pid, getpid(), __ATOMIC_RELAXED);
-	__atomic_store_n(&last_write_ns, lcp__now_ns(), __ATOMIC_RELAXED);
+	lcp__stats_init();
 }
 
 /* A small buffered writer over a raw fd; remembers the first error. */
@@ -165,7 +184,8 @@ static void flush(struct writer *w)
 	size_t done = 0;
 
 	while (w->err == 0 && done < w->used) {
-		ssize_t n = write(w->fd, w->buf + done, w->used - done);
+		/* The raw call: libc's write is a cancellation point. */
+		ssize_t n = syscall(SYS_write, w->fd, w->buf + done, w->used - done);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -347,33 +367,40 @@ static int open_parent(char *path, const char **base)
  * over the target: nobody can aim the write elsewhere by planting a link,
  * and readers never see half a file.
  */
-static void write_file(int at_exit)
-{
+/* What one writer uses: static, not on the stack (a signal handler's
+ * alternate stack may be a few KB). */
+struct file_buffers {
 	char path[4200], tmp[300];
-	const char *base;
 	struct writer w;
+};
+
+static void write_file(struct file_buffers *b, int at_exit)
+{
+	char *path = b->path, *tmp = b->tmp;
+	struct writer *wp = &b->w;
+	const char *base;
 	int dirfd;
 
-	if (lcp__cfg.secure || expand_path(path, sizeof(path)) < 0)
+	if (lcp__cfg.secure || expand_path(path, sizeof(b->path)) < 0)
 		return;
 	dirfd = open_parent(path, &base);
 	if (dirfd < 0)
 		return;
-	w.fd = -1;
-	for (int attempt = 0; attempt < 4 && w.fd < 0; attempt++) {
-		temp_name(tmp, sizeof(tmp), base);
-		w.fd = (int)syscall(SYS_openat, dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+	wp->fd = -1;
+	for (int attempt = 0; attempt < 4 && wp->fd < 0; attempt++) {
+		temp_name(tmp, sizeof(b->tmp), base);
+		wp->fd = (int)syscall(SYS_openat, dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
 				    0644);
-		if (w.fd < 0 && errno != EEXIST)
+		if (wp->fd < 0 && errno != EEXIST)
 			break;
 	}
-	w.err = 0;
-	w.used = 0;
-	if (w.fd >= 0) {
-		emit_json(&w, at_exit);
-		flush(&w);
-		lcp__sys_close(w.fd);
-		if (w.err != 0 || renameat(dirfd, tmp, dirfd, base) != 0)
+	wp->err = 0;
+	wp->used = 0;
+	if (wp->fd >= 0) {
+		emit_json(wp, at_exit);
+		flush(wp);
+		lcp__sys_close(wp->fd);
+		if (wp->err != 0 || renameat(dirfd, tmp, dirfd, base) != 0)
 			unlinkat(dirfd, tmp, 0);
 	}
 	lcp__sys_close(dirfd);
@@ -382,18 +409,23 @@ static void write_file(int at_exit)
 /*
  * The file at exit. A running rewrite still under way in another thread is
  * waited for (briefly: it only formats and writes a few KB), so that the
- * last file to land is this one; past the wait, this one is written anyway.
+ * last file to land is this one; past the wait (a writer that will never
+ * finish: a handler longjmp'd out of it) this one is written anyway, from
+ * buffers of its own. A vfork child that calls exit() shares its parent's
+ * counters and writes nothing.
  */
 void lcp__stats_write(void)
 {
 	struct timespec pause = { 0, 1000000 };
 	int idle = 0;
 
+	if (getpid() != __atomic_load_n(&owner_pid, __ATOMIC_RELAXED))
+		return;
 	for (int waited = 0; waited < 200; waited++) {
 		if (__atomic_compare_exchange_n(&writing, &idle, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 			break;
 		idle = 0;
 		nanosleep(&pause, NULL);
 	}
-	write_file(1);
+	write_file(&exit_buffers, 1);
 }

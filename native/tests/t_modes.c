@@ -6,7 +6,10 @@
  * sizes like 512K and 2MiB are understood, and the statistics file is valid;
  * with LIBCEPTION_STATS_INTERVAL_MS the file is also rewritten while the
  * process runs (a process that never exits normally still leaves its
- * counters), and without it only at exit.
+ * counters), and without it only at exit. The rewrite may fall in a signal
+ * handler on an 8 KiB alternate stack, in a thread being cancelled (no
+ * descriptor leaks, the file goes on being rewritten) or after a vfork
+ * child's call (the parent keeps writing its own file).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -14,16 +17,28 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <pthread.h>
+#include <signal.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 
 #include "harness.h"
 
 static char buf[65536];
 
+static void rewrite_scenario(const char *name);
+
 static void scenario(const char *name)
 {
 	int fd;
+
+	if (strncmp(name, "rewrite-", 8) == 0) {
+		rewrite_scenario(name);
+		return;
+	}
 
 	if (strcmp(name, "one-read") == 0) {
 		h_evict(h_path("big.bin"));
@@ -55,6 +70,96 @@ static void scenario(const char *name)
 		}
 		close(fd);
 	}
+}
+
+static int scenario_fd;
+
+static void pread_in_handler(int sig)
+{
+	char small[64];
+
+	(void)sig;
+	(void)!pread(scenario_fd, small, sizeof(small), 0);
+}
+
+static void *pread_forever(void *arg)
+{
+	char small[64];
+
+	(void)arg;
+	for (;;)
+		(void)!pread(scenario_fd, small, sizeof(small), 0);
+	return NULL;
+}
+
+static int open_fds(void)
+{
+	int n = 0;
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+
+	while (d != NULL && (e = readdir(d)) != NULL)
+		n++;
+	if (d != NULL)
+		closedir(d);
+	return n;
+}
+
+/* Scenarios of the running rewrite (every millisecond) in awkward places. */
+static void rewrite_scenario(const char *name)
+{
+	struct timespec two_ms = { 0, 2000000 };
+
+	if (strcmp(name, "rewrite-after-vfork") == 0) {
+		char small[64];
+		pid_t pid = vfork();
+
+		if (pid == 0) {
+			close(-1); /* the process's first interposed call, in the child */
+			_exit(0);
+		}
+		waitpid(pid, NULL, 0);
+		scenario_fd = open(h_path("big.bin"), O_RDONLY);
+		for (int i = 0; i < 20; i++) {
+			(void)!pread(scenario_fd, small, sizeof(small), 0);
+			nanosleep(&two_ms, NULL);
+		}
+		fflush(stdout);
+		_exit(0); /* only a running rewrite leaves a file */
+	}
+	scenario_fd = open(h_path("big.bin"), O_RDONLY);
+	if (strcmp(name, "rewrite-on-altstack") == 0) {
+		/* 8 KiB of stack under a guard page: a writer on the stack overflows it. */
+		size_t size = 8192;
+		char *mem = mmap(NULL, size + 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		stack_t ss = { .ss_sp = mem + 4096, .ss_size = size, .ss_flags = 0 };
+		struct sigaction sa;
+
+		mprotect(mem, 4096, PROT_NONE);
+		sigaltstack(&ss, NULL);
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = pread_in_handler;
+		sa.sa_flags = SA_ONSTACK;
+		sigaction(SIGUSR1, &sa, NULL);
+		for (int i = 0; i < 40; i++) {
+			raise(SIGUSR1);
+			nanosleep(&two_ms, NULL);
+		}
+		printf("handler preads done\n");
+	} else if (strcmp(name, "rewrite-cancelled") == 0) {
+		int before = open_fds();
+
+		for (int i = 0; i < 300; i++) {
+			pthread_t thread;
+
+			pthread_create(&thread, NULL, pread_forever, NULL);
+			nanosleep(&two_ms, NULL);
+			pthread_cancel(thread);
+			pthread_join(thread, NULL);
+		}
+		printf("descriptors before %d after %d\n", before, open_fds());
+	}
+	close(scenario_fd);
 }
 
 /* Does the run's statistics file contain text? (0 without a file.) */
@@ -154,6 +259,8 @@ int main(int argc, char **argv)
 	{
 		const struct h_run rewrite = { .label = "track, rewritten every 50 ms", .mode = "track",
 					       .extra_env = { "LIBCEPTION_STATS_INTERVAL_MS=50" } };
+		const struct h_run every_ms = { .label = "track, rewritten every millisecond", .mode = "track",
+						.extra_env = { "LIBCEPTION_STATS_INTERVAL_MS=1" } };
 		const struct h_run bad_interval = { .label = "track, interval soon", .mode = "track",
 						    .extra_env = { "LIBCEPTION_STATS_INTERVAL_MS=soon" } };
 
@@ -172,6 +279,29 @@ int main(int argc, char **argv)
 		h_run(&track, "two-preads-then-vanish", 30, &r);
 		h_expect(r.status == 0 && access(r.stats_path, F_OK) != 0,
 			 "no interval: a process that skips its destructor leaves no file");
+		h_result_free(&r);
+		h_run(&every_ms, "rewrite-on-altstack", 60, &r);
+		h_expect(r.status == 0 && strstr(r.output, "handler preads done") != NULL &&
+			 h_stat(&r, "\"pread\"", "calls") >= 40,
+			 "a rewrite in a handler on an 8 KiB alternate stack must not crash (status %d)", r.status);
+		h_result_free(&r);
+		h_run(&every_ms, "rewrite-cancelled", 60, &r);
+		{
+			int before = -1, after = -2;
+			const char *line = strstr(r.output, "descriptors before");
+
+			if (line != NULL)
+				sscanf(line, "descriptors before %d after %d", &before, &after);
+			h_expect(r.status == 0 && before == after,
+				 "threads cancelled in calls that rewrite must leave no descriptor open (%d before, %d after)",
+				 before, after);
+		}
+		h_expect(stats_contain(&r, "\"at_exit\": true"), "after the cancellations the file at exit is written");
+		h_result_free(&r);
+		h_run(&every_ms, "rewrite-after-vfork", 30, &r);
+		h_expect(r.status == 0 && h_stat(&r, "\"pread\"", "calls") > 0 && stats_contain(&r, "\"at_exit\": false"),
+			 "a vfork child's call must not take the parent's rewrites (calls %lld)",
+			 h_stat(&r, "\"pread\"", "calls"));
 		h_result_free(&r);
 		h_run(&bad_interval, "two-preads", 30, &r);
 		h_expect(r.status == 0 && h_stat(&r, "\"pread\"", "calls") == 2 && h_stat(&r, NULL, "interval_ms") == 0,
