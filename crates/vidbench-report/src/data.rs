@@ -268,6 +268,9 @@ pub struct ControllerInterval {
     pub prefetch_bytes: f64,
     pub score: Option<f64>,
     pub eviction_estimate_s: Option<f64>,
+    /// Prefetched bytes evicted before use over those requested in the
+    /// interval (absent in files from before the column).
+    pub evicted_fraction: Option<f64>,
 }
 
 /// The adaptive controller's intervals of a run, in file order; empty
@@ -281,6 +284,7 @@ pub fn controller_intervals(run_dir: &Path) -> anyhow::Result<Vec<ControllerInte
     let headers = reader.headers().with_context(|| format!("{}: no header", path.display()))?.clone();
     let col = |name: &str| headers.iter().position(|h| h == name).with_context(|| format!("{}: no column {name}", path.display()));
     let (t, worker, size, score, eviction) = (col("t_s")?, col("worker")?, col("prefetch_bytes")?, col("score")?, col("eviction_time_estimate_s")?);
+    let evicted = headers.iter().position(|h| h == "evicted_fraction");
     let mut out = Vec::new();
     for (i, record) in reader.records().enumerate() {
         let row = i + 2;
@@ -300,6 +304,7 @@ pub fn controller_intervals(run_dir: &Path) -> anyhow::Result<Vec<ControllerInte
             prefetch_bytes: number(size, "prefetch_bytes")?,
             score: optional(score, "score")?,
             eviction_estimate_s: optional(eviction, "eviction_time_estimate_s")?,
+            evicted_fraction: evicted.map(|c| optional(c, "evicted_fraction")).transpose()?.flatten(),
         });
     }
     Ok(out)

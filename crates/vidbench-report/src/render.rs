@@ -870,7 +870,53 @@ fn prefetch_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()>
             series,
         )?;
     }
+    controller_scores(ctx, &with)?;
     controller_figures(ctx, configs, &with)
+}
+
+/// Every score an adaptive controller measured, by the size it measured:
+/// how many intervals, their mean, spread and range, and the evicted share
+/// (its eviction-time jump acts from `evict`). Whether one interval's score
+/// can tell neighbouring sizes apart shows here: their means differ by less
+/// than one score's spread when it cannot.
+fn controller_scores(ctx: &mut Ctx<'_>, with: &[(&String, Vec<&Run>)]) -> anyhow::Result<()> {
+    let mut rows = Vec::new();
+    for (c, runs) in with {
+        let mut by_size: BTreeMap<u64, Vec<(f64, Option<f64>)>> = BTreeMap::new();
+        for (dir, _) in run_dirs(runs) {
+            for i in crate::data::controller_intervals(dir)? {
+                if let Some(score) = i.score {
+                    by_size.entry(i.prefetch_bytes as u64).or_default().push((score, i.evicted_fraction));
+                }
+            }
+        }
+        for (size, v) in by_size {
+            let scores: Vec<f64> = v.iter().map(|(s, _)| *s).collect();
+            let n = scores.len() as f64;
+            let mean = scores.iter().sum::<f64>() / n;
+            let sd = if scores.len() > 1 { (scores.iter().map(|s| (s - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt() } else { f64::NAN };
+            let evicted: Vec<f64> = v.iter().filter_map(|(_, e)| *e).collect();
+            let (lo, hi) = scores.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), s| (a.min(*s), b.max(*s)));
+            rows.push(format!(
+                "| {} | {:.1} | {} | {mean:.2} | {} | {lo:.2}-{hi:.2} | {} |",
+                ctx.results.label(c),
+                mib(size as f64),
+                scores.len(),
+                if sd.is_finite() { format!("{:.0} %", 100.0 * sd / mean) } else { "-".into() },
+                if evicted.is_empty() { "-".into() } else { format!("{:.1} %", 100.0 * evicted.iter().sum::<f64>() / evicted.len() as f64) },
+            ));
+        }
+    }
+    if rows.is_empty() {
+        return Ok(());
+    }
+    writeln!(ctx.md, "Scores the adaptive controller measured, by size (`controller.csv`, every interval it scored, all its runs): the spread is the standard deviation over the mean; neighbouring sizes whose means differ by less than it are not told apart by one interval. Evicted: prefetched bytes evicted before use over those requested, the mean of the intervals (the eviction jump acts from the controller's `evict`).\n")?;
+    writeln!(ctx.md, "| configuration | size MiB | intervals | mean score | spread | range | evicted |\n|---|---:|---:|---:|---:|---|---:|")?;
+    for r in rows {
+        writeln!(ctx.md, "{r}")?;
+    }
+    writeln!(ctx.md)?;
+    Ok(())
 }
 
 /// Paper 001 Figs 3-4 for every run of an adaptive controller: the size in

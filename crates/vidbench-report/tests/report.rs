@@ -211,6 +211,10 @@ fn the_adaptive_controller_over_time() {
     vidbench_report::write_report(&results, &out).unwrap();
     let md = std::fs::read_to_string(&out).unwrap();
     assert!(md.contains("figures/controller-adaptive-size-score.svg"), "{md}");
+    // The scores by size: 8 MiB once, 7.5 MiB four times (3.3-3.6, sd 0.13);
+    // no evicted share in a file without the column.
+    assert!(md.contains("| nginx + Libception (adaptive) | 7.5 | 4 | 3.45 | 4 % | 3.30-3.60 | - |"), "{md}");
+    assert!(md.contains("| nginx + Libception (adaptive) | 8.0 | 1 | 3.20 | - | 3.20-3.20 | - |"), "{md}");
     assert!(md.contains("figures/controller-adaptive-throughput.svg"), "{md}");
     // Legend entries are text elements of their own (the title also says "score").
     let svg = std::fs::read_to_string(root.join("report/figures/controller-adaptive-size-score.svg")).unwrap();
