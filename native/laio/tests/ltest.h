@@ -128,8 +128,8 @@ static inline void collect(laio_handle_t h, struct outcome *o)
  * Expect inline in the lazy back end when `lazy_inline`, background when
  * not; the eager back end puts every call in the background.
  */
-#define EXPECT_MODE(o, lazy_inline)                                            \
-	CHECK((o)->background == (lazy() ? !(lazy_inline) : 1))
+#define MODE_IS(o, lazy_inline) ((o)->background == (lazy() ? !(lazy_inline) : 1))
+#define EXPECT_MODE(o, lazy_inline) CHECK(MODE_IS(o, lazy_inline))
 
 static inline int for_each_backend(void (*body)(void))
 {

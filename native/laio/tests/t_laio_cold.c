@@ -4,7 +4,9 @@
  * it, checked to have nothing in the dentry cache): openat, statx, stat,
  * lstat, newfstatat of uncached paths and a pread of uncached data go to
  * the background in the lazy back end too;
- * each result equals the direct call's made afterwards. The image is
+ * each result equals the direct call's made afterwards. A pass in which a
+ * call ran inline is repeated on a fresh mount, up to three (a loaded
+ * machine can make one look inline; see body). The image is
  * unmounted (and the loop device detached with it) at exit and on signals.
  */
 #include "ltest.h"
@@ -179,55 +181,60 @@ static void in(char *out, const char *name)
 	snprintf(out, 160, "%s/%s", mnt, name);
 }
 
-static void body(void)
+/*
+ * One pass over fresh cold state: every result checked against the direct
+ * call; returns how many calls ran in the wrong mode (inline where the back
+ * end should have gone to the background).
+ */
+static int cold_pass(void)
 {
 	static char a[SIZE], b[SIZE];
 	char p[160];
 	struct statx sx, dsx;
 	struct stat st, dst;
 	struct outcome o, d;
-	int fd;
+	int fd, wrong = 0;
 
 	remount();
 
 	in(p, "d1/f1");
 	call(&o, SYS_openat, AT_FDCWD, p, O_RDONLY | O_CLOEXEC, 0);
-	EXPECT_MODE(&o, 0);
+	wrong += !MODE_IS(&o, 0);
 	CHECK(o.ret >= 0);
 	CHECK(fstat((int)o.ret, &st) == 0 && stat(p, &dst) == 0 && st.st_ino == dst.st_ino);
 	close((int)o.ret);
 
 	in(p, "d2/missing");
 	call(&o, SYS_openat, AT_FDCWD, p, O_RDONLY, 0);
-	EXPECT_MODE(&o, 0);
+	wrong += !MODE_IS(&o, 0);
 	direct(&d, SYS_openat, AT_FDCWD, p, O_RDONLY, 0);
 	SAME(&o, &d);
 	CHECK(o.err == ENOENT);
 
 	in(p, "d3/f3");
 	call(&o, SYS_statx, AT_FDCWD, p, 0, STATX_BASIC_STATS, &sx);
-	EXPECT_MODE(&o, 0);
+	wrong += !MODE_IS(&o, 0);
 	direct(&d, SYS_statx, AT_FDCWD, p, 0, STATX_BASIC_STATS, &dsx);
 	SAME(&o, &d);
 	CHECK(sx.stx_ino == dsx.stx_ino && sx.stx_size == SIZE && sx.stx_mtime.tv_sec == dsx.stx_mtime.tv_sec);
 
 	in(p, "d4/f4");
 	call(&o, SYS_stat, p, &st);
-	EXPECT_MODE(&o, 0);
+	wrong += !MODE_IS(&o, 0);
 	direct(&d, SYS_stat, p, &dst);
 	SAME(&o, &d);
 	CHECK(st.st_ino == dst.st_ino && st.st_size == SIZE);
 
 	in(p, "d5/f5");
 	call(&o, SYS_lstat, p, &st);
-	EXPECT_MODE(&o, 0);
+	wrong += !MODE_IS(&o, 0);
 	direct(&d, SYS_lstat, p, &dst);
 	SAME(&o, &d);
 	CHECK(st.st_ino == dst.st_ino && st.st_size == SIZE);
 
 	in(p, "d6/f6");
 	call(&o, SYS_newfstatat, AT_FDCWD, p, &st, 0);
-	EXPECT_MODE(&o, 0);
+	wrong += !MODE_IS(&o, 0);
 	direct(&d, SYS_newfstatat, AT_FDCWD, p, &dst, 0);
 	SAME(&o, &d);
 	CHECK(st.st_ino == dst.st_ino && st.st_size == SIZE);
@@ -236,10 +243,31 @@ static void body(void)
 	fd = open(p, O_RDONLY);
 	CHECK(fd >= 0);
 	call(&o, SYS_pread64, fd, a, SIZE, 0);
-	EXPECT_MODE(&o, 0);
+	wrong += !MODE_IS(&o, 0);
 	CHECK(o.ret == SIZE && pread(fd, b, SIZE, 0) == SIZE && memcmp(a, b, SIZE) == 0);
 	close(fd);
 	unmount();
+	return wrong;
+}
+
+/*
+ * A cold call's completion can be posted before liblaio looks for it when
+ * the calling thread loses its CPU in between (a loaded machine), and the
+ * call then counts as inline. A scheduling race does not repeat on fresh
+ * mounts; a back end that runs cold calls inline does. So a pass with a
+ * call in the wrong mode is repeated, up to three passes.
+ */
+static void body(void)
+{
+	for (int pass = 1;; pass++) {
+		int wrong = cold_pass();
+
+		if (wrong == 0)
+			return;
+		fprintf(stderr, "t_laio_cold: [%s] pass %d: %d cold calls ran inline%s\n", getenv("LAIO_BACKEND"), pass,
+			wrong, pass < 3 ? "; again on a fresh mount" : "");
+		CHECK(pass < 3);
+	}
 }
 
 int main(void)
