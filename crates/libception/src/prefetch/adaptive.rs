@@ -13,9 +13,13 @@
 //!   that a rejected size is retried eventually. Before that, two thresholds
 //!   of the paper: below `busy` (the disk worker's busy fraction) nothing is
 //!   adjusted, and when prefetch evictions reach `evict` of the requested
-//!   bytes the target jumps to `eviction time x stream rate` (rounded down to
-//!   the step grid): the size a stream consumes before its prefetched data is
-//!   evicted. Without a rate estimate there is no jump (the paper has no
+//!   bytes the target jumps to `eviction time x stream rate` (the nearest
+//!   size of the step grid): the size a stream consumes before its prefetched
+//!   data is evicted. The jump applies only when that size is at least two
+//!   steps below the size in force: it exists for memory pressure that the
+//!   descent, one step an interval, cannot follow, and at the best size the
+//!   paper's own Table 1 already evicts 10 % (one step below is left to the
+//!   scores). Without a rate estimate there is no jump (the paper has no
 //!   other rule) and the gradient descent carries on.
 //! * [`QueueControl`] wraps a core with time: measurement intervals of
 //!   `interval`, the gradual change (the size in force moves towards the
@@ -168,13 +172,13 @@ impl AdaptiveCore {
         (s < size).then_some(s)
     }
 
-    /// The largest size of the step grid through `start` that is at most
-    /// `bytes`, within `[min, max]`.
-    fn grid_floor(&self, bytes: f64) -> u64 {
+    /// The size of the step grid through `start` nearest to `bytes`, within
+    /// `[min, max]`. Nearest, not the largest below: the eviction time is
+    /// measured at the size in force, and a smaller size evicts later, so an
+    /// estimate is already low and rounding down would bias it twice.
+    fn grid_nearest(&self, bytes: f64) -> u64 {
         let p = &self.params;
-        // The epsilon keeps an estimate that is on the grid but for float
-        // rounding (60 s x 0.05 MiB/s) on it.
-        let steps = ((bytes - self.origin as f64) / p.step as f64 + 1e-9).floor();
+        let steps = ((bytes - self.origin as f64) / p.step as f64).round();
         let on_grid = self.origin as f64 + steps * p.step as f64;
         page_round(on_grid).clamp(p.min, p.max)
     }
@@ -201,9 +205,13 @@ impl AdaptiveCore {
             // A stream reading at `rate` reaches the end of a prefetch of
             // `p` bytes after p / rate seconds; prefetched data lives about
             // `t` seconds: sizes above t x rate are evicted before use.
+            // The jump is for pressure the descent cannot follow (paper 001
+            // section 4.1): a target one step below is what one descent
+            // step reaches anyway, with a score to back it, so only a
+            // target two or more steps below jumps.
             if let (Some(t), Some(rate)) = (m.eviction_time_s, p.stream_rate.or(m.stream_rate_bps)) {
-                let to = self.grid_floor(t * rate);
-                if to < size {
+                let to = self.grid_nearest(t * rate);
+                if to.saturating_add(p.step) < size {
                     self.target = to;
                     return Decision::EvictionJump;
                 }

@@ -165,7 +165,7 @@ fn eviction_evidence_jumps_down_to_eviction_time_times_rate() {
 }
 
 #[test]
-fn eviction_jump_rounds_down_to_the_grid_and_needs_the_threshold() {
+fn eviction_jump_rounds_to_the_nearest_grid_size_and_needs_the_threshold() {
     let mut core = AdaptiveCore::new(params(8.0));
     let mut m = IntervalMeasurement {
         size: 8 * MIB_U,
@@ -180,7 +180,38 @@ fn eviction_jump_rounds_down_to_the_grid_and_needs_the_threshold() {
     let mut core = AdaptiveCore::new(params(8.0));
     m.evicted_fraction = 0.05;
     assert_eq!(core.decide(&m), Decision::EvictionJump);
-    assert_eq!(core.target(), mib(3.5), "72 s x 0.05 MiB/s = 3.6 MiB, down to the grid through 8 MiB");
+    assert_eq!(core.target(), mib(3.5), "72 s x 0.05 MiB/s = 3.6 MiB, the nearest size of the grid through 8 MiB");
+    let mut core = AdaptiveCore::new(params(8.0));
+    m.eviction_time_s = Some(76.0);
+    assert_eq!(core.decide(&m), Decision::EvictionJump);
+    assert_eq!(core.target(), 4 * MIB_U, "76 s x 0.05 MiB/s = 3.8 MiB: 4 MiB is nearer than 3.5");
+}
+
+#[test]
+fn eviction_jump_only_when_the_target_is_two_steps_below() {
+    // The SD 4 GiB cell's case (paper001-accept-sd-4g-2026-11-29): 7 % of
+    // 4.5 MiB's prefetch evicted after 74.5 s, streams at 52.9 KB/s, so
+    // 3.76 MiB: one step below is the descent's decision, not a jump.
+    let m = |size, t| IntervalMeasurement {
+        size,
+        busy_fraction: 0.9,
+        disk_ms_per_transaction: Some(10.0),
+        miss_ratio: Some(1.1),
+        evicted_fraction: 0.07,
+        eviction_time_s: Some(t),
+        stream_rate_bps: Some(52_900.0),
+    };
+    let mut core = AdaptiveCore::new(params(4.5));
+    assert_eq!(core.decide(&m(mib(4.5), 74.5)), Decision::Explore, "4 MiB is one step below 4.5");
+    assert_eq!(core.target(), 5 * MIB_U);
+    // The same evidence at 5 MiB is two steps above the estimate: jump.
+    let mut core = AdaptiveCore::new(params(5.0));
+    assert_eq!(core.decide(&m(5 * MIB_U, 74.5)), Decision::EvictionJump);
+    assert_eq!(core.target(), 4 * MIB_U);
+    // Heavy pressure (paper 001 Figure 4's 8 MiB start) jumps as before.
+    let mut core = AdaptiveCore::new(params(8.0));
+    assert_eq!(core.decide(&m(8 * MIB_U, 60.0)), Decision::EvictionJump);
+    assert_eq!(core.target(), 3 * MIB_U);
 }
 
 #[test]
@@ -436,12 +467,16 @@ fn queue_control_detects_prefetch_evictions_and_jumps_down() {
     assert!(jump.evicted_fraction >= 0.05 && jump.evictions > 0, "{jump:?}");
     let t = jump.eviction_time_s.unwrap();
     assert!((60.0..=62.0).contains(&t), "eviction noticed about 60 s after the read: {t}");
-    assert!((2 * MIB_U..=3 * MIB_U).contains(&jump.next_bytes), "60 s x 50 KiB/s = 3 MiB, rounded down: {jump:?}");
+    assert!((2 * MIB_U..=3 * MIB_U).contains(&jump.next_bytes), "60 s x 50 KiB/s = 3 MiB, to the grid: {jump:?}");
     // Down gradually, never below the jump's target.
     assert!(sizes.windows(2).all(|w| w[0].abs_diff(w[1]) <= p.ramp_rate + PAGE));
     let end = jump.end_s as usize;
     assert!(sizes[end + 30] > jump.next_bytes, "still ramping 30 s after the decision");
-    assert!(sizes[end + 120..].iter().all(|&s| s <= mib(3.5)), "{:?}", &sizes[end..]);
+    // One step above 3 MiB is left to the scores; two steps above jump back.
+    let landed = end + sizes[end..].iter().position(|&s| s == jump.next_bytes).expect("the ramp reaches the target");
+    assert!(sizes[landed..].iter().all(|&s| s <= 4 * MIB_U), "{:?}", &sizes[landed..]);
+    let back = q.history().iter().filter(|r| r.decision == Decision::EvictionJump).nth(1);
+    assert!(back.is_some_and(|r| r.prefetch_bytes == 4 * MIB_U && r.next_bytes == 3 * MIB_U), "{:?}", q.history());
     let usage = q.snapshot(0, Duration::from_secs(900)).usage;
     assert!(usage.evicted_bytes > 0 && usage.used_bytes > 0);
 }
