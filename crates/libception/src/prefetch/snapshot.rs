@@ -19,6 +19,9 @@ pub enum Decision {
     LightLoad,
     /// Busy, but no score (nothing read or nothing confirmed requested).
     NoData,
+    /// The first scored interval since the controller started: measured,
+    /// not stored, nothing adjusted (the cache and the streams are starting).
+    WarmUp,
     /// Prefetch evictions reached `evict`: target set from the eviction time.
     EvictionJump,
     /// A neighbour scored lower: move there.

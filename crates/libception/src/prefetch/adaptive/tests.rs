@@ -81,6 +81,15 @@ fn busy_interval(size: u64, score: f64) -> IntervalMeasurement {
     IntervalMeasurement { size, busy_fraction: 0.9, disk_ms_per_transaction: Some(score), miss_ratio: Some(1.0), ..Default::default() }
 }
 
+/// A core past its warm-up interval (measured at the start size, not stored).
+fn warmed(p: AdaptiveParams) -> AdaptiveCore {
+    let mut core = AdaptiveCore::new(p);
+    let start = core.target();
+    assert_eq!(core.decide(&busy_interval(start, 1.0)), Decision::WarmUp);
+    assert!(core.scores().is_empty() && core.target() == start);
+    core
+}
+
 fn run(core: &mut AdaptiveCore, model: &mut Model, n: usize) -> Vec<u64> {
     (0..n)
         .map(|_| {
@@ -127,7 +136,7 @@ fn converges_near_the_optimum_from_below_with_noise() {
         let mut model = Model::new(seed);
         let optimum = (1..=32).map(|i| i as u64 * 512 * KIB).min_by(|a, b| model.true_score(*a).total_cmp(&model.true_score(*b))).unwrap();
         assert_eq!(optimum, 6 * MIB_U);
-        let mut core = AdaptiveCore::new(params(2.0));
+        let mut core = warmed(params(2.0));
         let sizes = run(&mut core, &mut model, 80);
         let tail = &sizes[40..];
         for &s in tail {
@@ -141,7 +150,7 @@ fn converges_near_the_optimum_from_below_with_noise() {
 #[test]
 fn converges_from_above_without_eviction_evidence() {
     let mut model = Model::new(7);
-    let mut core = AdaptiveCore::new(params(12.0));
+    let mut core = warmed(params(12.0));
     let sizes = run(&mut core, &mut model, 80);
     assert!(sizes[..20].windows(2).all(|w| w[1] <= w[0] + 512 * KIB), "descends: {sizes:?}");
     for &s in &sizes[50..] {
@@ -155,7 +164,7 @@ fn eviction_evidence_jumps_down_to_eviction_time_times_rate() {
     let mut model = Model::new(3);
     model.fit_mib = 3.0;
     model.report_evictions = true;
-    let mut core = AdaptiveCore::new(params(8.0));
+    let mut core = warmed(params(8.0));
     let d = core.decide(&model.measure(8 * MIB_U));
     assert_eq!(d, Decision::EvictionJump);
     assert_eq!(core.target(), 3 * MIB_U);
@@ -166,7 +175,7 @@ fn eviction_evidence_jumps_down_to_eviction_time_times_rate() {
 
 #[test]
 fn eviction_jump_rounds_to_the_nearest_grid_size_and_needs_the_threshold() {
-    let mut core = AdaptiveCore::new(params(8.0));
+    let mut core = warmed(params(8.0));
     let mut m = IntervalMeasurement {
         size: 8 * MIB_U,
         busy_fraction: 0.9,
@@ -177,11 +186,11 @@ fn eviction_jump_rounds_to_the_nearest_grid_size_and_needs_the_threshold() {
         stream_rate_bps: Some(0.05 * MIB),
     };
     assert_ne!(core.decide(&m), Decision::EvictionJump, "4% is below adjust_evict");
-    let mut core = AdaptiveCore::new(params(8.0));
+    let mut core = warmed(params(8.0));
     m.evicted_fraction = 0.05;
     assert_eq!(core.decide(&m), Decision::EvictionJump);
     assert_eq!(core.target(), mib(3.5), "72 s x 0.05 MiB/s = 3.6 MiB, the nearest size of the grid through 8 MiB");
-    let mut core = AdaptiveCore::new(params(8.0));
+    let mut core = warmed(params(8.0));
     m.eviction_time_s = Some(76.0);
     assert_eq!(core.decide(&m), Decision::EvictionJump);
     assert_eq!(core.target(), 4 * MIB_U, "76 s x 0.05 MiB/s = 3.8 MiB: 4 MiB is nearer than 3.5");
@@ -201,15 +210,15 @@ fn eviction_jump_only_when_the_target_is_two_steps_below() {
         eviction_time_s: Some(t),
         stream_rate_bps: Some(52_900.0),
     };
-    let mut core = AdaptiveCore::new(params(4.5));
+    let mut core = warmed(params(4.5));
     assert_eq!(core.decide(&m(mib(4.5), 74.5)), Decision::Explore, "4 MiB is one step below 4.5");
     assert_eq!(core.target(), 5 * MIB_U);
     // The same evidence at 5 MiB is two steps above the estimate: jump.
-    let mut core = AdaptiveCore::new(params(5.0));
+    let mut core = warmed(params(5.0));
     assert_eq!(core.decide(&m(5 * MIB_U, 74.5)), Decision::EvictionJump);
     assert_eq!(core.target(), 4 * MIB_U);
     // Heavy pressure (paper 001 Figure 4's 8 MiB start) jumps as before.
-    let mut core = AdaptiveCore::new(params(8.0));
+    let mut core = warmed(params(8.0));
     assert_eq!(core.decide(&m(8 * MIB_U, 60.0)), Decision::EvictionJump);
     assert_eq!(core.target(), 3 * MIB_U);
 }
@@ -226,22 +235,22 @@ fn eviction_jump_needs_a_rate_and_never_grows() {
         stream_rate_bps: None,
     };
     // No rate, no jump (the paper has no other rule): gradient descent.
-    let mut core = AdaptiveCore::new(params(8.0));
+    let mut core = warmed(params(8.0));
     assert_eq!(core.decide(&m), Decision::Explore);
     assert_eq!(core.target(), mib(8.5));
     // A configured rate wins over the (missing) estimate.
-    let mut core = AdaptiveCore::new(AdaptiveParams { stream_rate: Some(0.1 * MIB), ..params(8.0) });
+    let mut core = warmed(AdaptiveParams { stream_rate: Some(0.1 * MIB), ..params(8.0) });
     assert_eq!(core.decide(&m), Decision::EvictionJump);
     assert_eq!(core.target(), 3 * MIB_U);
     // An estimate above the current size is no reason to jump.
-    let mut core = AdaptiveCore::new(AdaptiveParams { stream_rate: Some(1.0 * MIB), ..params(8.0) });
+    let mut core = warmed(AdaptiveParams { stream_rate: Some(1.0 * MIB), ..params(8.0) });
     assert_eq!(core.decide(&m), Decision::Explore);
     assert_eq!(core.target(), 8 * MIB_U + 512 * KIB);
 }
 
 #[test]
 fn light_load_and_missing_data_change_nothing() {
-    let mut core = AdaptiveCore::new(params(4.0));
+    let mut core = warmed(params(4.0));
     let mut m = Model::new(1).measure(4 * MIB_U);
     m.busy_fraction = 0.59;
     m.evicted_fraction = 0.5;
@@ -258,8 +267,38 @@ fn light_load_and_missing_data_change_nothing() {
 }
 
 #[test]
+fn the_first_scored_interval_is_a_warm_up() {
+    // Paper 001 Figure 4's heavy pressure at 8 MiB, but in the first interval
+    // that has a score: nothing stored, no jump, the size kept.
+    let mut m = IntervalMeasurement {
+        size: 8 * MIB_U,
+        busy_fraction: 0.9,
+        disk_ms_per_transaction: Some(10.0),
+        miss_ratio: Some(1.4),
+        evicted_fraction: 0.4,
+        eviction_time_s: Some(60.0),
+        stream_rate_bps: Some(0.05 * MIB),
+    };
+    let mut core = AdaptiveCore::new(params(8.0));
+    // Light-load and scoreless intervals before it do not count.
+    assert_eq!(core.decide(&IntervalMeasurement { busy_fraction: 0.3, ..m }), Decision::LightLoad);
+    assert_eq!(core.decide(&IntervalMeasurement { miss_ratio: None, ..m }), Decision::NoData);
+    assert_eq!(core.decide(&m), Decision::WarmUp);
+    assert!(core.scores().is_empty());
+    assert_eq!(core.target(), 8 * MIB_U);
+    // The next one acts on the same evidence.
+    assert_eq!(core.decide(&m), Decision::EvictionJump);
+    assert_eq!(core.target(), 3 * MIB_U);
+    // Only once: a later first score at a new size is stored as usual.
+    m.size = 3 * MIB_U;
+    m.evicted_fraction = 0.0;
+    assert_eq!(core.decide(&m), Decision::Explore);
+    assert_eq!(core.scores().keys().copied().collect::<Vec<_>>(), [3 * MIB_U, 8 * MIB_U]);
+}
+
+#[test]
 fn first_moves_follow_the_paper() {
-    let mut core = AdaptiveCore::new(params(4.0));
+    let mut core = warmed(params(4.0));
     // Neither neighbour measured: try the larger.
     assert_eq!(core.decide(&busy_interval(4 * MIB_U, 10.0)), Decision::Explore);
     assert_eq!(core.target(), mib(4.5));
@@ -277,7 +316,7 @@ fn first_moves_follow_the_paper() {
 
 #[test]
 fn deflation_retries_a_rejected_size_after_the_expected_number_of_minima() {
-    let mut core = AdaptiveCore::new(params(4.0));
+    let mut core = warmed(params(4.0));
     for (size, score) in [(4.0, 10.0), (4.5, 11.0), (4.0, 10.0), (3.5, 11.0)] {
         core.decide(&busy_interval(mib(size), score));
     }
@@ -305,7 +344,7 @@ fn deflation_escapes_a_local_minimum_caused_by_one_bad_measurement() {
     // 4 MiB; deflation makes it retry 4.5 MiB and carry on to the optimum.
     let mut model = Model::new(11);
     model.noise = 0.0;
-    let mut core = AdaptiveCore::new(params(4.0));
+    let mut core = warmed(params(4.0));
     let mut spiked = false;
     let mut sizes = Vec::new();
     for _ in 0..60 {
@@ -329,7 +368,7 @@ fn stays_within_min_and_max() {
     // Bigger is always better: climbs to max and stays there.
     let mut model = Model::new(5);
     model.fit_mib = 1000.0;
-    let mut core = AdaptiveCore::new(AdaptiveParams { max: 5 * MIB_U, ..params(2.0) });
+    let mut core = warmed(AdaptiveParams { max: 5 * MIB_U, ..params(2.0) });
     let sizes = run(&mut core, &mut model, 40);
     assert!(sizes.iter().all(|&s| s <= 5 * MIB_U), "{sizes:?}");
     assert!(sizes[20..].iter().all(|&s| s >= mib(4.5)), "{sizes:?}");
@@ -340,14 +379,14 @@ fn stays_within_min_and_max() {
     model.fit_mib = 0.0;
     model.evict_slope = 5.0;
     model.report_evictions = true;
-    let mut core = AdaptiveCore::new(AdaptiveParams { min: MIB_U, ..params(4.0) });
+    let mut core = warmed(AdaptiveParams { min: MIB_U, ..params(4.0) });
     let sizes = run(&mut core, &mut model, 40);
     assert!(sizes.iter().all(|&s| s >= MIB_U), "{sizes:?}");
     assert_eq!(sizes[39], MIB_U, "{sizes:?}");
     // A max off the grid is still reachable and never exceeded.
     let mut model = Model::new(8);
     model.fit_mib = 1000.0;
-    let mut core = AdaptiveCore::new(AdaptiveParams { max: 3 * MIB_U + 100 * KIB, ..params(2.0) });
+    let mut core = warmed(AdaptiveParams { max: 3 * MIB_U + 100 * KIB, ..params(2.0) });
     let sizes = run(&mut core, &mut model, 20);
     assert_eq!(*sizes.iter().max().unwrap(), 3 * MIB_U + 100 * KIB);
 }
@@ -541,7 +580,7 @@ fn starting_below_and_above_the_best_size_both_converge_to_it() {
     // Paper 001 Figures 3 and 4: 4 MB below the best, 8 MB (and 12) above.
     for start in [2.0, 4.0, 8.0, 12.0] {
         let mut model = Model::new(21);
-        let mut core = AdaptiveCore::new(params(start));
+        let mut core = warmed(params(start));
         let sizes = run(&mut core, &mut model, 100);
         let near = sizes[60..].iter().filter(|&&s| s.abs_diff(6 * MIB_U) <= 512 * KIB).count();
         assert!(near >= 35, "start {start} MiB: {near}/40 late intervals within a step of 6 MiB: {sizes:?}");
@@ -601,10 +640,10 @@ fn fake_stat(root: &std::path::Path, dev: &str, reads: u64, ticks_ms: u64) {
 
 /// 100 reads of 1 MiB, 80 ms of worker time each, all used: the estimate is
 /// 800 transactions at 10 ms.
-fn hundred_reads(q: &mut QueueControl) {
+fn hundred_reads(q: &mut QueueControl, from: Duration) {
     for i in 0..100u64 {
         let f = FileKey { dev: 1, ino: i };
-        let t = Duration::from_millis(i * 90);
+        let t = from + Duration::from_millis(i * 90);
         q.observe_read(f, 0, 1, 0, MIB_U, Duration::from_millis(80), t);
         q.observe_request(f, MIB_U, MIB_U + 1, MIB_U, t + Duration::from_millis(10));
     }
@@ -620,7 +659,7 @@ fn transactions_and_busy_time_come_from_the_block_device_counters() {
     let p = AdaptiveParams { start: Some(MIB_U), interval: Duration::from_secs(10), busy: 0.0, ..AdaptiveParams::default() };
     let mut q = QueueControl::new(p, Duration::ZERO).with_device_counters(sys.path());
     q.add_disk("sda", Duration::ZERO);
-    hundred_reads(&mut q);
+    hundred_reads(&mut q, Duration::ZERO);
     // The device merged the reads into 400 transactions, busy 6 s of the 10.
     fake_stat(sys.path(), "sda", 5400, 76_000);
     q.advance(Duration::from_secs(10));
@@ -629,15 +668,19 @@ fn transactions_and_busy_time_come_from_the_block_device_counters() {
     assert!((r.disk_ms_per_transaction.unwrap() - 15.0).abs() < 1e-9, "6000 ms / 400: {r:?}");
     assert!((r.busy_fraction - 0.6).abs() < 1e-9, "{r:?}");
     assert!((r.score.unwrap() - 15.0).abs() < 1e-9, "all used: miss ratio 1: {r:?}");
+    assert_eq!(r.decision, Decision::WarmUp, "the first scored interval only measures");
+    hundred_reads(&mut q, Duration::from_secs(10));
+    fake_stat(sys.path(), "sda", 5800, 82_000);
+    q.advance(Duration::from_secs(20));
     // Explored 1.5 MiB: the ramp (32 s at 16K/s) belongs to no interval; the
     // next interval counts from where the device was when the ramp ended.
-    assert_eq!(r.decision, Decision::Explore);
-    fake_stat(sys.path(), "sda", 5405, 76_400);
-    q.advance(Duration::from_secs(43));
-    fake_stat(sys.path(), "sda", 5415, 76_900);
-    q.advance(Duration::from_secs(54));
+    assert_eq!(q.history().back().unwrap().decision, Decision::Explore);
+    fake_stat(sys.path(), "sda", 5805, 82_400);
+    q.advance(Duration::from_secs(53));
+    fake_stat(sys.path(), "sda", 5815, 82_900);
+    q.advance(Duration::from_secs(64));
     let r = q.history().back().unwrap();
-    assert_eq!((r.index, r.transaction_source, r.transactions), (2, TransactionSource::Device, 10), "{r:?}");
+    assert_eq!((r.index, r.transaction_source, r.transactions), (3, TransactionSource::Device, 10), "{r:?}");
     assert!((r.disk_ms_per_transaction.unwrap() - 50.0).abs() < 1e-9, "{r:?}");
 }
 
@@ -649,7 +692,7 @@ fn anonymous_devices_fall_back_to_the_estimate() {
     let p = AdaptiveParams { start: Some(MIB_U), interval: Duration::from_secs(10), busy: 0.0, ..AdaptiveParams::default() };
     let mut q = QueueControl::new(p.clone(), Duration::ZERO).with_device_counters(sys.path());
     q.add_disk("anon-0:45", Duration::ZERO);
-    hundred_reads(&mut q);
+    hundred_reads(&mut q, Duration::ZERO);
     q.advance(Duration::from_secs(10));
     let r = q.history().back().unwrap();
     assert_eq!((r.transaction_source, r.transactions), (TransactionSource::Estimate, 800));
@@ -658,7 +701,7 @@ fn anonymous_devices_fall_back_to_the_estimate() {
     fake_stat(sys.path(), "sdb", 5000, 70_000);
     let mut q = QueueControl::new(p, Duration::ZERO).with_device_counters(sys.path());
     q.add_disk("sdb", Duration::ZERO);
-    hundred_reads(&mut q);
+    hundred_reads(&mut q, Duration::ZERO);
     fake_stat(sys.path(), "sdb", 10, 10);
     q.advance(Duration::from_secs(10));
     assert_eq!(q.history().back().unwrap().transaction_source, TransactionSource::Estimate, "counters reset");
