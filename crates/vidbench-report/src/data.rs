@@ -271,6 +271,8 @@ pub struct ControllerInterval {
     /// Prefetched bytes evicted before use over those requested in the
     /// interval (absent in files from before the column).
     pub evicted_fraction: Option<f64>,
+    /// The interval was the controller's warm-up (measured, not stored).
+    pub warm_up: bool,
 }
 
 /// The adaptive controller's intervals of a run, in file order; empty
@@ -285,6 +287,7 @@ pub fn controller_intervals(run_dir: &Path) -> anyhow::Result<Vec<ControllerInte
     let col = |name: &str| headers.iter().position(|h| h == name).with_context(|| format!("{}: no column {name}", path.display()));
     let (t, worker, size, score, eviction) = (col("t_s")?, col("worker")?, col("prefetch_bytes")?, col("score")?, col("eviction_time_estimate_s")?);
     let evicted = headers.iter().position(|h| h == "evicted_fraction");
+    let decision = headers.iter().position(|h| h == "decision");
     let mut out = Vec::new();
     for (i, record) in reader.records().enumerate() {
         let row = i + 2;
@@ -305,6 +308,7 @@ pub fn controller_intervals(run_dir: &Path) -> anyhow::Result<Vec<ControllerInte
             score: optional(score, "score")?,
             eviction_estimate_s: optional(eviction, "eviction_time_estimate_s")?,
             evicted_fraction: evicted.map(|c| optional(c, "evicted_fraction")).transpose()?.flatten(),
+            warm_up: decision.and_then(|c| record.get(c)) == Some("warm-up"),
         });
     }
     Ok(out)

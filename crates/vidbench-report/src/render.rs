@@ -874,17 +874,23 @@ fn prefetch_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()>
     controller_figures(ctx, configs, &with)
 }
 
-/// Every score an adaptive controller measured, by the size it measured:
+/// Every score an adaptive controller measured but its warm-up intervals
+/// (which start with the streams), by the size it measured:
 /// how many intervals, their mean, spread and range, and the evicted share
 /// (its eviction-time jump acts from `evict`). Whether one interval's score
 /// can tell neighbouring sizes apart shows here: their means differ by less
 /// than one score's spread when it cannot.
 fn controller_scores(ctx: &mut Ctx<'_>, with: &[(&String, Vec<&Run>)]) -> anyhow::Result<()> {
     let mut rows = Vec::new();
+    let mut warm_ups = 0;
     for (c, runs) in with {
         let mut by_size: BTreeMap<u64, Vec<(f64, Option<f64>)>> = BTreeMap::new();
         for (dir, _) in run_dirs(runs) {
             for i in crate::data::controller_intervals(dir)? {
+                if i.warm_up {
+                    warm_ups += 1;
+                    continue;
+                }
                 if let Some(score) = i.score {
                     by_size.entry(i.prefetch_bytes as u64).or_default().push((score, i.evicted_fraction));
                 }
@@ -910,7 +916,12 @@ fn controller_scores(ctx: &mut Ctx<'_>, with: &[(&String, Vec<&Run>)]) -> anyhow
     if rows.is_empty() {
         return Ok(());
     }
-    writeln!(ctx.md, "Scores the adaptive controller measured, by size (`controller.csv`, every interval it scored, all its runs): the spread is the standard deviation over the mean; neighbouring sizes whose means differ by less than it are not told apart by one interval. Evicted: prefetched bytes evicted before use over those requested, the mean of the intervals (the eviction jump acts from the controller's `evict`).\n")?;
+    let warm = match warm_ups {
+        0 => String::new(),
+        1 => "; left out: its warm-up interval, the first it scored after the daemon started".to_string(),
+        n => format!("; left out: its {n} warm-up intervals, the first it scored after each daemon start"),
+    };
+    writeln!(ctx.md, "Scores the adaptive controller measured, by size (`controller.csv`, every interval it scored, all its runs{warm}): the spread is the standard deviation over the mean; neighbouring sizes whose means differ by less than it are not told apart by one interval. Evicted: prefetched bytes evicted before use over those requested, the mean of the intervals (the eviction jump acts from the controller's `evict`).\n")?;
     writeln!(ctx.md, "| configuration | size MiB | intervals | mean score | spread | range | evicted |\n|---|---:|---:|---:|---:|---|---:|")?;
     for r in rows {
         writeln!(ctx.md, "{r}")?;
