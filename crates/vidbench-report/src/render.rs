@@ -918,8 +918,8 @@ fn controller_scores(ctx: &mut Ctx<'_>, with: &[(&String, Vec<&Run>)]) -> anyhow
     }
     let warm = match warm_ups {
         0 => String::new(),
-        1 => "; left out: its warm-up interval, the first it scored after the daemon started".to_string(),
-        n => format!("; left out: its {n} warm-up intervals, the first it scored after each daemon start"),
+        1 => "; left out: its warm-up interval, the first busy one it scored after the daemon started".to_string(),
+        n => format!("; left out: its {n} warm-up intervals, each disk worker's first busy one it scored after a daemon start"),
     };
     writeln!(ctx.md, "Scores the adaptive controller measured, by size (`controller.csv`, every interval it scored, all its runs{warm}): the spread is the standard deviation over the mean; neighbouring sizes whose means differ by less than it are not told apart by one interval. Evicted: prefetched bytes evicted before use over those requested, the mean of the intervals (the eviction jump acts from the controller's `evict`).\n")?;
     writeln!(ctx.md, "| configuration | size MiB | intervals | mean score | spread | range | evicted |\n|---|---:|---:|---:|---:|---|---:|")?;

@@ -218,7 +218,7 @@ fn the_adaptive_controller_over_time() {
     // without the column.
     assert!(md.contains("| nginx + Libception (adaptive) | 7.5 | 4 | 3.45 | 4 % | 3.30-3.60 | - |"), "{md}");
     assert!(!md.contains("| nginx + Libception (adaptive) | 8.0 |"), "{md}");
-    assert!(md.contains("all its runs; left out: its warm-up interval, the first it scored after the daemon started)"), "{md}");
+    assert!(md.contains("all its runs; left out: its warm-up interval, the first busy one it scored after the daemon started)"), "{md}");
     assert!(md.contains("figures/controller-adaptive-throughput.svg"), "{md}");
     // Legend entries are text elements of their own (the title also says "score").
     let svg = std::fs::read_to_string(root.join("report/figures/controller-adaptive-size-score.svg")).unwrap();

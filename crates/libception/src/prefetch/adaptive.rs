@@ -10,13 +10,14 @@
 //!   lower; else try an unmeasured neighbour (the larger one when neither is
 //!   measured); else the size is a minimum and every stored score but its own
 //!   is deflated by `deflation` (the paper's "deflate the past scores"), so
-//!   that a rejected size is retried eventually. The first interval that has
-//!   a score is a warm-up: nothing is stored or changed (`warm-up`). Its
-//!   streams and cache are starting: in eight of nine recorded runs its miss
-//!   ratio was 0.44-0.86 where steady intervals measured 0.9-1.0, and its ms
-//!   per transaction was up to twice the steady figure. Stored, it was
-//!   compared with the first neighbour tried and set the search's direction.
-//!   Before that, two thresholds
+//!   that a rejected size is retried eventually. Each worker's first busy
+//!   interval that has a score is a warm-up: nothing is stored or changed,
+//!   the eviction jump included (`warm-up`). Its streams and cache are
+//!   starting: in eight of the ten adaptive runs recorded by 2026-11-29 its
+//!   miss ratio was 0.44-0.86, under the median of the run's later intervals,
+//!   and its rate estimate can be several times the streams' (docs/daemon.md).
+//!   Stored, it was compared with the first neighbour tried and set the
+//!   search's direction. Before that, two thresholds
 //!   of the paper: below `busy` (the disk worker's busy fraction) nothing is
 //!   adjusted, and when prefetch evictions reach `evict` of the requested
 //!   bytes the target jumps to `eviction time x stream rate` (the nearest
@@ -24,9 +25,10 @@
 //!   data is evicted. The jump applies only when that size is at least two
 //!   steps below the size in force: it exists for memory pressure that the
 //!   descent, one step an interval, cannot follow, and at the best size the
-//!   paper's own Table 1 already evicts 10 % (one step below is left to the
-//!   scores). Without a rate estimate there is no jump (the paper has no
-//!   other rule) and the gradient descent carries on.
+//!   paper's own Table 1 already evicts 10 %. One step below is left to the
+//!   scores, but the larger neighbour is then not tried (the evidence says
+//!   the size is already too large). Without a rate estimate there is no
+//!   jump (the paper has no other rule) and the gradient descent carries on.
 //! * [`QueueControl`] wraps a core with time: measurement intervals of
 //!   `interval`, the gradual change (the size in force moves towards the
 //!   target at `ramp_rate` bytes per second, and an interval is measured only
@@ -145,9 +147,10 @@ impl AdaptiveCore {
     }
 
     /// Starts at the probed size `bytes`, rounded to a multiple of the step
-    /// within `[min, max]`; ignored once anything was scored.
+    /// within `[min, max]`; ignored once anything was scored (the warm-up
+    /// included).
     pub fn set_start(&mut self, bytes: u64) -> u64 {
-        if self.scores.is_empty() {
+        if self.scores.is_empty() && !self.warmed {
             let p = &self.params;
             let steps = (bytes as f64 / p.step as f64).round().max(1.0);
             self.target = page_round(steps * p.step as f64).clamp(p.min, p.max);
@@ -213,6 +216,9 @@ impl AdaptiveCore {
         // newly measured score") instead of on to stale, deflated sizes.
         let at_minimum = self.minimum.take() == Some(size);
         let table = if at_minimum { &self.scores } else { &self.measured };
+        // Set when the eviction evidence says the size in force is already
+        // a step too large: the larger neighbour is then not tried.
+        let mut no_larger = false;
         if m.evicted_fraction >= p.evict && p.evict.is_finite() {
             // A stream reading at `rate` reaches the end of a prefetch of
             // `p` bytes after p / rate seconds; prefetched data lives about
@@ -223,13 +229,14 @@ impl AdaptiveCore {
             // target two or more steps below jumps.
             if let (Some(t), Some(rate)) = (m.eviction_time_s, p.stream_rate.or(m.stream_rate_bps)) {
                 let to = self.grid_nearest(t * rate);
-                if to.saturating_add(p.step) < size {
+                if to.saturating_add(2 * p.step) <= size {
                     self.target = to;
                     return Decision::EvictionJump;
                 }
+                no_larger = to < size;
             }
         }
-        let neighbours = [self.larger(size), self.smaller(size)];
+        let neighbours = [self.larger(size).filter(|_| !no_larger), self.smaller(size)];
         let lowest_known = neighbours
             .iter()
             .flatten()
