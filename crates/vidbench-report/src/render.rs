@@ -1023,10 +1023,16 @@ fn setup_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
             .map(|k| k.iter().map(|(a, b)| format!("{a}={}", b.as_str().unwrap_or("?"))).collect::<Vec<_>>().join(" "))
             .unwrap_or_else(|| "-".into());
         let rel = r.dir.strip_prefix(&ctx.results.dir).unwrap_or(&r.dir).display().to_string();
+        // Apache's pool: its children x threads (the configuration's own
+        // count, else the experiment's).
+        let run = ctx.results.experiment.get("run");
+        let server = match (s("server").as_str(), run.and_then(|r| r.get("workers")), c.get("threads_per_worker").or(run.and_then(|r| r.get("threads_per_worker")))) {
+            ("apache", Some(w), Some(t)) => format!("apache ({w} x {t} threads)"),
+            (name, _, _) => name.to_owned(),
+        };
         writeln!(
             ctx.md,
-            "| `{rel}` | {} | {} | {} | {} | {} | {knobs} | {} | {} |",
-            s("server"),
+            "| `{rel}` | {server} | {} | {} | {} | {} | {knobs} | {} | {} |",
             libception,
             s("prefetch_kb"),
             s("read_ahead_kb"),

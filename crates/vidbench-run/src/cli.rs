@@ -3,7 +3,7 @@
 
 use crate::driver::{self, Driver};
 use crate::progress::fmt_duration;
-use crate::experiment::{Config, Experiment, Prefetch, RatePlan};
+use crate::experiment::{Config, Experiment, Prefetch, RatePlan, ServerKind};
 use libception_proto::AdaptiveParams;
 use crate::{cgroup, cgroup_probe, estimate, interrupt, reader};
 use anyhow::Context;
@@ -157,6 +157,12 @@ fn print_plan(exp: &Experiment, out: &mut dyn Write) -> std::io::Result<()> {
             (Some(s), None) => format!("{} vanilla", s.name()),
             (None, _) => "wc upper bound".into(),
         };
+        let what = match c.server {
+            Some(ServerKind::Apache) => {
+                format!("{what}, {} x {} threads", exp.run.workers, c.threads_per_worker.unwrap_or(exp.run.threads_per_worker))
+            }
+            _ => what,
+        };
         let what = match c.chaos {
             Some(k) => format!("{what}, daemon SIGKILLed every {} s and restarted {} s later", k.kill_every_s, k.restart_after_s),
             None => what,
@@ -288,6 +294,11 @@ mod tests {
     fn the_plan_names_each_configurations_server_knobs() {
         let plan = plan_of(&bundled("lighttpd-gap.toml"));
         assert!(plan.contains("nginx vanilla, sendfile_max_chunk 256k;"), "{plan}");
+        // Apache's pool: Table 3 gives its rows 4 x 256 threads of their own.
+        let plan = plan_of(&bundled("table3-paper.toml"));
+        assert!(plan.contains("apache vanilla, 4 x 256 threads, sendfile On;"), "{plan}");
+        let plan = plan_of(&bundled("promotion.toml"));
+        assert!(plan.contains("4 x 64 threads"), "the experiment's count where a configuration sets none: {plan}");
     }
 
     #[test]

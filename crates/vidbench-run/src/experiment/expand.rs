@@ -557,6 +557,7 @@ impl Checker<'_> {
             shim_stats: self.shim_stats(key, c)?,
             patience_ms: self.patience(key, c)?,
             ramp_s: c.ramp_s,
+            threads_per_worker: self.threads(key, c)?,
         }];
         if configs[0].trace && disk.count > 1 {
             return Err(self.invalid(format!("{key}.trace"), "a trace is recorded for one drive only (disk.count = 1)"));
@@ -607,6 +608,17 @@ impl Checker<'_> {
     /// `promote = "auto"`, checked: a daemon.
     fn promote_auto(&self, key: &str, c: &ConfigSection) -> Result<bool, ExperimentError> {
         self.daemon_flag(key, "promote", Some(c.promote == Some(PromoteSetting::Auto)).filter(|&a| a), c)
+    }
+
+    /// `threads_per_worker`, checked: Apache, and the range `run` allows.
+    fn threads(&self, key: &str, c: &ConfigSection) -> Result<Option<u32>, ExperimentError> {
+        match c.threads_per_worker {
+            Some(_) if c.server != Some(ServerKind::Apache) => {
+                Err(self.invalid(format!("{key}.threads_per_worker"), "applies to Apache only (its threads per child process)"))
+            }
+            Some(n) if n == 0 || n > 4096 => Err(self.invalid(format!("{key}.threads_per_worker"), "must be between 1 and 4096")),
+            v => Ok(v),
+        }
     }
 
     /// `patience_ms`, checked: a shim that waits for a daemon.

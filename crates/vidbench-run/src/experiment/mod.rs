@@ -199,6 +199,10 @@ pub struct Config {
     /// Its own minimum ramp (`ramp_s`), replacing `run.steady.ramp_s`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ramp_s: Option<f64>,
+    /// Its own Apache threads per child (`threads_per_worker`), replacing
+    /// `run.threads_per_worker`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads_per_worker: Option<u32>,
 }
 
 impl Config {
@@ -527,6 +531,19 @@ kind = "wc"
         }
         let err = parse(&GOOD.replace(lib, "libception = \"off\"\nshim_stats = true")).unwrap_err().to_string();
         assert!(err.contains("shim_stats") && err.contains("needs the shim"), "{err}");
+    }
+
+    #[test]
+    fn threads_per_worker_is_apaches_and_recorded_only_when_set() {
+        let apache = "[[config]]\nname = \"apache\"\nserver = \"apache\"\ntemplate = \"nginx.conf\"\nthreads_per_worker = 256\n";
+        let e = parse(&format!("{GOOD}\n{apache}")).unwrap();
+        assert_eq!(e.config("apache").unwrap().threads_per_worker, Some(256));
+        let json = serde_json::to_value(e.config("vanilla").unwrap()).unwrap();
+        assert!(json.get("threads_per_worker").is_none(), "unset, not recorded (resumed results compare configs): {json}");
+        let err = parse(&format!("{GOOD}\n{}", apache.replace("256", "0"))).unwrap_err().to_string();
+        assert!(err.contains("threads_per_worker") && err.contains("between 1 and 4096"), "{err}");
+        let err = parse(&format!("{GOOD}\n{}", apache.replace("server = \"apache\"", "server = \"nginx\""))).unwrap_err().to_string();
+        assert!(err.contains("config[") && err.contains("threads_per_worker") && err.contains("Apache only"), "{err}");
     }
 
     #[test]
@@ -896,7 +913,11 @@ kind = "wc"
                 let kb = recorded["config"]["prefetch_kb"].as_u64();
                 if recorded["config"]["prefetch_adaptive"] == true {
                     let Some(Prefetch::Adaptive(p)) = &config.prefetch else { panic!("{}: adaptive, read as {:?}", file.display(), config.prefetch) };
-                    assert_eq!(serde_json::to_value(p).unwrap(), recorded["config"]["prefetch_adaptive_params"], "{}", file.display());
+                    // The parameters are recorded when they differ from the defaults (paper 001's).
+                    match &recorded["config"]["prefetch_adaptive_params"] {
+                        serde_json::Value::Null => assert_eq!(*p, libception_proto::AdaptiveParams::default(), "{}", file.display()),
+                        params => assert_eq!(&serde_json::to_value(p).unwrap(), params, "{}", file.display()),
+                    }
                 } else {
                     assert_eq!(config.prefetch, kb.map(|kb| Prefetch::Fixed(kb << 10)), "{}", file.display());
                 }

@@ -686,6 +686,9 @@ pub struct ConfigSection {
     /// waiting while the daemon answers the server's other threads; absent =
     /// the shim's default. Needs a mode with a daemon.
     pub patience_ms: Option<u32>,
+    /// Threads per Apache child process for this configuration, in place of
+    /// `run.threads_per_worker` (Apache only).
+    pub threads_per_worker: Option<u32>,
     /// This configuration's minimum ramp before its first window, in place
     /// of `run.steady.ramp_s` (docs/run.md, "A ramp of its own"): a
     /// configuration whose page cache passes its transition burst later
