@@ -159,7 +159,7 @@ fn print_plan(exp: &Experiment, out: &mut dyn Write) -> std::io::Result<()> {
         };
         let what = match c.server {
             Some(ServerKind::Apache) => {
-                format!("{what}, {} x {} threads", exp.run.workers, c.threads_per_worker.unwrap_or(exp.run.threads_per_worker))
+                format!("{what}, {} x {} threads", exp.run.workers, exp.apache_threads(c))
             }
             _ => what,
         };

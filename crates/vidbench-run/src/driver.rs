@@ -850,7 +850,7 @@ impl Driver {
             docroot: &self.mount_point(),
             port: self.port,
             workers: self.exp.run.workers,
-            threads_per_worker: cfg.threads_per_worker.unwrap_or(self.exp.run.threads_per_worker),
+            threads_per_worker: self.exp.apache_threads(cfg),
             user: &self.exp.run.user,
             knobs: &cfg.knobs,
             env: env.clone(),

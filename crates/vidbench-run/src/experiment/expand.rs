@@ -298,9 +298,7 @@ impl Checker<'_> {
         if run.workers == 0 || run.workers > 1024 {
             return Err(self.invalid("run.workers", "must be between 1 and 1024"));
         }
-        if run.threads_per_worker == 0 || run.threads_per_worker > 4096 {
-            return Err(self.invalid("run.threads_per_worker", "must be between 1 and 4096"));
-        }
+        self.thread_count("run.threads_per_worker", run.threads_per_worker)?;
         self.positive_seconds("run.ready_timeout_s", run.ready_timeout_s)?;
         if !(run.settle_s.is_finite() && run.settle_s >= 0.0 && run.settle_s <= MAX_SECONDS) {
             return Err(self.invalid("run.settle_s", format!("must be zero or more seconds, at most {MAX_SECONDS} (30 days)")));
@@ -616,8 +614,16 @@ impl Checker<'_> {
             Some(_) if c.server != Some(ServerKind::Apache) => {
                 Err(self.invalid(format!("{key}.threads_per_worker"), "applies to Apache only (its threads per child process)"))
             }
-            Some(n) if n == 0 || n > 4096 => Err(self.invalid(format!("{key}.threads_per_worker"), "must be between 1 and 4096")),
-            v => Ok(v),
+            Some(n) => self.thread_count(&format!("{key}.threads_per_worker"), n).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Apache's threads per child, run-wide or a configuration's: 1-4096.
+    fn thread_count(&self, key: &str, n: u32) -> Result<u32, ExperimentError> {
+        match n {
+            1..=4096 => Ok(n),
+            _ => Err(self.invalid(key, "must be between 1 and 4096")),
         }
     }
 

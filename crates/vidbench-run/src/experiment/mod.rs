@@ -282,6 +282,11 @@ pub enum ExperimentError {
 }
 
 impl Experiment {
+    /// Apache's threads per child for configuration `c`: its own count, else the run's.
+    pub fn apache_threads(&self, c: &Config) -> u32 {
+        c.threads_per_worker.unwrap_or(self.run.threads_per_worker)
+    }
+
     /// Reads, parses and checks an experiment file.
     pub fn from_file(path: &Path) -> Result<Experiment, ExperimentError> {
         let text = std::fs::read_to_string(path)
