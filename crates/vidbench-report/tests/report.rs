@@ -647,3 +647,35 @@ fn damaged_run_files_are_named_not_skipped() {
     std::fs::write(run.join("load/intervals.csv"), "start_s,end_s,received_bytes\n600,605,1000\n605,6").unwrap();
     report_md(dir.path());
 }
+
+/// Stepped searches probe different rates for each configuration, so
+/// table.txt's per-rate ratio stays empty for them; its maximum lines carry
+/// the ratio of the MB/s at each configuration's own maximum to its server's
+/// vanilla configuration's.
+#[test]
+fn the_plain_table_compares_maxima_of_stepped_searches() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let step = |rate: f64, from: f64, mbs: f64, failed: f64| {
+        serde_json::json!({"index": 0, "spec": {"rate": rate}, "window_s": [from, from + 90.0], "failure_percent": failed, "throughput_mb_s": mbs})
+    };
+    let runs = [
+        ("v", serde_json::json!({}), vec![step(2.75, 1200.0, 22.0, 0.0), step(2.89, 1380.0, 23.13, 0.0), step(3.03, 1560.0, 24.0, 8.0)]),
+        ("l", serde_json::json!({"libception": "full"}), vec![step(4.7, 1200.0, 38.4, 0.0), step(4.87, 1380.0, 39.11, 0.0), step(5.11, 1560.0, 39.4, 18.0)]),
+    ];
+    for (name, keys, steps) in &runs {
+        let run = stepped_run(root, name, name, serde_json::json!(steps));
+        let mut config = serde_json::json!({"name": name, "label": name, "server": "nginx", "read_ahead_kb": 128});
+        config.as_object_mut().unwrap().extend(keys.as_object().unwrap().clone());
+        std::fs::write(run.join("run.json"), serde_json::json!({"config": config, "steps": true}).to_string()).unwrap();
+        std::fs::write(run.join("DONE"), "").unwrap();
+    }
+    std::fs::write(root.join("experiment.json"), serde_json::json!({"name": "t", "configs": [{"name": "v"}, {"name": "l"}]}).to_string()).unwrap();
+    let table = vidbench_report::rate_table(&Results::load(root).unwrap());
+    let per_rate: Vec<&str> = table.lines().filter(|l| l.starts_with("l ")).collect();
+    assert_eq!(per_rate.len(), 3, "{table}");
+    assert!(per_rate.iter().all(|l| l.ends_with(" -")), "no vanilla step at these rates:\n{table}");
+    let max_line = |c: &str| table.lines().find(|l| l.starts_with(&format!("max failure-free: {c} "))).unwrap_or_else(|| panic!("{table}")).to_string();
+    assert!(max_line("l").ends_with("4.87/s, 39.11 MB/s, 1.69x v"), "{table}");
+    assert!(max_line("v").ends_with("2.89/s, 23.13 MB/s"), "vanilla has no ratio to itself:\n{table}");
+}
