@@ -4,7 +4,8 @@
 #     both steps with their windows, the disk's MB/s over the same window and
 #     the disk bytes per delivered byte; samples.csv covers the run on the
 #     load's clock; sessions are full (not cut) and those still running at the
-#     end are censored, not failed; the kernel's TCP buffer settings and the
+#     end are censored, not failed; the drive's process found outside the
+#     run's memory cgroup, the kernel's TCP buffer settings and the
 #     server's send buffers every 15 s are recorded; the server runs under
 #     the shim in track mode, which rewrites its statistics every second, and
 #     every sample sums them into shim.jsonl (growing sendfile counts), from
@@ -94,6 +95,8 @@ assert any(int(r["requests_total"]) > 8 for r in sessions)
 setup = json.load(open(f"{run}/setup.json"))
 assert setup["rate"] == "steps", setup["rate"]
 assert setup["network"]["tcp_wmem"], setup["network"]
+# The drive's process was checked to be outside the run's memory cgroup.
+assert len(setup["disk"]["pids_outside_run_cgroup"]) == 1, setup["disk"]
 sockets = [json.loads(l) for l in open(f"{run}/sockets.jsonl")]
 # Every 15 s (a snapshot with nobody connected writes no line).
 assert len(sockets) >= 3 and all(s["t_s"] > 0 and s["t_s"] % 15 == 0 for s in sockets), sockets

@@ -81,7 +81,7 @@ grep -q '^/d[01]/v/' "$tmp/out/warm-drives.txt" || fail "the warming list names 
 for cfg in vanilla one-worker per-disk; do
   run=$(ls -d "$tmp/out/runs/$cfg"/*/)
   [ -f "$run/DONE" ] || fail "$cfg: no complete run"
-  jq -e '.disk.count == 2 and (.disk.drives | length) == 2 and (.disk.drives[0].mount != .disk.drives[1].mount) and (.disk.division | test("fnv1a"))' "$run/setup.json" > /dev/null \
+  jq -e '.disk.count == 2 and (.disk.drives | length) == 2 and (.disk.drives[0].mount != .disk.drives[1].mount) and (.disk.division | test("fnv1a")) and (.disk.pids_outside_run_cgroup | length) == 2' "$run/setup.json" > /dev/null \
     || fail "$cfg: setup.json does not record two drives: $(jq -c .disk "$run/setup.json")"
   d0=$(jq '.drives[0].total.counters.bytes - 0' "$run/disk-after.json")
   d1=$(jq '.drives[1].total.counters.bytes - 0' "$run/disk-after.json")

@@ -590,6 +590,17 @@ impl RunCgroup {
     pub fn has_memory(&self) -> bool {
         self.memory
     }
+
+    /// Whether process `pid` is in the run's memory cgroup (v1: its
+    /// directory; v2: the directory or one of its leaves), so that its pages
+    /// count against the limit.
+    pub fn holds(&self, pid: i32) -> bool {
+        let mut dirs = vec![self.dir.clone()];
+        if self.version == Version::V2 {
+            dirs.extend(ROLES.map(|r| self.dir.join(r.dir())));
+        }
+        dirs.iter().any(|d| procs(d).contains(&pid))
+    }
 }
 
 fn procs(dir: &Path) -> Vec<i32> {
@@ -866,6 +877,11 @@ mod tests {
         assert_eq!(d["files"]["peak"], "memory.peak");
         assert_eq!(d["files"]["kill"], "SIGKILL to each pid of ROLE/cgroup.procs", "no cgroup.kill in the fake");
         assert_eq!(d["processes_in"][0], json!(dir.join("server/cgroup.procs")));
+        put(&dir.join("cgroup.procs"), "");
+        put(&dir.join("server/cgroup.procs"), "41\n42\n");
+        put(&dir.join("daemon/cgroup.procs"), "43\n");
+        assert!(cg.holds(42) && cg.holds(43), "a leaf's process is in the run's memory cgroup");
+        assert!(!cg.holds(4), "a process elsewhere is not");
         std::mem::forget(cg); // the fake holds regular files: rmdir would retry in vain
     }
 
@@ -929,6 +945,10 @@ mod tests {
         assert_eq!(cg.cpu_usage(Role::Server).unwrap(), Some(1.5));
         let d = cg.describe();
         assert_eq!((d["version"].clone(), d["files"]["limit"].clone(), d["files"]["limit_hits"].clone()), (json!(1), json!("memory.limit_in_bytes"), json!("memory.failcnt")));
+        put(&dir.join("cgroup.procs"), "7\n");
+        put(&t.path().join("cpuacct/vidbench-8-1/server/cgroup.procs"), "9\n");
+        assert!(cg.holds(7));
+        assert!(!cg.holds(9), "v1: only the memory hierarchy's directory counts for the limit");
         std::mem::forget(cg);
     }
 

@@ -296,6 +296,11 @@ impl Disks {
         Ok(Disks { drives })
     }
 
+    /// The drives' processes (`vidbench disk mount`), in drive order.
+    pub fn pids(&self) -> Vec<i32> {
+        self.drives.iter().filter_map(|d| d.child.as_ref().map(Child::pid)).collect()
+    }
+
     /// The first drive's command line (the others differ in the mount point only).
     pub fn command(&self) -> &[String] {
         &self.drives[0].command

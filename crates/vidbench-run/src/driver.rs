@@ -867,9 +867,15 @@ impl Driver {
         };
         interrupt::sleep(Duration::from_secs_f64(self.exp.run.settle_s))?;
 
+        // The drive model's memory is the emulator's, not the server's: it
+        // must not count against the limit (it was started before the cgroup).
+        if let Some(pid) = disk.pids().into_iter().find(|&pid| cgroup.holds(pid)) {
+            bail!("the emulated drive's process (pid {pid}) is in the run's memory cgroup {}: its memory would count against the server's limit", cgroup.dir().display());
+        }
         let disk_before = disk.stats()?;
         write_json(&dir.join("disk-before.json"), &disk_before)?;
-        let disk_setup = self.disk_setup(&disk_opts, &disk, &disk_before)?;
+        let mut disk_setup = self.disk_setup(&disk_opts, &disk, &disk_before)?;
+        disk_setup["pids_outside_run_cgroup"] = json!(disk.pids());
         // Written now and again at the end with what only the end knows
         // (`sharing`, `chaos_kills`), so that an interrupted run keeps it
         // (a stepped search's kept steps are reported with it).
@@ -1259,9 +1265,15 @@ impl Driver {
         let disk_opts = self.disk_options(cfg, dir);
         let mut disk = Disks::mount(&self.programs.vidbench, &self.drive_mounts(), &disk_opts, &dir.join("disk.log"))?;
         let cgroup = self.new_cgroup()?;
+        // The drive model's memory is the emulator's, not the server's: it
+        // must not count against the limit (it was started before the cgroup).
+        if let Some(pid) = disk.pids().into_iter().find(|&pid| cgroup.holds(pid)) {
+            bail!("the emulated drive's process (pid {pid}) is in the run's memory cgroup {}: its memory would count against the server's limit", cgroup.dir().display());
+        }
         let disk_before = disk.stats()?;
         write_json(&dir.join("disk-before.json"), &disk_before)?;
-        let disk_setup = self.disk_setup(&disk_opts, &disk, &disk_before)?;
+        let mut disk_setup = self.disk_setup(&disk_opts, &disk, &disk_before)?;
+        disk_setup["pids_outside_run_cgroup"] = json!(disk.pids());
         let report = self.read_in_cgroup(&cgroup, &list_path, &dir.join("wc.json"), self.exp.run.duration_s)?;
         let disk_after = disk.stats()?;
         write_json(&dir.join("disk-after.json"), &disk_after)?;
