@@ -101,6 +101,11 @@ fn stepped_run(root: &Path, name: &str, label: &str, steps: serde_json::Value) -
     run
 }
 
+/// A step with a 90 s window from `from`: its rate, failed % and MB/s only.
+fn plain_step(rate: f64, from: f64, failure: f64, mbs: f64) -> serde_json::Value {
+    serde_json::json!({"index": 0, "spec": {"rate": rate}, "window_s": [from, from + 90.0], "failure_percent": failure, "throughput_mb_s": mbs})
+}
+
 /// Writes the report of the results in `root` to `root/report.md` and
 /// returns its text.
 fn report_md(root: &Path) -> String {
@@ -532,9 +537,7 @@ fn trace_figures_cover_the_window_at_the_result_rate() {
 fn a_search_resumed_in_parts_is_read_as_one() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    let step = |rate: f64, from: f64, failure: f64, mbs: f64| {
-        serde_json::json!({"index": 0, "spec": {"rate": rate}, "window_s": [from, from + 90.0], "failure_percent": failure, "throughput_mb_s": mbs})
-    };
+    let step = plain_step;
     let last = stepped_run(root, "srv", "nginx", serde_json::json!([step(5.0, 1300.0, 0.0, 41.0), step(5.5, 1500.0, 2.0, 43.0)]));
     std::fs::write(last.join("DONE"), "").unwrap();
     let part = root.join("runs/srv/steps-part01");
@@ -656,12 +659,10 @@ fn damaged_run_files_are_named_not_skipped() {
 fn the_plain_table_compares_maxima_of_stepped_searches() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    let step = |rate: f64, from: f64, mbs: f64, failed: f64| {
-        serde_json::json!({"index": 0, "spec": {"rate": rate}, "window_s": [from, from + 90.0], "failure_percent": failed, "throughput_mb_s": mbs})
-    };
+    let step = plain_step;
     let runs = [
-        ("v", serde_json::json!({}), vec![step(2.75, 1200.0, 22.0, 0.0), step(2.89, 1380.0, 23.13, 0.0), step(3.03, 1560.0, 24.0, 8.0)]),
-        ("l", serde_json::json!({"libception": "full"}), vec![step(4.7, 1200.0, 38.4, 0.0), step(4.87, 1380.0, 39.11, 0.0), step(5.11, 1560.0, 39.4, 18.0)]),
+        ("v", serde_json::json!({}), vec![step(2.75, 1200.0, 0.0, 22.0), step(2.89, 1380.0, 0.0, 23.13), step(3.03, 1560.0, 8.0, 24.0)]),
+        ("l", serde_json::json!({"libception": "full"}), vec![step(4.7, 1200.0, 0.0, 38.4), step(4.87, 1380.0, 0.0, 39.11), step(5.11, 1560.0, 18.0, 39.4)]),
     ];
     for (name, keys, steps) in &runs {
         let run = stepped_run(root, name, name, serde_json::json!(steps));
