@@ -686,9 +686,15 @@ impl Driver {
     /// mode the settings the device took (read back by `vidbench disk stat`)
     /// and the image, which must be the experiment's, checked on every drive.
     /// Several drives: the first's figures, plus `count`, each drive's device
-    /// and mount point, and how files were divided between them.
-    fn disk_setup(&self, opts: &DiskOptions, disks: &Disks, stats: &Value) -> anyhow::Result<Value> {
-        let mut v = json!({"mode": self.exp.disk.mode.name(), "options": opts, "command": disks.command()});
+    /// and mount point, and how files were divided between them. Refuses a
+    /// drive process inside the run's memory cgroup and records their pids.
+    fn disk_setup(&self, opts: &DiskOptions, disks: &Disks, cgroup: &RunCgroup, stats: &Value) -> anyhow::Result<Value> {
+        // The drive model's memory is the emulator's, not the server's: it
+        // must not count against the limit (it was started before the cgroup).
+        if let Some(pid) = disks.pids().into_iter().find(|&pid| cgroup.holds(pid)) {
+            bail!("the emulated drive's process (pid {pid}) is in the run's memory cgroup {}: its memory would count against the server's limit", cgroup.dir().display());
+        }
+        let mut v = json!({"mode": self.exp.disk.mode.name(), "options": opts, "command": disks.command(), "pids_outside_run_cgroup": disks.pids()});
         let drives: Vec<&Value> = match stats.get("drives").and_then(Value::as_array) {
             Some(each) => each.iter().collect(),
             None => vec![stats],
@@ -867,15 +873,9 @@ impl Driver {
         };
         interrupt::sleep(Duration::from_secs_f64(self.exp.run.settle_s))?;
 
-        // The drive model's memory is the emulator's, not the server's: it
-        // must not count against the limit (it was started before the cgroup).
-        if let Some(pid) = disk.pids().into_iter().find(|&pid| cgroup.holds(pid)) {
-            bail!("the emulated drive's process (pid {pid}) is in the run's memory cgroup {}: its memory would count against the server's limit", cgroup.dir().display());
-        }
         let disk_before = disk.stats()?;
         write_json(&dir.join("disk-before.json"), &disk_before)?;
-        let mut disk_setup = self.disk_setup(&disk_opts, &disk, &disk_before)?;
-        disk_setup["pids_outside_run_cgroup"] = json!(disk.pids());
+        let disk_setup = self.disk_setup(&disk_opts, &disk, &cgroup, &disk_before)?;
         // Written now and again at the end with what only the end knows
         // (`sharing`, `chaos_kills`), so that an interrupted run keeps it
         // (a stepped search's kept steps are reported with it).
@@ -1265,15 +1265,9 @@ impl Driver {
         let disk_opts = self.disk_options(cfg, dir);
         let mut disk = Disks::mount(&self.programs.vidbench, &self.drive_mounts(), &disk_opts, &dir.join("disk.log"))?;
         let cgroup = self.new_cgroup()?;
-        // The drive model's memory is the emulator's, not the server's: it
-        // must not count against the limit (it was started before the cgroup).
-        if let Some(pid) = disk.pids().into_iter().find(|&pid| cgroup.holds(pid)) {
-            bail!("the emulated drive's process (pid {pid}) is in the run's memory cgroup {}: its memory would count against the server's limit", cgroup.dir().display());
-        }
         let disk_before = disk.stats()?;
         write_json(&dir.join("disk-before.json"), &disk_before)?;
-        let mut disk_setup = self.disk_setup(&disk_opts, &disk, &disk_before)?;
-        disk_setup["pids_outside_run_cgroup"] = json!(disk.pids());
+        let disk_setup = self.disk_setup(&disk_opts, &disk, &cgroup, &disk_before)?;
         let report = self.read_in_cgroup(&cgroup, &list_path, &dir.join("wc.json"), self.exp.run.duration_s)?;
         let disk_after = disk.stats()?;
         write_json(&dir.join("disk-after.json"), &disk_after)?;
