@@ -114,8 +114,8 @@ fn unless_reader_left(written: std::io::Result<()>) -> std::io::Result<()> {
 }
 
 /// What an adaptive controller's parameters change from paper 001's, the
-/// ones an experiment sets most (start size, interval, gradual change)
-/// spelled out.
+/// ones an experiment sets most (start size, interval, gradual change, the
+/// bitrate scale rule) spelled out.
 fn adaptive_summary(p: &AdaptiveParams) -> String {
     let d = AdaptiveParams::default();
     let mut parts = Vec::new();
@@ -128,7 +128,10 @@ fn adaptive_summary(p: &AdaptiveParams) -> String {
     if p.ramp_rate != d.ramp_rate {
         parts.push(format!("moving at most {} KiB/s", p.ramp_rate / 1024));
     }
-    let others = AdaptiveParams { start: d.start, interval: d.interval, ramp_rate: d.ramp_rate, ..p.clone() } != d;
+    if p.scale != d.scale {
+        parts.push(format!("slower streams' size scaled by {}", p.scale.name()));
+    }
+    let others = AdaptiveParams { start: d.start, interval: d.interval, ramp_rate: d.ramp_rate, scale: d.scale, ..p.clone() } != d;
     if others {
         parts.push("other parameters changed (experiment.json)".into());
     }
@@ -299,6 +302,13 @@ mod tests {
         assert!(plan.contains("apache vanilla, 4 x 256 threads, sendfile On;"), "{plan}");
         let plan = plan_of(&bundled("promotion.toml"));
         assert!(plan.contains("4 x 64 threads"), "the experiment's count where a configuration sets none: {plan}");
+        // The adaptive controller's scale rule, where it differs from the
+        // square root, is named, and nothing else is said to have changed.
+        let plan = plan_of(&bundled("paper001-mixed.toml"));
+        let line = |name: &str| plan.lines().find(|l| l.trim_start().starts_with(&format!("{name} "))).unwrap().to_string();
+        assert!(line("adaptive-proportional").contains("moving at most 48 KiB/s, slower streams' size scaled by proportional)"), "{plan}");
+        assert!(line("adaptive-none").contains("slower streams' size scaled by none)"), "{plan}");
+        assert!(!line("adaptive").contains("scaled by"), "{plan}");
     }
 
     #[test]
