@@ -12,7 +12,7 @@
  *   LCP_ENV_PATIENCE_MS  the bound stretched while the daemon answers other
  *                        threads of the process (default 10000)
  *   LCP_ENV_PREFETCH     prefetch mode read-ahead (default 2M)
- *   LCP_ENV_MAX_REQUEST  largest range checked/fetched per call (default 2M)
+ *   LCP_ENV_MAX_REQUEST  largest range checked/fetched per call (default 8M)
  *   LCP_ENV_STATS        JSON stats path written at exit (%p = pid)
  *   LCP_ENV_STATS_INTERVAL_MS  also rewritten while running, at most this
  *                        often (default 0: at exit only)
@@ -68,7 +68,13 @@ struct lcp__config lcp__cfg = {
 	.timeout_ms = 2000,
 	.patience_ms = 10000,
 	.prefetch = 2u << 20,
-	.max_request = 2u << 20,
+	/* A nonblocking sendfile to a TCP socket moves up to the socket's free send
+	 * space, tcp_wmem's maximum being 4 MiB by default, and nginx with
+	 * sendfile_max_chunk 0 passes the rest of the response as the count: a
+	 * bound below it left the tail of each large call (0.5 MB of every 2.6 MB
+	 * HD chunk) to the kernel, read in the server's thread outside the
+	 * daemon's serialization (docs/shim.md, "Decisions and why"). */
+	.max_request = 8u << 20,
 	.page_shift = 12,
 	.window_ns = 250ull * 1000000u,
 };
