@@ -10,7 +10,11 @@
 # per 2 MiB prefetch window, not once per read (issue 13). The shim
 # rewrites its statistics every 100 ms while nginx runs
 # (LIBCEPTION_STATS_INTERVAL_MS): a worker's file is there, not yet the one
-# of its exit, before nginx stops. Needs root
+# of its exit, before nginx stops. A last pass serves one cold HD chunk
+# (2,618,750 bytes, paper 001) with `sendfile_max_chunk 0`, as the bundled
+# template does: nginx passes the whole chunk as sendfile's count and the
+# daemon must be asked for all of it (under a 2 MiB bound, nginx read the
+# last 0.5 MB itself, outside the daemon). Needs root
 # (nginx's user switch) and nginx.
 set -euo pipefail
 source "$(dirname "$0")/../../native/tests/shim-lib.bash"
@@ -44,7 +48,7 @@ port=
 # up to five ports are tried. nginx is ready when it wrote its pid file
 # (after binding its port) and answers there.
 start_nginx() {
-  local sendfile=$1 attempt
+  local sendfile=$1 max_chunk=${2:-2m} attempt
   for attempt in 1 2 3 4 5; do
     port=$((20000 + RANDOM % 30000))
     : >"$tmp/error.log"
@@ -59,6 +63,7 @@ events { worker_connections 64; }
 http {
   access_log off;
   sendfile $sendfile;
+  sendfile_max_chunk $max_chunk;
   client_body_temp_path $tmp/temp/body;
   proxy_temp_path $tmp/temp/proxy;
   fastcgi_temp_path $tmp/temp/fastcgi;
@@ -140,4 +145,26 @@ for pass in on off warm; do
     status=1
   fi
 done
+# One cold HD chunk, sendfile_max_chunk 0: every byte of it asked of the
+# daemon (requests are counted per FETCH; their lengths are what the shim
+# checked).
+chunk=2618750
+asked() {
+  if [ "$DAEMON_KIND" = real ]; then
+    "$LIBCEPTION" stat --json --socket "$sock" | python3 -c 'import json,sys; print(sum(d.get("bytes_requested", 0) for d in json.load(sys.stdin)["disks"]))'
+  else
+    awk '/^op=1 /{for (i = 1; i <= NF; i++) if ($i ~ /^len=/) n += substr($i, 5)} END {print n + 0}' "$tmp/daemon.log"
+  fi
+}
+rm -f "$tmp/stats"/*.json
+start_nginx on 0
+shim_evict "$tmp/www/video3.mp4"
+before=$(asked)
+curl -sf -r 0-$((chunk - 1)) -o "$tmp/chunk" "http://127.0.0.1:$port/video3.mp4"
+cmp -s <(head -c $chunk "$tmp/www/video3.mp4") "$tmp/chunk" || { echo "FAIL HD chunk: the bytes differ"; status=1; }
+after=$(asked)
+stop_nginx
+echo "HD chunk of $chunk bytes, sendfile_max_chunk 0: the shim asked the daemon for $((after - before)) bytes"
+[ "$((after - before))" -ge "$chunk" ] ||
+  { echo "FAIL HD chunk: the daemon was asked for $((after - before)) of its $chunk bytes; nginx read the rest itself"; status=1; }
 exit $status
