@@ -68,12 +68,12 @@ struct lcp__config lcp__cfg = {
 	.timeout_ms = 2000,
 	.patience_ms = 10000,
 	.prefetch = 2u << 20,
-	/* A nonblocking sendfile to a TCP socket moves up to the socket's free send
-	 * space, tcp_wmem's maximum being 4 MiB by default, and nginx with
-	 * sendfile_max_chunk 0 passes the rest of the response as the count: a
-	 * bound below it left the tail of each large call (0.5 MB of every 2.6 MB
-	 * HD chunk) to the kernel, read in the server's thread outside the
-	 * daemon's serialization (docs/shim.md, "Decisions and why"). */
+	/* nginx with sendfile_max_chunk 0 passes the rest of the response as
+	 * sendfile's count, and one call can move more than 2 MiB: a bound below
+	 * the response left its tail (up to 0.5 MB of a 2.6 MB HD chunk) to the
+	 * kernel, read in the server's thread outside the daemon's
+	 * serialization. 8 MiB covers a whole HD chunk with room to spare
+	 * (docs/shim.md, "Decisions and why"). */
 	.max_request = 8u << 20,
 	.page_shift = 12,
 	.window_ns = 250ull * 1000000u,

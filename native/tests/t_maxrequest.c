@@ -1,10 +1,9 @@
 /*
  * t_maxrequest.c - how much of one call the shim checks and fetches
  * (LIBCEPTION_MAX_REQUEST). nginx with sendfile_max_chunk 0 passes the rest
- * of a response as sendfile's count, and a nonblocking TCP socket takes up to
- * its free send space in one call (up to tcp_wmem's 4 MiB maximum): a count
- * the shim leaves unchecked is read by the kernel in the server's thread,
- * outside the daemon's serialization. So:
+ * of a response as sendfile's count, and one call can move more than 2 MiB:
+ * a part of the count the shim leaves unchecked is read by the kernel in the
+ * server's thread, outside the daemon's serialization. So:
  *   chunk   a 2.6 MB sendfile (a paper 001 HD chunk) is fetched whole, one
  *           FETCH of the whole count, not 2 MiB of it;
  *   huge    a count far past the file asks for the default bound, 8 MiB;
