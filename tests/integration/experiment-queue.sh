@@ -7,7 +7,8 @@
 # experiment gets one SIGINT and the queue waits for it; a bad queue line is
 # an error naming it; the queue file is read again before each start (lines
 # added or removed meanwhile count); --checkpoints saves stopped experiments
-# and restores them into a fresh machine's missing results directories.
+# and restores them into a fresh machine's missing results directories; a
+# line pinned to a commit (--build) runs that commit's build, made once.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 tmp=$(mktemp -d /tmp/experiment-queue.XXXXXX)
@@ -169,4 +170,32 @@ echo "$err" | grep -q "no experiment.json" || fail "$err"
 printf '%s x.toml\n%s y.toml\n' "$tmp/one/g" "$tmp/two/g" > "$tmp/bad.txt"
 err=$("$q" "$tmp/bad.txt" --until 23:59 --checkpoints "$ck" --vidbench "$tmp/vidbench" 2>&1) && fail "two lines with one checkpoint name were accepted"
 echo "$err" | grep -q "share the results name g" || fail "$err"
+# --build COMMIT: the line runs the vidbench of that commit's build, made by
+# scripts/build-at (a stand-in here, which records its calls) once and before
+# anything starts; a commit the repository does not have is an error naming it.
+head=$(git rev-parse --short=7 HEAD)
+cat > "$tmp/build-at" <<STUB
+#!/usr/bin/env bash
+echo "\$*" >> "$tmp/builds.log"
+mkdir -p "\$3/build-\$(git rev-parse --short=7 "\$1")/bin"
+sed 's/start \$\*/start pinned \$*/' "$tmp/vidbench" > "\$3/build-\$(git rev-parse --short=7 "\$1")/bin/vidbench"
+chmod +x "\$3/build-\$(git rev-parse --short=7 "\$1")/bin/vidbench"
+echo "\$3/build-\$(git rev-parse --short=7 "\$1")/bin/vidbench"
+STUB
+chmod +x "$tmp/build-at"
+printf '%s\n%s\n%s\n' "$tmp/pa $tmp/short.toml --build $head" "$tmp/pb $tmp/short.toml --build HEAD --only x" "$tmp/pc $tmp/short.toml" > "$tmp/qp.txt"
+: > "$tmp/calls"
+EXPERIMENT_QUEUE_BUILD_AT=$tmp/build-at "$q" "$tmp/qp.txt" --until 23:59 --parallel 1 --builds "$tmp/builds" --vidbench "$tmp/vidbench" --poll-s 0.2 > "$tmp/out6" ||
+  fail "the pinned queue failed: $(cat "$tmp/out6")"
+[ "$(cat "$tmp/builds.log")" = "$head --into $tmp/builds" ] || fail "build-at calls: $(cat "$tmp/builds.log")"
+grep -q "start pinned run $tmp/short.toml --out $tmp/pa --resume$" "$tmp/calls" &&
+  grep -q "start pinned run $tmp/short.toml --out $tmp/pb --resume --only x$" "$tmp/calls" &&
+  grep -q "start run $tmp/short.toml --out $tmp/pc --resume$" "$tmp/calls" || fail "pinned lines' commands: $(cat "$tmp/calls")"
+[ -x "$tmp/builds/build-$head/bin/vidbench" ] || fail "no build of $head in $tmp/builds"
+printf '%s\n' "$tmp/pd $tmp/short.toml --build 0000000deadbeef" > "$tmp/bad.txt"
+err=$(EXPERIMENT_QUEUE_BUILD_AT=$tmp/build-at "$q" "$tmp/bad.txt" --until 23:59 --builds "$tmp/builds" --vidbench "$tmp/vidbench" 2>&1) && fail "an unknown commit was accepted"
+echo "$err" | grep -q -- "--build 0000000deadbeef: not a commit" || fail "$err"
+printf '%s\n' "$tmp/pe $tmp/short.toml --build" > "$tmp/bad.txt"
+err=$("$q" "$tmp/bad.txt" --until 23:59 --vidbench "$tmp/vidbench" 2>&1) && fail "--build without a commit was accepted"
+echo "$err" | grep -q "bad.txt:1: expected" || fail "$err"
 echo "experiment-queue: ok"
