@@ -119,7 +119,11 @@ fn header(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
     }
     let m = &ctx.results.machine;
     let s = |k: &str| m.get(k).map(|v| v.to_string().trim_matches('"').to_string()).unwrap_or_else(|| "?".into());
-    let build = m.get("vidbench_build").and_then(Value::as_str).map_or(String::new(), |b| format!("; vidbench built from {b}"));
+    let run_builds: std::collections::BTreeSet<&str> = ctx.results.runs.iter().filter_map(|r| r.setup["machine"]["vidbench_build"].as_str()).collect();
+    let build = m.get("vidbench_build").and_then(Value::as_str).map_or(String::new(), |b| {
+        let spread = if run_builds.len() > 1 { format!(" (the runs used {} builds: \"Setup of every run\")", run_builds.len()) } else { String::new() };
+        format!("; vidbench built from {b}{spread}")
+    });
     writeln!(ctx.md, "Machine: {} CPUs ({}), {} kB RAM, kernel {}, {}; git {}{}{build}.\n", s("cpus"), s("cpu_model"), s("mem_total_kb"), s("kernel"), s("os_release"), s("git_commit"), if m.get("git_dirty").and_then(Value::as_bool) == Some(true) { " (with local changes)" } else { "" })?;
     if let Some(p) = m.get("packages").and_then(Value::as_object) {
         let list: Vec<String> = p.iter().map(|(k, v)| format!("{k} {}", v.as_str().unwrap_or("?"))).collect();
@@ -1048,6 +1052,7 @@ fn setup_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
         )?;
     }
     writeln!(ctx.md)?;
+    vidbench_builds(ctx)?;
     drive_images(ctx)?;
     // Records from before machine sharing have no `sharing` key: nothing printed.
     let shared: Vec<String> = ctx
@@ -1085,25 +1090,63 @@ fn setup_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Run directories grouped by a property of their setup (runs without it
+/// left out), in the results' order within each group.
+fn runs_by(ctx: &Ctx<'_>, key: impl Fn(&Value) -> Option<String>) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut groups: std::collections::BTreeMap<String, Vec<String>> = std::collections::BTreeMap::new();
+    let mut listed = std::collections::BTreeSet::new();
+    for r in ctx.results.runs.iter().filter(|r| listed.insert(r.dir.clone())) {
+        if let Some(k) = key(&r.setup) {
+            groups.entry(k).or_default().push(format!("`{}`", r.dir.strip_prefix(&ctx.results.dir).unwrap_or(&r.dir).display()));
+        }
+    }
+    groups
+}
+
+/// Which build of vidbench (and so of the shim and daemon it installs) ran
+/// each run: one sentence when every run ran one, else one line per build
+/// naming its runs. A result merged from halves or resumed across sessions
+/// may span builds; the header's build is only the results directory's own.
+fn vidbench_builds(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
+    let builds = runs_by(ctx, |setup| {
+        let m = &setup["machine"];
+        // Runs from before the build was recorded name only their checkout.
+        let Some(build) = m["vidbench_build"].as_str() else {
+            return m["git_commit"].as_str().map(|c| format!("checkout `{}` (build not recorded)", &c[..c.len().min(12)]));
+        };
+        let commit = build.trim_end_matches("-dirty");
+        Some(format!("`{}`{}", &commit[..commit.len().min(12)], if commit.len() < build.len() { " (built with local changes)" } else { "" }))
+    });
+    match builds.len() {
+        0 => {}
+        1 => writeln!(ctx.md, "Build: every run ran vidbench built from {}.\n", builds.keys().next().expect("one build"))?,
+        n => {
+            writeln!(ctx.md, "Builds: the runs ran {n} builds of vidbench (each run's `setup.json`, `machine.vidbench_build`):\n")?;
+            for (build, runs) in &builds {
+                writeln!(ctx.md, "- {build}: {}", runs.join(", "))?;
+            }
+            writeln!(ctx.md)?;
+        }
+    }
+    Ok(())
+}
+
 /// Which drive image (block mode) each run read: one sentence when every run
 /// read one build, else one line per build naming its runs, since builds
 /// before builder version 3 placed the library differently
 /// (docs/disk.md, "Placement"). Nothing for FUSE-mode records.
 fn drive_images(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
-    let mut builds: std::collections::BTreeMap<String, Vec<String>> = std::collections::BTreeMap::new();
-    let mut listed = std::collections::BTreeSet::new();
-    for r in ctx.results.runs.iter().filter(|r| listed.insert(r.dir.clone())) {
-        let block = &r.setup["disk"]["block"];
-        let Some(key) = block["image_key_hash"].as_str() else { continue };
+    let builds = runs_by(ctx, |setup| {
+        let block = &setup["disk"]["block"];
+        let key = block["image_key_hash"].as_str()?;
         let f = &block["image_figures"];
         let gb = |k: &str| f[k].as_f64().map(|b| format!("{:.1}", b / 1e9)).unwrap_or_else(|| "?".into());
         let placement = match f["placement"].as_str() {
             Some(d) => format!("placement digest `{d}`"),
             None => format!("no placement digest (before builder version 3): {} extents, {} metadata blocks", f["extents"], f["overlay_blocks"]),
         };
-        let build = format!("`{key}`, library at {}-{} GB, {placement}", gb("data_first_byte"), gb("data_end_byte"));
-        builds.entry(build).or_default().push(format!("`{}`", r.dir.strip_prefix(&ctx.results.dir).unwrap_or(&r.dir).display()));
-    }
+        Some(format!("`{key}`, library at {}-{} GB, {placement}", gb("data_first_byte"), gb("data_end_byte")))
+    });
     match builds.len() {
         0 => {}
         1 => writeln!(ctx.md, "Drive image (block mode): every run read image {}.

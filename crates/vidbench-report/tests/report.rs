@@ -606,6 +606,44 @@ fn the_drive_image_each_run_read() {
     assert!(!md.contains("Drive image"), "{md}");
 }
 
+/// Which build of vidbench ran each run: one sentence when all ran one, a
+/// line per build with its runs when a result spans builds (halves merged,
+/// a search resumed on a later build), and the header says it spans them.
+#[test]
+fn the_build_each_run_ran() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let step = serde_json::json!([{"index": 0, "spec": {"rate": 3.0}, "window_s": [450.0, 540.0], "failure_percent": 0.0, "throughput_mb_s": 20.0}]);
+    let a = "054ebbf46c17d072e9d9dfe69a704b42f6e490ab";
+    let b = "9ba02151076dd39a80dcc9f3d0047b401f9dc265";
+    let machine = |build: &str| serde_json::json!({"machine": {"vidbench_build": build, "git_commit": build.trim_end_matches("-dirty"), "git_dirty": true}});
+    let report = |setups: &[(&str, serde_json::Value)]| {
+        std::fs::remove_dir_all(root.join("runs")).ok();
+        for (name, setup) in setups {
+            let run = stepped_run(root, name, name, step.clone());
+            std::fs::write(run.join("setup.json"), setup.to_string()).unwrap();
+            std::fs::write(run.join("DONE"), "").unwrap();
+        }
+        let configs: Vec<_> = setups.iter().map(|(n, _)| serde_json::json!({"name": n})).collect();
+        std::fs::write(root.join("experiment.json"), serde_json::json!({"name": "t", "configs": configs}).to_string()).unwrap();
+        std::fs::write(root.join("machine.json"), machine(a)["machine"].to_string()).unwrap();
+        report_md(root)
+    };
+    // A dirty checkout is not a dirty build: only the build's own mark counts.
+    let md = report(&[("x", machine(a)), ("y", machine(a))]);
+    assert!(md.contains("Build: every run ran vidbench built from `054ebbf46c17`."), "{md}");
+    assert!(!md.contains("built with local changes"), "{md}");
+    assert!(!md.contains("builds: \"Setup"), "{md}");
+    let md = report(&[("x", machine(a)), ("y", machine(&format!("{b}-dirty"))), ("z", machine(a))]);
+    assert!(md.contains(&format!("vidbench built from {a} (the runs used 2 builds: \"Setup of every run\")")), "{md}");
+    assert!(md.contains("the runs ran 2 builds of vidbench"), "{md}");
+    assert!(md.contains("- `054ebbf46c17`: `runs/x/steps-rep0`, `runs/z/steps-rep0`"), "{md}");
+    assert!(md.contains("- `9ba02151076d` (built with local changes): `runs/y/steps-rep0`"), "{md}");
+    // Runs recorded before the build was: their checkout, said to be one.
+    let md = report(&[("x", serde_json::json!({"machine": {"git_commit": a}}))]);
+    assert!(md.contains("every run ran vidbench built from checkout `054ebbf46c17` (build not recorded)"), "{md}");
+}
+
 /// A damaged run file is an error that names it, never a report that quietly
 /// reads the run another way: a cut steps.json used to turn a stepped run
 /// into a classic one (whole-run disk figures beside windowed ones), an
