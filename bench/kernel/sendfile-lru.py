@@ -32,13 +32,12 @@ import csv
 import json
 import os
 import platform
-import shutil
 import socket
-import subprocess
 import sys
-import tempfile
 import threading
 import time
+
+from loopfs import LoopFs, drain, evict
 
 PATTERNS = ["read-64k", "sendfile-64k", "sendfile-1m", "sendfile-requests"]
 CHUNK = 525_000
@@ -61,19 +60,6 @@ def cgroup_root():
 def lists(cg):
     stat = dict(line.split() for line in open(os.path.join(cg, "memory.stat")))
     return int(stat["active_file"]), int(stat["inactive_file"])
-
-
-def evict(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
-def drain(sock):
-    while sock.recv(1 << 20):
-        pass
 
 
 def one_pass(path, pattern):
@@ -128,10 +114,6 @@ def measure(cg, path, pattern):
     return lists(cg)
 
 
-def run(cmd):
-    return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip()
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=f"/tmp/sendfile-lru-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -141,67 +123,38 @@ def main():
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("sendfile-lru: needs root (loop device, mount, cgroups)")
-    mkfs = shutil.which(f"mkfs.{args.fs}")
-    if not mkfs:
-        sys.exit(f"sendfile-lru: mkfs.{args.fs} is not installed")
     ras = [int(r) for r in args.ra.split()]
     os.makedirs(args.out, exist_ok=True)
     version, root = cgroup_root()
-    work = tempfile.mkdtemp(prefix="sendfile-lru-", dir="/var/tmp")
-    image, mnt = os.path.join(work, "image"), os.path.join(work, "mnt")
     cg = os.path.join(root, f"sendfile-lru-{os.getpid()}")
-    loop = None
-    mounted = False
-    try:
-        with open(image, "wb") as f:
-            f.truncate((args.size_mb + 256) << 20)
-        run([mkfs, "-q", "-f" if args.fs == "xfs" else "-F", image])
-        loop = run(["losetup", "--find", "--show", "--direct-io=on", image])
-        os.makedirs(mnt)
-        run(["mount", loop, mnt])
-        mounted = True
-        fstype = next((line.split()[2] for line in open("/proc/mounts") if line.split()[1] == mnt), "?")
-        if fstype != args.fs:
-            raise RuntimeError(f"{mnt} is mounted as {fstype}, not {args.fs}")
-        path = os.path.join(mnt, "video")
-        with open(path, "wb") as f:
-            for _ in range(args.size_mb):
-                f.write(os.urandom(1 << 20))
-            os.fsync(f.fileno())
-        os.makedirs(cg)
-        queue = f"/sys/block/{os.path.basename(loop)}/queue/read_ahead_kb"
-        rows = []
-        for ra in ras:
-            with open(queue, "w") as f:
-                f.write(str(ra))
-            for pattern in PATTERNS:
-                active, inactive = measure(cg, path, pattern)
-                rows.append({"read_ahead_kb": ra, "pattern": pattern, "active_bytes": active, "inactive_bytes": inactive,
-                             "active_pct": round(100 * active / max(1, active + inactive), 1)})
-                print(f"read_ahead_kb {ra:5d}  {pattern:18s} active {active >> 20:5d} MiB  inactive {inactive >> 20:5d} MiB  "
-                      f"({rows[-1]['active_pct']:5.1f} % active)", flush=True)
-        with open(os.path.join(args.out, "results.csv"), "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
-        with open(os.path.join(args.out, "setup.json"), "w") as f:
-            json.dump({"kernel": platform.release(), "fs": fstype, "file_mb": args.size_mb, "cgroup_version": version,
-                       "loop_direct_io": True, "request_bytes": CHUNK, "patterns": PATTERNS,
-                       "command": " ".join(sys.argv)}, f, indent=2)
-        print(f"results in {args.out}")
-    finally:
-        if os.path.isdir(cg):
-            if os.path.exists(os.path.join(mnt, "video")):
-                evict(os.path.join(mnt, "video"))  # uncharge the cgroup before removing it
-            try:
-                os.rmdir(cg)
-            except OSError as e:
-                print(f"sendfile-lru: could not remove {cg}: {e}", file=sys.stderr)
-        if mounted:
-            subprocess.run(["umount", mnt], check=False)
-        if loop:
-            subprocess.run(["losetup", "-d", loop], check=False)
-        shutil.rmtree(work, ignore_errors=True)
+    with LoopFs("sendfile-lru", args.fs, args.size_mb) as lf:
+        try:
+            os.makedirs(cg)
+            rows = []
+            for ra in ras:
+                lf.read_ahead_kb = ra
+                for pattern in PATTERNS:
+                    active, inactive = measure(cg, lf.path, pattern)
+                    rows.append({"read_ahead_kb": ra, "pattern": pattern, "active_bytes": active, "inactive_bytes": inactive,
+                                 "active_pct": round(100 * active / max(1, active + inactive), 1)})
+                    print(f"read_ahead_kb {ra:5d}  {pattern:18s} active {active >> 20:5d} MiB  inactive {inactive >> 20:5d} MiB  "
+                          f"({rows[-1]['active_pct']:5.1f} % active)", flush=True)
+            with open(os.path.join(args.out, "results.csv"), "w", newline="") as f:
+                w = csv.DictWriter(f, fieldnames=list(rows[0]))
+                w.writeheader()
+                w.writerows(rows)
+            with open(os.path.join(args.out, "setup.json"), "w") as f:
+                json.dump({"kernel": platform.release(), "fs": lf.fstype, "file_mb": args.size_mb, "cgroup_version": version,
+                           "loop_direct_io": True, "request_bytes": CHUNK, "patterns": PATTERNS,
+                           "command": " ".join(sys.argv)}, f, indent=2)
+            print(f"results in {args.out}")
+        finally:
+            if os.path.isdir(cg):
+                evict(lf.path)  # uncharge the cgroup before removing it
+                try:
+                    os.rmdir(cg)
+                except OSError as e:
+                    print(f"sendfile-lru: could not remove {cg}: {e}", file=sys.stderr)
 
 
 if __name__ == "__main__":
