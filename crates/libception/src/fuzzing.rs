@@ -29,7 +29,7 @@
 //! Not a stable API: it exists for the fuzz targets and their replay test.
 
 use crate::prefetch::fixed::FixedPrefetch;
-use crate::prefetch::plan_read;
+use crate::prefetch::{extend_past_cached, plan_read};
 use crate::receptionist::{ReceptionConfig, Receptionist, Turn};
 use crate::stats::{DaemonInfo, Stats};
 use crate::{daemon, Limits, Trust};
@@ -97,6 +97,16 @@ pub fn parse(data: &[u8]) {
     assert!(p.start % page == 0 && p.start <= first, "{p:?}");
     assert!(first < p.want_end && p.want_end <= p.end && p.end <= size, "the first byte asked is read: {p:?}");
     assert!(p.end - p.start <= max_read.max(page), "capped at max_read: {p:?}");
+    // A miss with part of the request cached: the read past the cache.
+    let Ok(cached_to) = u.arbitrary::<u64>() else {
+        return;
+    };
+    let e = extend_past_cached(p, cached_to, size, prefetch, max_read, page);
+    assert!(e.start == p.start && e.want_end == p.want_end && p.end <= e.end && e.end <= size, "{p:?} -> {e:?}");
+    if e.end > p.end {
+        let from = cached_to - cached_to % page;
+        assert!(from > p.start && e.end - from <= max_read.max(page).min(prefetch), "read past the cache capped: {p:?} -> {e:?}");
+    }
 }
 
 /// A descriptor a client can pass.

@@ -14,7 +14,7 @@
 //! arrives, so each is closed exactly once whatever path the request takes.
 
 use crate::conn::{Connection, Peer};
-use crate::prefetch::{plan_read, PrefetchContext, PrefetchController, RequestObservation};
+use crate::prefetch::{extend_past_cached, plan_read, PrefetchContext, PrefetchController, RequestObservation};
 use crate::disks;
 use crate::fsfilter::{FsFilter, Verdict};
 use crate::limits::{Clients, Limits};
@@ -582,7 +582,8 @@ impl Receptionist {
         if !reveal {
             self.stats.on_concealed();
         }
-        let Some(plan) = plan_read(req.offset, req.length, size, prefetch, self.cfg.max_read.max(prefetch), residency::page_size()) else {
+        let max_read = self.cfg.max_read.max(prefetch);
+        let Some(plan) = plan_read(req.offset, req.length, size, prefetch, max_read, residency::page_size()) else {
             route.disk.on_resident_hit(&conn.client);
             conn.send(&Reply { flags: hit_flags, ..Reply::ok(op, seq) }, None);
             return Ok(Outcome::Answered);
@@ -613,6 +614,11 @@ impl Receptionist {
             conn.send(&Reply { flags: hit_flags, resident_end, ..Reply::ok(op, seq) }, None);
             return Ok(Outcome::Answered);
         }
+        // A stream reaching the end of an earlier range: prefetch from there.
+        let plan = match run {
+            Residency::Miss { resident_to } => extend_past_cached(plan, resident_to, size, prefetch, max_read, residency::page_size()),
+            Residency::Hit { .. } => plan,
+        };
         let charge = match self.clients.charge(conn.peer.uid, plan.end - plan.start, &self.cfg.limits) {
             Ok(charge) => charge,
             Err(flag) => return Err((libc::EAGAIN, format!("{flag} reached; read it yourself or retry"))),

@@ -155,11 +155,38 @@ fn the_resident_prefix_of_a_planned_read_is_skipped() {
     assert_eq!(c.fetch(f.as_raw_fd(), 0, MIB, request_flags::NO_PREFETCH).unwrap().bytes_read, MIB);
     let r = c.fetch(f.as_raw_fd(), 0, 4096, 0).unwrap();
     assert_eq!((r.flags, r.bytes_read), (reply_flags::RESIDENT, 0));
-    // Asking for [512 KiB, 1 MiB + 4 KiB) misses; the planned read is
-    // [512 KiB, 2.5 MiB) and its resident prefix (up to 1 MiB) is skipped.
+    // Asking for [512 KiB, 1 MiB + 4 KiB) misses; its resident prefix (up
+    // to 1 MiB) is skipped and the prefetch counts from there: [1, 3 MiB).
     let r = c.fetch(f.as_raw_fd(), MIB / 2, MIB / 2 + 4096, 0).unwrap();
-    assert_eq!((r.flags, r.bytes_read), (reply_flags::READ, 3 * MIB / 2));
-    assert_eq!(resident_prefix(&files[0], 0, FILE_SIZE), MIB / 2 + 2 * MIB);
+    assert_eq!((r.flags, r.bytes_read), (reply_flags::READ, 2 * MIB));
+    assert_eq!(resident_prefix(&files[0], 0, FILE_SIZE), 3 * MIB);
+}
+
+/// A video stream through the daemon: 525,000-byte chunks in order, each
+/// FETCHed as a server's shim would (the chunks a read covered are hits).
+/// Every fourth chunk runs past its 2 MiB range; the next read must still
+/// bring 2 MiB (paper 001: every prefetch is the prefetch size, but at the
+/// end of the file), not the 1.5 MiB from the chunk's start to 2 MiB past it.
+#[test]
+fn a_stream_reaching_a_ranges_end_prefetches_the_full_size_again() {
+    const CHUNK: u64 = 525_000;
+    let dir = real_tempdir();
+    let size = 40 * CHUNK;
+    let files = cold_files(dir.path(), "stream", 1, size);
+    let daemon = Daemon::start(&["--prefetch", "2M"]);
+    let f = open_random(&files[0]);
+    let mut c = daemon.client();
+    for k in 0..40 {
+        let r = c.fetch(f.as_raw_fd(), k * CHUNK, CHUNK, 0).unwrap();
+        assert_eq!(r.status, 0, "chunk {k}: {r:?}");
+    }
+    let s = daemon.stats();
+    let d = busy_disk(&s);
+    // 21,000,000 bytes in 2 MiB reads: ten of 2 MiB and the file's rest.
+    assert_eq!(d.bytes_read, size, "every byte read once");
+    assert_eq!(d.reads, size.div_ceil(PREFETCH), "reads of the prefetch size: {:?}", d.reads_by_size);
+    let rest = size - 10 * PREFETCH; // 28,480 bytes
+    assert_eq!(d.reads_by_size, vec![SizeBucket { le_bytes: rest.next_power_of_two(), count: 1 }, SizeBucket { le_bytes: PREFETCH, count: 10 }]);
 }
 
 fn send_fetch(c: &libception::Client, fd: i32, seq: u64, offset: u64, length: u64) {

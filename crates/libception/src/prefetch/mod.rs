@@ -171,6 +171,24 @@ pub fn plan_read(offset: u64, length: u64, file_size: u64, prefetch: u64, max_re
     Some(PlannedRead { start, end, want_end })
 }
 
+/// The plan of a miss whose request is cached from its start up to
+/// `cached_to`, as when a stream reaches the end of a range read before: the
+/// prefetch counts from the first page not cached, so that every read brings
+/// `prefetch` new bytes, as paper 001's prefetcher reads its size `p` each
+/// time except at the end of a file. Counted from the request instead, a
+/// stream of 525,000-byte chunks under 2 MiB read 1.5 MiB at a time (three
+/// chunks), and one of 2,618,750-byte chunks under 4 MiB one chunk. The bytes
+/// read stay within `max_read`; without prefetching, or with nothing of the
+/// request cached (or all of it: no miss), the plan is unchanged.
+pub fn extend_past_cached(plan: PlannedRead, cached_to: u64, file_size: u64, prefetch: u64, max_read: u64, page: u64) -> PlannedRead {
+    if prefetch == 0 || cached_to <= plan.start || cached_to >= plan.want_end {
+        return plan;
+    }
+    let from = cached_to - cached_to % page;
+    let end = from.saturating_add(prefetch.min(max_read.max(page))).min(file_size);
+    PlannedRead { end: plan.end.max(end), ..plan }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -268,6 +286,42 @@ mod tests {
     fn small_request_extends_to_prefetch_from_page_start() {
         let p = plan_read(5000, 100, 100 * M, 2 * M, 16 * M, P).unwrap();
         assert_eq!(p, PlannedRead { start: 4096, end: 4096 + 2 * M, want_end: 5100 });
+    }
+
+    #[test]
+    fn a_miss_past_a_cached_prefix_prefetches_from_where_the_cache_ends() {
+        // SD: the fourth 525,000-byte chunk of a 2 MiB range runs 2,848 bytes
+        // past it; the next read brings 2 MiB from the range's end.
+        let chunk = 525_000;
+        let p = plan_read(3 * chunk, chunk, 100 * M, 2 * M, 16 * M, P).unwrap();
+        assert_eq!((p.start, p.end), (1_572_864, 1_572_864 + 2 * M), "planned from the request");
+        let e = extend_past_cached(p, 2 * M, 100 * M, 2 * M, 16 * M, P);
+        assert_eq!(e, PlannedRead { start: p.start, end: 4 * M, want_end: 4 * chunk });
+        // HD: a 2,618,750-byte chunk 60 % inside a 4 MiB range.
+        let chunk = 2_618_750;
+        let p = plan_read(chunk, chunk, 100 * M, 4 * M, 16 * M, P).unwrap();
+        assert_eq!(extend_past_cached(p, 4 * M, 100 * M, 4 * M, 16 * M, P).end, 8 * M);
+        // A cached part ending inside a page: the page is read again.
+        assert_eq!(extend_past_cached(p, 4 * M + 100, 100 * M, 4 * M, 16 * M, P).end, 8 * M);
+    }
+
+    #[test]
+    fn extension_past_the_cache_keeps_its_bounds() {
+        let p = plan_read(M, M, 100 * M, 2 * M, 16 * M, P).unwrap();
+        // Nothing cached, all of it cached, or no prefetching: unchanged.
+        assert_eq!(extend_past_cached(p, M, 100 * M, 2 * M, 16 * M, P), p);
+        assert_eq!(extend_past_cached(p, p.want_end, 100 * M, 2 * M, 16 * M, P), p);
+        assert_eq!(extend_past_cached(p, u64::MAX, 100 * M, 2 * M, 16 * M, P), p);
+        assert_eq!(extend_past_cached(p, 0, 100 * M, 2 * M, 16 * M, P), p);
+        let q = plan_read(M, M, 100 * M, 0, 16 * M, P).unwrap();
+        assert_eq!(extend_past_cached(q, M + M / 2, 100 * M, 0, 16 * M, P), q);
+        // The end of the file, and max_read, bound what is read.
+        assert_eq!(extend_past_cached(p, 3 * M / 2, 13 * M / 4, 2 * M, 16 * M, P).end, 13 * M / 4);
+        assert_eq!(extend_past_cached(p, 3 * M / 2, 100 * M, 8 * M, 3 * M, P).end, 9 * M / 2);
+        // Never shorter than the plan (a cached prefix near its start).
+        assert_eq!(extend_past_cached(p, M + P, 100 * M, 2 * M, 16 * M, P).end, M + P + 2 * M);
+        let short = plan_read(M, 3 * M, 100 * M, 2 * M, 16 * M, P).unwrap();
+        assert_eq!(extend_past_cached(short, M + P, 100 * M, 2 * M, 16 * M, P).end, 4 * M, "the request's own end stays");
     }
 
     #[test]
