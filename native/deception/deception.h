@@ -255,6 +255,8 @@ void lcp__thread_arm(void);
 /* Reads [off, off+max(len, prefetch)) clamped to the file's size into a
  * scratch buffer; returns the bytes read (the window now resident). */
 int64_t lcp__prefetch_range(const struct lcp__file *file, uint64_t off, uint64_t len);
+/* Bytes of [off, end) cached from off without a gap (0 if unknown). */
+uint64_t lcp__cached_prefix(int fd, uint64_t off, uint64_t end);
 void lcp__prefetch_thread_exit(void);
 
 /* ---- statistics (stats.c) --------------------------------------------- */

@@ -3,7 +3,11 @@
  *
  * On a miss the calling thread itself preads the window [offset, offset +
  * max(length, LIBCEPTION_PREFETCH)), clamped to end of file, into a per-thread
- * scratch buffer and throws the bytes away: what matters is that the page
+ * scratch buffer and throws the bytes away. When the request is cached from its
+ * start partway (a stream whose next call runs past the range read before) the
+ * cached part is skipped and the window counts from the first page not cached,
+ * so that every prefetch brings LIBCEPTION_PREFETCH new bytes, as the daemon
+ * plans its reads (docs/daemon.md, "Reads, prefetch and joining"): what matters is that the page
  * cache now holds them, so the real call that follows does not block on disk.
  * This is the "prefetching without serialization" configuration of the paper:
  * reads are long, but every thread issues its own.
@@ -25,13 +29,19 @@ static LCP__TLS char *scratch;
 
 int64_t lcp__prefetch_range(const struct lcp__file *file, uint64_t off, uint64_t len)
 {
-	uint64_t end, pos, size = file->size;
+	uint64_t end, pos, from, req_end, size = file->size;
 	int fd = file->fd;
 
 	if (off >= size)
 		return 0;
-	end = off + (len > lcp__cfg.prefetch ? len : lcp__cfg.prefetch);
-	if (end > size || end < off)
+	req_end = len < size - off ? off + len : size;
+	from = off + lcp__cached_prefix(fd, off, req_end);
+	if (from >= req_end)
+		from = off; /* all cached after all: the window as planned */
+	end = from + lcp__cfg.prefetch;
+	if (end < req_end)
+		end = req_end;
+	if (end > size || end < from)
 		end = size;
 	if (scratch == NULL) {
 		void *buf = lcp__real_mmap(NULL, SCRATCH_BYTES, PROT_READ | PROT_WRITE,
@@ -41,7 +51,7 @@ int64_t lcp__prefetch_range(const struct lcp__file *file, uint64_t off, uint64_t
 			return -errno;
 		scratch = buf;
 	}
-	for (pos = off; pos < end;) {
+	for (pos = from; pos < end;) {
 		uint64_t want = end - pos < SCRATCH_BYTES ? end - pos : SCRATCH_BYTES;
 		ssize_t got = lcp__real_pread(fd, scratch, (size_t)want, (off_t)pos);
 
@@ -55,7 +65,7 @@ int64_t lcp__prefetch_range(const struct lcp__file *file, uint64_t off, uint64_t
 		pos += (uint64_t)got;
 	}
 	lcp__stats_count(LCP_CTR_PREFETCH_CALLS, 1);
-	lcp__stats_count(LCP_CTR_PREFETCH_BYTES, pos - off);
+	lcp__stats_count(LCP_CTR_PREFETCH_BYTES, pos - from);
 	return (int64_t)(pos - off);
 }
 

@@ -154,6 +154,38 @@ static int check_cachestat(struct lcp__file *file, uint64_t off, uint64_t len, u
 	return 0;
 }
 
+/*
+ * How many bytes of [off, end) from off are cached without a gap, found by
+ * bisection with cachestat over whole pages (about log2(pages) calls, on a
+ * miss only). 0 where cachestat cannot tell: the caller then reads from off.
+ */
+uint64_t lcp__cached_prefix(int fd, uint64_t off, uint64_t end)
+{
+	uint64_t page = 1ull << lcp__cfg.page_shift;
+	uint64_t start = off & ~(page - 1);
+	uint64_t lo = 0, hi, prefix_end;
+
+	if (end <= off || __atomic_load_n(&cachestat_unusable, __ATOMIC_RELAXED))
+		return 0;
+	hi = (end - start + page - 1) >> lcp__cfg.page_shift;
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo + 1) / 2;
+		struct cachestat_range range = { .off = start, .len = mid << lcp__cfg.page_shift };
+		struct cachestat_result result;
+
+		if (syscall(SYS_cachestat, fd, &range, &result, 0) != 0)
+			return 0;
+		if (result.nr_cache >= mid)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	prefix_end = start + (lo << lcp__cfg.page_shift);
+	if (prefix_end > end)
+		prefix_end = end;
+	return prefix_end > off ? prefix_end - off : 0;
+}
+
 static int check_mincore(struct lcp__file *file, uint64_t off, uint64_t len, uint64_t *resident)
 {
 	enum { VEC = 4096 };

@@ -51,6 +51,17 @@ static void scenario(const char *name)
 		fd = open(h_path("short.bin"), O_RDONLY);
 		H_CALL("pread 100 at 500000", pread(fd, buf, 100, 500000), buf, 0);
 		close(fd);
+	} else if (strcmp(name, "straddle") == 0) {
+		/* The first MiB prefetched by one read, then a read running
+		 * 32 KiB past it: the next prefetch brings 1 MiB past the
+		 * cached part, [1 MiB, 2 MiB), not [1 MiB - 32 KiB, 2 MiB - 32 KiB). */
+		h_evict(h_path("big.bin"));
+		fd = open(h_path("big.bin"), O_RDONLY);
+		(void)posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+		H_CALL("pread 4096 at 0", pread(fd, buf, 4096, 0), buf, 0);
+		H_CALL("pread 64 KiB at 1 MiB - 32 KiB", pread(fd, buf, 65536, (1 << 20) - 32768), buf, 0);
+		close(fd);
+		printf("resident pages: %llu\n", (unsigned long long)h_resident_pages(h_path("big.bin")));
 	} else if (strcmp(name, "five-preads") == 0) {
 		h_evict(h_path("big.bin"));
 		fd = open(h_path("big.bin"), O_RDONLY);
@@ -215,6 +226,14 @@ int main(int argc, char **argv)
 	h_expect(h_stat(&r, NULL, "prefetch_bytes") == 1 << 20, "LIBCEPTION_PREFETCH=1M not understood");
 	h_expect(strncmp(r.output, b.output, strcspn(b.output, "\n")) == 0, "prefetch: the read itself changed");
 	h_result_free(&r);
+
+	h_run(&prefetch, "straddle", 30, &r);
+	h_expect(h_stat(&r, "\"prefetch\": {", "calls") == 2, "straddle: two prefetches expected, %lld",
+		 h_stat(&r, "\"prefetch\": {", "calls"));
+	h_expect(h_stat(&r, "\"prefetch\": {", "bytes") == 2 << 20,
+		 "straddle: the second prefetch should read the 1 MiB past the cached part (2 MiB in all), read %lld",
+		 h_stat(&r, "\"prefetch\": {", "bytes"));
+	h_expect(resident_of(r.output) >= 512, "straddle: [0, 2 MiB) should be resident, %llu pages", resident_of(r.output));
 
 	h_run(&prefetch_k, "one-read", 30, &r);
 	h_expect(h_stat(&r, NULL, "prefetch_bytes") == 512 << 10, "LIBCEPTION_PREFETCH=512K not understood");
