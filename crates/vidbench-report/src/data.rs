@@ -255,6 +255,41 @@ pub fn prefetch_size_samples(run_dir: &Path) -> anyhow::Result<Vec<(f64, f64)>> 
     sample_column(run_dir, "prefetch_bytes")
 }
 
+/// The reads the daemon made over a whole run, from its stats document at
+/// the run's end (`daemon.json`, every disk summed): how many, their bytes,
+/// and how many fell in each size bucket (`reads_by_size`: reads of
+/// (le_bytes/2, le_bytes]). `None` for a run without a daemon; a damaged
+/// file is an error naming it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DaemonReads {
+    pub reads: u64,
+    pub bytes: u64,
+    pub by_size: Vec<(u64, u64)>,
+}
+
+pub fn daemon_reads(run_dir: &Path) -> anyhow::Result<Option<DaemonReads>> {
+    let path = run_dir.join("daemon.json");
+    let Some(doc) = read_optional_json(&path)? else {
+        return Ok(None);
+    };
+    let disks = doc.get("disks").and_then(Value::as_array).with_context(|| format!("{}: no `disks` list", path.display()))?;
+    let mut out = DaemonReads { reads: 0, bytes: 0, by_size: Vec::new() };
+    let mut buckets: BTreeMap<u64, u64> = BTreeMap::new();
+    for d in disks {
+        let field = |k: &str| d.get(k).and_then(Value::as_u64).with_context(|| format!("{}: a disk without `{k}`", path.display()));
+        out.reads += field("reads")?;
+        out.bytes += field("bytes_read")?;
+        for b in d.get("reads_by_size").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]) {
+            let (Some(le), Some(n)) = (b.get("le_bytes").and_then(Value::as_u64), b.get("count").and_then(Value::as_u64)) else {
+                anyhow::bail!("{}: a `reads_by_size` entry without `le_bytes` and `count`: {b}", path.display());
+            };
+            *buckets.entry(le).or_default() += n;
+        }
+    }
+    out.by_size = buckets.into_iter().collect();
+    Ok(Some(out))
+}
+
 /// One interval an adaptive prefetch controller closed (a row of the run's
 /// `controller.csv`, written by the driver's sampler): its end on the load's
 /// clock, the disk worker, the size in force, and the score and the mean

@@ -880,8 +880,52 @@ fn prefetch_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()>
             series,
         )?;
     }
+    daemon_reads_table(ctx, &with)?;
     controller_scores(ctx, &with)?;
     controller_figures(ctx, configs, &with)
+}
+
+/// The daemon's reads over each whole run (its stats at the end): how many
+/// and their mean size against the prefetch size asked for. A read brings
+/// the prefetch size but at the end of a file; before 2026-11-29 a stream's
+/// miss past the range read before was planned from its request, and reads
+/// came out whole chunks only (docs/daemon.md), which this shows.
+fn daemon_reads_table(ctx: &mut Ctx<'_>, with: &[(&String, Vec<&Run>)]) -> anyhow::Result<()> {
+    let mut rows = Vec::new();
+    for (c, runs) in with {
+        let Some(first) = runs.first() else { continue };
+        let prefetch_kb = first.config_json.get("prefetch_kb").and_then(Value::as_u64).filter(|_| first.config_json.get("prefetch_adaptive").and_then(Value::as_bool) != Some(true));
+        for (dir, _) in run_dirs(runs) {
+            let Some(d) = crate::data::daemon_reads(dir)? else { continue };
+            let mean = (d.reads > 0).then(|| d.bytes as f64 / d.reads as f64);
+            let rel = dir.strip_prefix(&ctx.results.dir).unwrap_or(dir).display().to_string();
+            rows.push(format!(
+                "| {c} | `{rel}` | {} | {} | {:.1} | {} | {} |",
+                prefetch_kb.map_or("adaptive".to_string(), |k| k.to_string()),
+                d.reads,
+                d.bytes as f64 / 1e6,
+                mean.map_or("-".into(), |m| format!("{:.0}", m / 1024.0)),
+                mean.zip(prefetch_kb).map_or("-".into(), |(m, k)| format!("{:.2}", m / (k as f64 * 1024.0))),
+            ));
+        }
+    }
+    if rows.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        ctx.md,
+        "The daemon's reads over each whole run (`daemon.json`, its stats at the run's end, every disk): how many, the MB they \
+         brought, and their mean size against the prefetch size asked for. A read brings the prefetch size but at the end of a \
+         file; runs before 2026-11-29 planned a stream's miss past the range read before from its request, so their reads \
+         came out whole chunks only (docs/daemon.md, \"Reads, prefetch and joining\").\n"
+    )?;
+    writeln!(ctx.md, "| configuration | run | prefetch KiB | reads | MB read | mean read KiB | mean read / prefetch size |")?;
+    writeln!(ctx.md, "|---|---|---:|---:|---:|---:|---:|")?;
+    for r in rows {
+        writeln!(ctx.md, "{r}")?;
+    }
+    writeln!(ctx.md)?;
+    Ok(())
 }
 
 /// Every score an adaptive controller measured but its warm-up intervals

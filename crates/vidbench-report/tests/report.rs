@@ -167,6 +167,26 @@ fn prefetch_windows_and_the_size_over_time() {
     let md = std::fs::read_to_string(&out).unwrap();
     let row = md.lines().find(|l| l.starts_with("| `runs/lib/steps-rep0` |")).unwrap();
     assert!(row.contains("| 1280 (drive joins 16384) |"), "{row}");
+
+    // The daemon's reads over the run (its stats at the end, two disks):
+    // their mean against the size asked for; none without daemon.json.
+    assert!(!md.contains("The daemon's reads over each whole run"), "{md}");
+    let fixed = serde_json::json!({"name": "lib", "label": "nginx + Libception (adaptive)", "server": "nginx", "libception": "full", "prefetch_kb": 4096});
+    std::fs::write(run.join("run.json"), serde_json::json!({"config": fixed, "steps": true}).to_string()).unwrap();
+    let disk = |reads: u64, bytes: u64, buckets: serde_json::Value| serde_json::json!({"name": "d", "reads": reads, "bytes_read": bytes, "reads_by_size": buckets});
+    let stats = serde_json::json!({"disks": [
+        disk(3, 3 * 2_618_750, serde_json::json!([{"le_bytes": 4194304, "count": 3}])),
+        disk(1, 4_194_304, serde_json::json!([{"le_bytes": 4194304, "count": 1}])),
+    ]});
+    std::fs::write(run.join("daemon.json"), stats.to_string()).unwrap();
+    vidbench_report::write_report(&Results::load(root).unwrap(), &out).unwrap();
+    let md = std::fs::read_to_string(&out).unwrap();
+    // (3 x 2,618,750 + 4,194,304) / 4 = 3,012,636 bytes: 2942 KiB, 0.72 of 4 MiB.
+    assert!(md.contains("| lib | `runs/lib/steps-rep0` | 4096 | 4 | 12.1 | 2942 | 0.72 |"), "{md}");
+    // A damaged stats file is named, not skipped.
+    std::fs::write(run.join("daemon.json"), "{\"disks\": [{\"reads\": 3}]}").unwrap();
+    let err = format!("{:#}", vidbench_report::write_report(&Results::load(root).unwrap(), &out).unwrap_err());
+    assert!(err.contains("daemon.json") && err.contains("bytes_read"), "{err}");
 }
 
 /// A run of the adaptive controller with its `controller.csv` (paper 001
