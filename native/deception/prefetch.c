@@ -7,7 +7,10 @@
  * start partway (a stream whose next call runs past the range read before) the
  * cached part is skipped and the window counts from the first page not cached,
  * so that every prefetch brings LIBCEPTION_PREFETCH new bytes, as the daemon
- * plans its reads (docs/daemon.md, "Reads, prefetch and joining"): what matters is that the page
+ * plans its reads (docs/daemon.md, "Reads, prefetch and joining"). Only
+ * where cachestat answers (a file the process owns or may write): for other
+ * files, such as root's library read by a server's workers, nothing in the
+ * process knows what is cached, and the window starts at the offset: what matters is that the page
  * cache now holds them, so the real call that follows does not block on disk.
  * This is the "prefetching without serialization" configuration of the paper:
  * reads are long, but every thread issues its own.

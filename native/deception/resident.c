@@ -156,17 +156,26 @@ static int check_cachestat(struct lcp__file *file, uint64_t off, uint64_t len, u
 
 /*
  * How many bytes of [off, end) from off are cached without a gap, found by
- * bisection with cachestat over whole pages (about log2(pages) calls, on a
- * miss only). 0 where cachestat cannot tell: the caller then reads from off.
+ * bisection with cachestat over whole pages (one call when the first page is
+ * not cached, else about log2(pages) more; on a miss only). 0 where
+ * cachestat cannot tell (a file the process neither owns nor may write, an
+ * old kernel, a filter) or another check method is forced: the caller then
+ * reads from off.
  */
 uint64_t lcp__cached_prefix(int fd, uint64_t off, uint64_t end)
 {
 	uint64_t page = 1ull << lcp__cfg.page_shift;
 	uint64_t start = off & ~(page - 1);
 	uint64_t lo = 0, hi, prefix_end;
+	struct cachestat_range first = { .off = start, .len = page };
+	struct cachestat_result first_result;
 
-	if (end <= off || __atomic_load_n(&cachestat_unusable, __ATOMIC_RELAXED))
+	if (end <= off || __atomic_load_n(&cachestat_unusable, __ATOMIC_RELAXED) ||
+	    lcp__cfg.force_check != LCP_METHOD_UNLEARNED)
 		return 0;
+	if (syscall(SYS_cachestat, fd, &first, &first_result, 0) != 0 || first_result.nr_cache == 0)
+		return 0;
+	lo = 1;
 	hi = (end - start + page - 1) >> lcp__cfg.page_shift;
 	while (lo < hi) {
 		uint64_t mid = lo + (hi - lo + 1) / 2;

@@ -106,6 +106,8 @@ pub fn parse(data: &[u8]) {
     if e.end > p.end {
         let from = cached_to - cached_to % page;
         assert!(from > p.start && e.end - from <= max_read.max(page).min(prefetch), "read past the cache capped: {p:?} -> {e:?}");
+        // Beyond max_read from its start by at most the cached part.
+        assert!(e.end - e.start <= max_read.max(page).saturating_add(from - e.start), "{p:?} -> {e:?}");
     }
 }
 

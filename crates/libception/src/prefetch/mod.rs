@@ -177,9 +177,12 @@ pub fn plan_read(offset: u64, length: u64, file_size: u64, prefetch: u64, max_re
 /// `prefetch` new bytes, as paper 001's prefetcher reads its size `p` each
 /// time except at the end of a file. Counted from the request instead, a
 /// stream of 525,000-byte chunks under 2 MiB read 1.5 MiB at a time (three
-/// chunks), and one of 2,618,750-byte chunks under 4 MiB one chunk. The bytes
-/// read stay within `max_read`; without prefetching, or with nothing of the
-/// request cached (or all of it: no miss), the plan is unchanged.
+/// chunks), and one of 2,618,750-byte chunks under 4 MiB one chunk. What is
+/// read past the cached part stays within `max_read`; the plan from its start
+/// may exceed it by that part (at most the request), which the worker reads
+/// too if it was evicted meanwhile, and for which the client is charged.
+/// Without prefetching, or with nothing of the request cached (or all of it:
+/// no miss), the plan is unchanged.
 pub fn extend_past_cached(plan: PlannedRead, cached_to: u64, file_size: u64, prefetch: u64, max_read: u64, page: u64) -> PlannedRead {
     if prefetch == 0 || cached_to <= plan.start || cached_to >= plan.want_end {
         return plan;
