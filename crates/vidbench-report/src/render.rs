@@ -1161,13 +1161,21 @@ fn vidbench_builds(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
         let commit = build.trim_end_matches("-dirty");
         Some(format!("`{}`{}", &commit[..commit.len().min(12)], if commit.len() < build.len() { " (built with local changes)" } else { "" }))
     });
-    match builds.len() {
+    let n = builds.len();
+    write_groups(ctx, &builds, |one| format!("Build: every run ran vidbench built from {one}."), &format!("Builds: the runs ran {n} builds of vidbench (each run's `setup.json`, `machine.vidbench_build`):"), "")
+}
+
+/// Runs grouped by [`runs_by`]: nothing for no group, the sentence `one`
+/// makes for a single one, else `many` and a line per group (`prefix`, the
+/// group, its runs).
+fn write_groups(ctx: &mut Ctx<'_>, groups: &std::collections::BTreeMap<String, Vec<String>>, one: impl Fn(&str) -> String, many: &str, prefix: &str) -> anyhow::Result<()> {
+    match groups.len() {
         0 => {}
-        1 => writeln!(ctx.md, "Build: every run ran vidbench built from {}.\n", builds.keys().next().expect("one build"))?,
-        n => {
-            writeln!(ctx.md, "Builds: the runs ran {n} builds of vidbench (each run's `setup.json`, `machine.vidbench_build`):\n")?;
-            for (build, runs) in &builds {
-                writeln!(ctx.md, "- {build}: {}", runs.join(", "))?;
+        1 => writeln!(ctx.md, "{}\n", one(groups.keys().next().expect("one group")))?,
+        _ => {
+            writeln!(ctx.md, "{many}\n")?;
+            for (group, runs) in groups {
+                writeln!(ctx.md, "- {prefix}{group}: {}", runs.join(", "))?;
             }
             writeln!(ctx.md)?;
         }
@@ -1191,19 +1199,8 @@ fn drive_images(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
         };
         Some(format!("`{key}`, library at {}-{} GB, {placement}", gb("data_first_byte"), gb("data_end_byte")))
     });
-    match builds.len() {
-        0 => {}
-        1 => writeln!(ctx.md, "Drive image (block mode): every run read image {}.
-", builds.keys().next().expect("one build"))?,
-        n => {
-            writeln!(ctx.md, "Drive images (block mode): the runs read {n} builds, which may place the library's files differently (docs/disk.md, \"Placement\"):\n")?;
-            for (build, runs) in &builds {
-                writeln!(ctx.md, "- image {build}: {}", runs.join(", "))?;
-            }
-            writeln!(ctx.md)?;
-        }
-    }
-    Ok(())
+    let n = builds.len();
+    write_groups(ctx, &builds, |one| format!("Drive image (block mode): every run read image {one}."), &format!("Drive images (block mode): the runs read {n} builds, which may place the library's files differently (docs/disk.md, \"Placement\"):"), "image ")
 }
 
 /// A plain-text table, one line per configuration and rate: delivered MB/s,
