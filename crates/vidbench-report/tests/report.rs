@@ -106,6 +106,20 @@ fn plain_step(rate: f64, from: f64, failure: f64, mbs: f64) -> serde_json::Value
     serde_json::json!({"index": 0, "spec": {"rate": rate}, "window_s": [from, from + 90.0], "failure_percent": failure, "throughput_mb_s": mbs})
 }
 
+/// A results directory of one finished stepped run per (name, setup.json)
+/// pair, each with `steps`, replacing any runs before; returns its report.
+fn report_of_runs(root: &Path, steps: &serde_json::Value, setups: &[(&str, serde_json::Value)]) -> String {
+    std::fs::remove_dir_all(root.join("runs")).ok();
+    for (name, setup) in setups {
+        let run = stepped_run(root, name, name, steps.clone());
+        std::fs::write(run.join("setup.json"), setup.to_string()).unwrap();
+        std::fs::write(run.join("DONE"), "").unwrap();
+    }
+    let configs: Vec<_> = setups.iter().map(|(n, _)| serde_json::json!({"name": n})).collect();
+    std::fs::write(root.join("experiment.json"), serde_json::json!({"name": "t", "configs": configs}).to_string()).unwrap();
+    report_md(root)
+}
+
 /// Writes the report of the results in `root` to `root/report.md` and
 /// returns its text.
 fn report_md(root: &Path) -> String {
@@ -605,16 +619,7 @@ fn the_drive_image_each_run_read() {
         }
         serde_json::json!({"disk": {"block": {"image_key_hash": "1c23cbbd15805c7c", "image_figures": figures}}})
     };
-    let report = |setups: &[(&str, serde_json::Value)]| {
-        for (name, setup) in setups {
-            let run = stepped_run(root, name, name, step.clone());
-            std::fs::write(run.join("setup.json"), setup.to_string()).unwrap();
-            std::fs::write(run.join("DONE"), "").unwrap();
-        }
-        let configs: Vec<_> = setups.iter().map(|(n, _)| serde_json::json!({"name": n})).collect();
-        std::fs::write(root.join("experiment.json"), serde_json::json!({"name": "t", "configs": configs}).to_string()).unwrap();
-        report_md(root)
-    };
+    let report = |setups: &[(&str, serde_json::Value)]| report_of_runs(root, &step, setups);
     let md = report(&[("a", image(193.3e9, Some("171f582824e9a78f"))), ("b", image(193.3e9, Some("171f582824e9a78f")))]);
     assert!(md.contains("Drive image (block mode): every run read image `1c23cbbd15805c7c`, library at 193.3-504.8 GB, placement digest `171f582824e9a78f`."), "{md}");
     let md = report(&[("a", image(193.3e9, Some("171f582824e9a78f"))), ("b", image(193.3e9, None))]);
@@ -637,18 +642,8 @@ fn the_build_each_run_ran() {
     let a = "054ebbf46c17d072e9d9dfe69a704b42f6e490ab";
     let b = "9ba02151076dd39a80dcc9f3d0047b401f9dc265";
     let machine = |build: &str| serde_json::json!({"machine": {"vidbench_build": build, "git_commit": build.trim_end_matches("-dirty"), "git_dirty": true}});
-    let report = |setups: &[(&str, serde_json::Value)]| {
-        std::fs::remove_dir_all(root.join("runs")).ok();
-        for (name, setup) in setups {
-            let run = stepped_run(root, name, name, step.clone());
-            std::fs::write(run.join("setup.json"), setup.to_string()).unwrap();
-            std::fs::write(run.join("DONE"), "").unwrap();
-        }
-        let configs: Vec<_> = setups.iter().map(|(n, _)| serde_json::json!({"name": n})).collect();
-        std::fs::write(root.join("experiment.json"), serde_json::json!({"name": "t", "configs": configs}).to_string()).unwrap();
-        std::fs::write(root.join("machine.json"), machine(a)["machine"].to_string()).unwrap();
-        report_md(root)
-    };
+    std::fs::write(root.join("machine.json"), machine(a)["machine"].to_string()).unwrap();
+    let report = |setups: &[(&str, serde_json::Value)]| report_of_runs(root, &step, setups);
     // A dirty checkout is not a dirty build: only the build's own mark counts.
     let md = report(&[("x", machine(a)), ("y", machine(a))]);
     assert!(md.contains("Build: every run ran vidbench built from `054ebbf46c17`."), "{md}");
