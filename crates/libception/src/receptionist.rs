@@ -17,7 +17,7 @@ use crate::conn::{Connection, Peer};
 use crate::prefetch::{extend_past_cached, plan_read, PrefetchContext, PrefetchController, RequestObservation};
 use crate::disks;
 use crate::fsfilter::{FsFilter, Verdict};
-use crate::limits::{Clients, Limits};
+use crate::limits::{Charge, Clients, Limits};
 use crate::promotion::{PromoteMode, Promotion};
 use crate::warn_limited;
 use crate::residency;
@@ -463,8 +463,9 @@ impl Receptionist {
         let mut snapshot = self.stats.snapshot(info);
         snapshot.add_controller(self.controller.as_ref());
         if !conn.peer.trusted {
-            // Other users' processes and activity are not a stranger's business.
-            snapshot.clients.retain(|c| c.uid == conn.peer.uid);
+            // Other users' activity, and every count that follows from what
+            // was resident, are not a stranger's business.
+            snapshot.conceal_for(conn.peer.uid);
         }
         let json = match serde_json::to_vec(&snapshot) {
             Ok(j) => j,
@@ -590,6 +591,12 @@ impl Receptionist {
         };
         let wanted = plan.want_end - req_start;
         route.disk.on_requested(&conn.client, wanted);
+        // A concealed peer is charged before its range is looked at, for the
+        // plan as made without residency: at its budget it then gets EAGAIN
+        // whether the range is resident or not, where a charge after the
+        // check would answer a hit and refuse a miss (a probe that loads
+        // nothing). Its read may extend past a cached part uncharged.
+        let concealed_charge = if reveal { None } else { Some(self.charge(conn.peer.uid, plan.end - plan.start)?) };
         // A peer that may learn residency is told how far it reaches, up to
         // the planned read's end: its shim then need not ask again inside.
         let ahead_end = if reveal { plan.end } else { plan.want_end };
@@ -619,9 +626,9 @@ impl Receptionist {
             Residency::Miss { resident_to } => extend_past_cached(plan, resident_to, size, prefetch, max_read, residency::page_size()),
             Residency::Hit { .. } => plan,
         };
-        let charge = match self.clients.charge(conn.peer.uid, plan.end - plan.start, &self.cfg.limits) {
-            Ok(charge) => charge,
-            Err(flag) => return Err((libc::EAGAIN, format!("{flag} reached; read it yourself or retry"))),
+        let charge = match concealed_charge {
+            Some(charge) => charge,
+            None => self.charge(conn.peer.uid, plan.end - plan.start)?,
         };
         // Pause before queueing: the worker's reply re-arms reading.
         conn.pause_reading();
@@ -648,6 +655,14 @@ impl Receptionist {
             }
         }
         Ok(Outcome::Queued)
+    }
+
+    /// Charges a read of `bytes` to `uid`'s budget and the global one;
+    /// EAGAIN naming the limit reached when it does not fit.
+    fn charge(&mut self, uid: u32, bytes: u64) -> Result<Charge, Refusal> {
+        self.clients
+            .charge(uid, bytes, &self.cfg.limits)
+            .map_err(|flag| (libc::EAGAIN, format!("{flag} reached; read it yourself or retry")))
     }
 
     /// Residency of `[start, want_end)` with the daemon's rights: when it is

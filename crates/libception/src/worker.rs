@@ -44,7 +44,8 @@
 //! socket send and no fd close happens under it.
 //!
 //! A client that disconnects is cancelled: its waiters are removed, and a
-//! queued job left with no waiter is dropped (closing its fd). An in-flight
+//! queued job left with no waiter is dropped (closing its fd), unless a
+//! concealed waiter asked for it (see `cancel_connection`). An in-flight
 //! read always completes; replies to closed connections are skipped.
 
 use crate::conn::Connection;
@@ -342,7 +343,11 @@ impl DiskWorker {
     }
 
     /// Removes every waiter of connection `conn_id`; drops queued jobs left
-    /// without waiters. Returns (waiters removed, reads cancelled).
+    /// without waiters, except those a concealed waiter asked for: a FETCH
+    /// whose reply says nothing of residency must load its range like a
+    /// `read` would, or hanging up before a miss's slow reply would probe
+    /// the cache without changing it. Returns (waiters removed, reads
+    /// cancelled).
     pub fn cancel_connection(&self, conn_id: u64) -> (usize, usize) {
         let dropped_jobs;
         let mut removed = 0;
@@ -355,9 +360,14 @@ impl DiskWorker {
             }
             dropped_jobs = q.jobs.take_unless(|job| {
                 let before = job.waiters.len();
-                job.waiters.retain(|w| w.conn.id != conn_id);
+                let mut concealed = false;
+                job.waiters.retain(|w| {
+                    let gone = w.conn.id == conn_id;
+                    concealed |= gone && w.conceal;
+                    !gone
+                });
                 removed += before - job.waiters.len();
-                !job.waiters.is_empty()
+                concealed || !job.waiters.is_empty()
             });
         }
         for job in &dropped_jobs {

@@ -2,11 +2,17 @@
 //! that neither owns a file nor opened it for writing, and is not on the
 //! operator's trust lists, learns nothing about what was resident from CHECK
 //! or FETCH, yet its FETCHes are still served. Owners and trusted peers get
-//! the truth. Clients of another uid are `libception fetch` run as `nobody`
-//! (root only: the test needs to change uid).
+//! the truth. Nor does anything else a stranger can see tell a hit from a
+//! miss: its budget, its STATS, hanging up before a reply. Clients of
+//! another uid are `libception fetch` run as `nobody`, or a thread of the
+//! test with `nobody`'s credentials (root only: the test changes uid).
 
 mod common;
 use common::*;
+use libception::Client;
+use libception_proto::reply_flags;
+use std::fs::File;
+use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::process::Command;
 
@@ -123,4 +129,98 @@ fn trusted_uids_and_gids_are_told_what_is_resident() {
         assert_eq!(daemon.stats().totals.residency_concealed, 0);
         assert!(daemon.log_text().contains("trusted=true"));
     }
+}
+
+/// A client connected as `nobody` (the daemon takes credentials at connect).
+fn nobody_client(d: &Daemon) -> Client {
+    as_uid(NOBODY, || Client::connect(&d.socket).expect("connect as nobody"))
+}
+
+#[test]
+fn a_stranger_at_its_budget_is_refused_alike_whether_the_range_is_resident_or_not() {
+    if !root_or_skip("run a client as another uid") {
+        return;
+    }
+    let dir = real_tempdir();
+    let daemon = open_daemon(&["--max-queued-per-uid", "0"]);
+    let hot = foreign_file(dir.path(), "hot");
+    let cold = foreign_file(dir.path(), "cold");
+    warm(&hot);
+    evict(&cold);
+    let mut stranger = nobody_client(&daemon);
+    for path in [&hot, &cold] {
+        let f = File::open(path).unwrap();
+        let reply = stranger.fetch(f.as_raw_fd(), 0, 64 * 1024, 0).unwrap();
+        assert_eq!((reply.status, reply.flags), (-libc::EAGAIN, 0), "{}: {reply:?}", path.display());
+    }
+    assert!(!any_resident(&cold, 0, 4 * MIB), "a refused FETCH reads nothing");
+    // The owner may learn residency anyway: its hit is answered, its miss refused.
+    for path in [&hot, &cold] {
+        std::os::unix::fs::chown(path, Some(NOBODY), Some(NOBODY)).unwrap();
+    }
+    let mut owner = nobody_client(&daemon);
+    let reply = owner.fetch(File::open(&hot).unwrap().as_raw_fd(), 0, 64 * 1024, 0).unwrap();
+    assert_eq!((reply.status, reply.flags & reply_flags::RESIDENT), (0, reply_flags::RESIDENT), "{reply:?}");
+    let reply = owner.fetch(File::open(&cold).unwrap().as_raw_fd(), 0, 64 * 1024, 0).unwrap();
+    assert_eq!(reply.status, -libc::EAGAIN, "{reply:?}");
+}
+
+#[test]
+fn a_strangers_stats_hold_no_count_that_follows_from_residency() {
+    if !root_or_skip("run a client as another uid") {
+        return;
+    }
+    let dir = real_tempdir();
+    let daemon = open_daemon(&[]);
+    let hot = foreign_file(dir.path(), "hot");
+    let cold = foreign_file(dir.path(), "cold");
+    warm(&hot);
+    evict(&cold);
+    let mut stranger = nobody_client(&daemon);
+    for path in [&hot, &cold] {
+        let reply = stranger.fetch(File::open(path).unwrap().as_raw_fd(), 0, 64 * 1024, 0).unwrap();
+        assert_eq!(reply.status, 0, "{reply:?}");
+    }
+    // Asked before root's own STATS: client records are per process, and
+    // this test's root connection would take over the stranger's.
+    let seen = stranger.stats().expect("a stranger's STATS are answered");
+    assert!(seen.disks.is_empty() && seen.workers.is_empty() && seen.prefetch_usage.is_empty() && seen.controller.is_none(), "{seen:?}");
+    assert!(!seen.clients.is_empty() && seen.clients.iter().all(|c| c.uid == NOBODY), "{:?}", seen.clients);
+    for c in &seen.clients {
+        assert_eq!((c.bytes_read, c.resident_hits, c.joined), (0, 0, 0), "{c:?}");
+    }
+    assert_eq!(seen.clients.iter().map(|c| c.fetch).sum::<u64>(), 2, "its own request counts stay");
+    // Root sees the hit and the read.
+    let all = daemon.stats();
+    assert!(all.disks.iter().map(|d| d.resident_hits).sum::<u64>() >= 1 && all.disks.iter().map(|d| d.reads).sum::<u64>() >= 1, "{:?}", all.disks);
+    assert_eq!((seen.totals.cancelled_reads, seen.totals.cancelled_waiters), (0, 0));
+}
+
+#[test]
+fn a_read_a_stranger_queued_is_made_even_when_it_hangs_up() {
+    if !root_or_skip("run a client as another uid") {
+        return;
+    }
+    let dir = real_tempdir();
+    // One long read in flight, the stranger's second queued behind it (one
+    // uid: its reads are served in order).
+    let daemon = open_daemon(&["--max-read", "256M"]);
+    let long = make_file(dir.path(), "long", 256 * MIB);
+    let cold = foreign_file(dir.path(), "cold");
+    evict(&long);
+    evict(&cold);
+    let (long_fd, cold_fd) = (File::open(&long).unwrap(), File::open(&cold).unwrap());
+    let first = nobody_client(&daemon);
+    send_exact_fetch(&first, long_fd.as_raw_fd(), 0, 256 * MIB, 1);
+    wait_for("the long read is in flight", || daemon.stats().disks.iter().any(|d| d.in_flight > 0));
+    let second = nobody_client(&daemon);
+    send_exact_fetch(&second, cold_fd.as_raw_fd(), 0, MIB, 1);
+    wait_for("the second read is queued", || daemon.stats().disks.iter().map(|d| d.queued).sum::<u64>() >= 2);
+    drop(second);
+    assert_eq!(first.recv_reply().expect("the long read's reply").status, 0);
+    wait_for("the daemon is idle", || daemon.stats().disks.iter().all(|d| d.in_flight == 0 && d.queue_length == 0));
+    let totals = daemon.stats().totals;
+    assert_eq!(totals.cancelled_waiters, 1, "the hang-up came after the reads ended (the long read was too short here): {totals:?}");
+    assert_eq!(daemon.stats().totals.cancelled_reads, 0, "a concealed read was cancelled");
+    assert_eq!(resident_prefix(&cold, 0, MIB), MIB, "the range it asked for was read all the same");
 }

@@ -184,5 +184,29 @@ impl Snapshot {
         self.prefetch_usage = c.usage();
         self.controller = c.snapshot();
     }
+
+    /// What a peer the operator does not trust may see (docs/daemon.md,
+    /// "Who learns what is resident"): its own uid's clients, and no count
+    /// that follows from what was resident. A hit, a read, a join, a
+    /// cancelled queued read, the controller's state, every disk's and
+    /// worker's counters all tell misses from hits, and a FETCH cancelled
+    /// before its read would make that a probe that loads nothing.
+    pub fn conceal_for(&mut self, uid: u32) {
+        self.clients.retain(|c| c.uid == uid);
+        for c in &mut self.clients {
+            c.bytes_read = 0;
+            c.resident_hits = 0;
+            c.joined = 0;
+        }
+        self.totals.cancelled_waiters = 0;
+        self.totals.cancelled_reads = 0;
+        self.workers.clear();
+        self.disks.clear();
+        self.prefetch_usage.clear();
+        if self.controller.take().is_some() {
+            // The adaptive controller's current size moves with the misses.
+            self.daemon.prefetch_bytes = 0;
+        }
+    }
 }
 
