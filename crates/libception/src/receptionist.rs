@@ -643,6 +643,7 @@ impl Receptionist {
             charge,
             position: None,
             id: 0,
+            abandoned_by_concealed: false,
         };
         match route.worker.submit(job) {
             Submitted::Queued { ahead } => {

@@ -111,6 +111,9 @@ pub struct ReadJob {
     /// Its number in the worker's queue (set by `submit`), to store a
     /// position looked up while the queue was unlocked.
     pub id: u64,
+    /// A concealed waiter hung up on it: it is made all the same (see
+    /// `cancel_connection`).
+    pub abandoned_by_concealed: bool,
 }
 
 struct InFlight {
@@ -367,7 +370,8 @@ impl DiskWorker {
                     !gone
                 });
                 removed += before - job.waiters.len();
-                concealed || !job.waiters.is_empty()
+                job.abandoned_by_concealed |= concealed;
+                job.abandoned_by_concealed || !job.waiters.is_empty()
             });
         }
         for job in &dropped_jobs {
@@ -383,10 +387,21 @@ impl DiskWorker {
         q.jobs.len() == 0 && q.in_flight.is_none()
     }
 
-    /// Asks the worker to finish its queue and exit.
+    /// Asks the worker to finish its queue and exit. Queued reads nobody
+    /// waits for any more (kept for a concealed peer that hung up) are
+    /// dropped: no peer is left to time them, and a stop should not wait on
+    /// them.
     pub fn stop(&self) {
-        self.queue.lock().unwrap().stopping = true;
+        let abandoned = {
+            let mut q = self.queue.lock().unwrap();
+            q.stopping = true;
+            q.jobs.take_unless(|job| !job.waiters.is_empty())
+        };
         self.wake.notify_all();
+        for job in &abandoned {
+            job.disk.on_cancelled();
+            self.stats.on_dequeued();
+        }
     }
 
     /// The worker thread's body.

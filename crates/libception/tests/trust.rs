@@ -198,29 +198,63 @@ fn a_strangers_stats_hold_no_count_that_follows_from_residency() {
 
 #[test]
 fn a_read_a_stranger_queued_is_made_even_when_it_hangs_up() {
-    if !root_or_skip("run a client as another uid") {
+    if !root_or_skip("run a client as another uid and mount FUSE") {
         return;
     }
-    let dir = real_tempdir();
-    // One long read in flight, the stranger's second queued behind it (one
-    // uid: its reads are served in order).
-    let daemon = open_daemon(&["--max-read", "256M"]);
-    let long = make_file(dir.path(), "long", 256 * MIB);
-    let cold = foreign_file(dir.path(), "cold");
-    evict(&long);
-    evict(&cold);
-    let (long_fd, cold_fd) = (File::open(&long).unwrap(), File::open(&cold).unwrap());
-    let first = nobody_client(&daemon);
-    send_exact_fetch(&first, long_fd.as_raw_fd(), 0, 256 * MIB, 1);
-    wait_for("the long read is in flight", || daemon.stats().disks.iter().any(|d| d.in_flight > 0));
-    let second = nobody_client(&daemon);
-    send_exact_fetch(&second, cold_fd.as_raw_fd(), 0, MIB, 1);
-    wait_for("the second read is queued", || daemon.stats().disks.iter().map(|d| d.queued).sum::<u64>() >= 2);
-    drop(second);
-    assert_eq!(first.recv_reply().expect("the long read's reply").status, 0);
+    const K: u64 = 64 * 1024;
+    let (stranger_at, quitter_at) = (4 * K, 14 * K);
+    // Root's read holds the disk worker at the FUSE server until the release.
+    let fuse = hang_fs::HangMount::mount().expect("mounting the test FUSE filesystem");
+    let mut daemon = open_daemon(&["--allow-fs", "fuse"]);
+    let file = File::open(fuse.file()).unwrap();
+    let fd = file.as_raw_fd();
+    fuse.hold_reads();
+    let root = daemon.client();
+    root.set_timeout(Some(std::time::Duration::from_secs(20))).unwrap();
+    send_exact_fetch(&root, fd, 0, K, 0);
+    wait_for("root's read reaches the FUSE server", || fuse.held().1 == 1);
+    // Queued behind it: a stranger's read of root's file (concealed) and one
+    // of root's own (not); both hang up before their reads.
+    let stranger = nobody_client(&daemon);
+    send_exact_fetch(&stranger, fd, stranger_at, K, 1);
+    let quitter = daemon.client();
+    send_exact_fetch(&quitter, fd, quitter_at, K, 2);
+    wait_for("both reads are queued", || daemon.stats().disks.iter().map(|d| d.queued).sum::<u64>() == 3);
+    drop(stranger);
+    drop(quitter);
+    wait_for("both waiters are gone", || daemon.stats().totals.cancelled_waiters == 2);
+    fuse.release();
+    assert_eq!(root.recv_reply().expect("root's reply").status, 0);
     wait_for("the daemon is idle", || daemon.stats().disks.iter().all(|d| d.in_flight == 0 && d.queue_length == 0));
-    let totals = daemon.stats().totals;
-    assert_eq!(totals.cancelled_waiters, 1, "the hang-up came after the reads ended (the long read was too short here): {totals:?}");
-    assert_eq!(daemon.stats().totals.cancelled_reads, 0, "a concealed read was cancelled");
-    assert_eq!(resident_prefix(&cold, 0, MIB), MIB, "the range it asked for was read all the same");
+    let log = fuse.read_log();
+    let read_at = |at: u64| log.iter().any(|&o| (at..at + K).contains(&o));
+    assert!(read_at(stranger_at), "the stranger's read was cancelled: reads at {log:?}");
+    assert!(!read_at(quitter_at), "root's abandoned read was made: reads at {log:?}");
+    assert_eq!(daemon.stats().totals.cancelled_reads, 1, "only root's read is cancelled");
+    // A stranger is not told of cancellations (they follow from misses).
+    let seen = nobody_client(&daemon).stats().expect("a stranger's STATS");
+    assert_eq!((seen.totals.cancelled_waiters, seen.totals.cancelled_reads), (0, 0), "{:?}", seen.totals);
+
+    // A stop does not wait on such reads: nobody is left to time them.
+    let (held_at, abandoned_at) = (6 * K, 8 * K);
+    fuse.hold_reads();
+    send_exact_fetch(&root, fd, held_at, K, 3);
+    wait_for("root's second read reaches the FUSE server", || fuse.held().1 == 1);
+    let stranger = nobody_client(&daemon);
+    send_exact_fetch(&stranger, fd, abandoned_at, K, 4);
+    wait_for("the stranger's read is queued", || daemon.stats().disks.iter().map(|d| d.queue_length).sum::<u64>() == 1);
+    drop(stranger);
+    wait_for("its waiter is gone", || daemon.stats().totals.cancelled_waiters == 3);
+    let log = daemon.log.clone();
+    let stopped = std::thread::scope(|s| {
+        s.spawn(|| {
+            let stopping = || std::fs::read_to_string(&log).unwrap_or_default().contains("answering pending requests before exit");
+            wait_for("the daemon begins to stop", stopping);
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            fuse.release();
+        });
+        daemon.stop()
+    });
+    assert!(stopped.success(), "{stopped:?}");
+    assert!(!fuse.read_log().iter().any(|&o| (abandoned_at..abandoned_at + K).contains(&o)), "the stop made an abandoned read: {:?}", fuse.read_log());
 }

@@ -180,7 +180,8 @@ pub fn plan_read(offset: u64, length: u64, file_size: u64, prefetch: u64, max_re
 /// chunks), and one of 2,618,750-byte chunks under 4 MiB one chunk. What is
 /// read past the cached part stays within `max_read`; the plan from its start
 /// may exceed it by that part (at most the request), which the worker reads
-/// too if it was evicted meanwhile, and for which the client is charged.
+/// too if it was evicted meanwhile, and for which the client is charged
+/// (a concealed peer is charged before the check, for the plan without it).
 /// Without prefetching, or with nothing of the request cached (or all of it:
 /// no miss), the plan is unchanged.
 pub fn extend_past_cached(plan: PlannedRead, cached_to: u64, file_size: u64, prefetch: u64, max_read: u64, page: u64) -> PlannedRead {

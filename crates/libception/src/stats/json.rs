@@ -188,9 +188,9 @@ impl Snapshot {
     /// What a peer the operator does not trust may see (docs/daemon.md,
     /// "Who learns what is resident"): its own uid's clients, and no count
     /// that follows from what was resident. A hit, a read, a join, a
-    /// cancelled queued read, the controller's state, every disk's and
-    /// worker's counters all tell misses from hits, and a FETCH cancelled
-    /// before its read would make that a probe that loads nothing.
+    /// cancelled queued read, a refusal after a check, the controller's
+    /// state, promotion's start, every disk's and worker's counters all
+    /// move with misses.
     pub fn conceal_for(&mut self, uid: u32) {
         self.clients.retain(|c| c.uid == uid);
         for c in &mut self.clients {
@@ -198,8 +198,13 @@ impl Snapshot {
             c.resident_hits = 0;
             c.joined = 0;
         }
+        self.clients_total = self.clients.len();
         self.totals.cancelled_waiters = 0;
         self.totals.cancelled_reads = 0;
+        // Others' refusals include those of peers charged after their check.
+        self.totals.bad_fd_errors = 0;
+        // `--promote auto` starts on the share of prefetched bytes evicted.
+        self.daemon.promoting_since_s = None;
         self.workers.clear();
         self.disks.clear();
         self.prefetch_usage.clear();
