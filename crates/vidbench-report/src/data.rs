@@ -65,6 +65,10 @@ pub struct Run {
     /// the run, and whether it starved the drive (steps recorded since).
     pub host_cpus_busy: Option<f64>,
     pub reply_late_ms: Option<f64>,
+    /// Pages the kernel's global reclaim scanned in the step's window (steps
+    /// recorded since it was sampled): above 0, memory outside the run's
+    /// limit took part of its page cache.
+    pub global_reclaim_pages: Option<f64>,
     /// Whether a step's window was steady: its first third against its last
     /// (steady-state steps; each part where the run recorded it).
     pub drift: Option<WindowDrift>,
@@ -570,6 +574,7 @@ fn load_run(dir: &Path) -> anyhow::Result<Vec<Run>> {
         cache_settled: None,
         host_cpus_busy: None,
         reply_late_ms: None,
+        global_reclaim_pages: None,
         drift: None,
         send_buffers: None,
         shim_window: None,
@@ -633,6 +638,7 @@ fn expand_steps(base: Run, steps: &Value) -> anyhow::Result<Vec<Run>> {
             cache_settled: step.get("cache_settled").and_then(Value::as_bool),
             host_cpus_busy: f(&["host_cpus_busy"]),
             reply_late_ms: f(&["disk", "reply_late_ms"]),
+            global_reclaim_pages: f(&["global_reclaim_pages"]),
             drift: Some(WindowDrift {
                 active_sessions: f(&["active_sessions", "first_third"]).zip(f(&["active_sessions", "last_third"])),
                 delivered_mb_s: thirds(&delivered, window),

@@ -430,14 +430,19 @@ fn server_cpu_over_each_window() {
 fn the_machine_beside_each_window() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    let step = |from: f64, host: Option<f64>, late: Option<f64>| {
+    let step = |from: f64, host: Option<f64>, late: Option<f64>, reclaim: Option<f64>| {
         serde_json::json!({
             "index": 0, "spec": {"rate": 4.87}, "window_s": [from, from + 90.0], "failure_percent": 0.0, "throughput_mb_s": 39.0,
-            "server_cpu_s": 9.0, "daemon_cpu_s": 4.5, "host_cpus_busy": host,
+            "server_cpu_s": 9.0, "daemon_cpu_s": 4.5, "host_cpus_busy": host, "global_reclaim_pages": reclaim,
             "disk": {"seconds": 90.0, "reads": 9000.0, "bytes": 4.9e9, "busy_s": 80.0, "reply_late_ms": late}
         })
     };
-    let run = stepped_run(root, "l", "nginx + Libception", serde_json::json!([step(1200.0, Some(1.25), Some(0.24)), step(1320.0, None, None)]));
+    let run = stepped_run(
+        root,
+        "l",
+        "nginx + Libception",
+        serde_json::json!([step(1200.0, Some(1.25), Some(0.24), Some(1500.0)), step(1320.0, None, None, None), step(1440.0, Some(1.0), Some(0.2), Some(0.0))]),
+    );
     // Send buffers every 15 s: the window's snapshots (1200-1290 s) only; a
     // line cut by a killed run is left out.
     let snapshot = |t: f64, median: u64, max: u64| serde_json::json!({"t_s": t, "send_buffer_bytes": {"connections": 600, "min": 4096, "median": median, "max": max}}).to_string();
@@ -446,7 +451,9 @@ fn the_machine_beside_each_window() {
     std::fs::write(run.join("DONE"), "").unwrap();
     let md = report_md(root);
     assert!(md.contains("## The machine beside each window"), "{md}");
-    assert!(md.contains("| nginx + Libception | 4.87 | 1200-1290 | 1.25 | 0.10 | 0.05 | 0.24 | 2048 / 4096 |"), "{md}");
+    assert!(md.contains("| nginx + Libception | 4.87 | 1200-1290 | 1.25 | 0.10 | 0.05 | 0.24 | 2048 / 4096 | 1500 |"), "{md}");
+    assert!(md.contains("| nginx + Libception | 4.87 | 1440-1530 | 1.00 | 0.10 | 0.05 | 0.20 | - | 0 |"), "{md}");
+    assert!(md.contains("**Global reclaim reached 1 window(s)**"), "the window it reached is named in a count: {md}");
     assert!(!md.contains("| nginx + Libception | 4.87 | 1320-1410 |"), "a window without the machine's figures has no row: {md}");
     assert!(!md.contains("vidbench built from"), "no build recorded, none reported: {md}");
     std::fs::write(root.join("machine.json"), serde_json::json!({"cpus": 2, "git_commit": "abc", "vidbench_build": "def-dirty"}).to_string()).unwrap();
@@ -454,7 +461,7 @@ fn the_machine_beside_each_window() {
     assert!(md.contains("git abc; vidbench built from def-dirty."), "{md}");
 
     let older = tempfile::tempdir().unwrap();
-    let run = stepped_run(older.path(), "l", "nginx + Libception", serde_json::json!([step(1200.0, None, None)]));
+    let run = stepped_run(older.path(), "l", "nginx + Libception", serde_json::json!([step(1200.0, None, None, None)]));
     std::fs::write(run.join("DONE"), "").unwrap();
     assert!(!report_md(older.path()).contains("## The machine"));
 }

@@ -248,6 +248,13 @@ pub struct Sample {
     /// else ran beside the run. Absent in files from before this column.
     #[serde(default)]
     pub host_cpu_busy_s: Option<f64>,
+    /// Pages the kernel's global reclaim has scanned since boot
+    /// (`/proc/vmstat` pgscan_kswapd + pgscan_direct). Where it grows in a
+    /// window, memory outside the run's limit pressed on its page cache
+    /// (another experiment, or work beside it outside `scripts/contained`).
+    /// Absent in files from before this column.
+    #[serde(default)]
+    pub global_reclaim_pages: Option<f64>,
     /// The daemon's prefetch size in force (the adaptive controller's first
     /// queue, or the fixed size) and, cumulative, what became of the bytes it
     /// prefetched (paper 001 Table 1: read, used, evicted before use, wasted,
@@ -326,6 +333,7 @@ impl Sample {
             // As for the memory: a sample without CPU rather than no sample.
             server_cpu_s: children.cgroup.cpu_usage(Role::Server).ok().flatten(),
             host_cpu_busy_s: host_cpu_busy_s(),
+            global_reclaim_pages: crate::sharing::global_reclaim_scanned().map(|pages| pages as f64),
             ..Sample::default()
         };
         let mut daemon_stats = None;
@@ -474,6 +482,10 @@ pub struct StepRecord {
     /// beside the run included).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_cpus_busy: Option<f64>,
+    /// Pages the kernel's global reclaim scanned in the window: above 0, the
+    /// run's page cache was not its own limit's alone to decide.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub global_reclaim_pages: Option<f64>,
 }
 
 /// The memory cgroup's file LRU lists over a step's window: mean bytes on
@@ -573,6 +585,7 @@ impl StepRecord {
             server_cpu_s: delta(|s| s.server_cpu_s),
             daemon_cpu_s: delta(|s| s.daemon_cpu_s),
             host_cpus_busy: delta(|s| s.host_cpu_busy_s).map(|busy| busy / seconds),
+            global_reclaim_pages: delta(|s| s.global_reclaim_pages),
             disk_bytes_per_delivered_byte: disk.filter(|_| delivered > 0.0).map(|d| d.mb_s / delivered),
             disk,
             memory_mean_bytes: mean(|s| s.memory_bytes),
@@ -746,6 +759,8 @@ mod tests {
                     // leaves 0.25 ms late.
                     host_cpu_busy_s: Some(1000.0 + 1.8 * t),
                     disk_reply_late_s: Some(t * 0.25e-3),
+                    // Global reclaim scans 50 pages a second from 20 s on.
+                    global_reclaim_pages: Some(7.0 + 50.0 * (t - 20.0).max(0.0)),
                     ..Sample::default()
                 }
             })
@@ -753,6 +768,8 @@ mod tests {
         let r = StepRecord::new(load_step((10.0, 30.0), 20.0), &samples);
         assert!((r.server_cpu_s.unwrap() - 30.0).abs() < 1e-9 && (r.daemon_cpu_s.unwrap() - 2.0).abs() < 1e-9);
         assert!((r.host_cpus_busy.unwrap() - 1.8).abs() < 1e-9);
+        assert_eq!(r.global_reclaim_pages, Some(500.0), "scanned from 20 to 30 s");
+        assert_eq!(StepRecord::new(load_step((5.0, 20.0), 20.0), &samples).global_reclaim_pages, Some(0.0));
         let d = r.disk.unwrap();
         assert!((d.reply_late_ms.unwrap() - 0.25).abs() < 1e-9);
         assert_eq!((d.seconds, d.reads, d.busy_s), (20.0, 20.0, 10.0));
