@@ -780,6 +780,8 @@ fn machine_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()> 
     if with.is_empty() {
         return Ok(());
     }
+    // Runs recorded before it was sampled have no reclaim figure: no column then.
+    let reclaim_sampled = with.iter().any(|(_, runs)| runs.iter().any(|r| r.global_reclaim_pages.is_some()));
     let cpus = ctx.results.machine.get("cpus").and_then(Value::as_u64);
     writeln!(ctx.md, "## The machine beside each window\n")?;
     writeln!(
@@ -788,26 +790,34 @@ fn machine_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()> 
          (their cgroups' CPU), and the emulated drive's mean reply lateness, ms per read past the modelled completion \
          (docs/run.md, \"Two experiments at once\"); and the server's TCP send buffers over the window (`ss` skmem `tb` of its \
          established connections every 15 s: the median of the snapshots' medians and the largest, KiB; the kernel grows them \
-         by its autotuning, `tcp_wmem` in each run's setup.json; runs recorded since they are sampled); and the pages the \
-         kernel's global reclaim scanned in the window (`/proc/vmstat` pgscan_kswapd + pgscan_direct; above 0, memory outside \
-         the run's limit took part of its page cache: another experiment, or work beside it outside `scripts/contained`; \
-         runs recorded since it is sampled).\n",
-        cpus.map_or("the run saw an unknown number".to_string(), |n| format!("the run could use {n}"))
+         by its autotuning, `tcp_wmem` in each run's setup.json; runs recorded since they are sampled){}.\n",
+        cpus.map_or("the run saw an unknown number".to_string(), |n| format!("the run could use {n}")),
+        if reclaim_sampled {
+            "; and the pages the kernel's global reclaim scanned in the window (`/proc/vmstat` pgscan_kswapd + pgscan_direct; \
+             above 0, memory outside the run's limit took part of its page cache: another experiment, or work beside it outside \
+             `scripts/contained`; runs recorded since it is sampled)"
+        } else {
+            ""
+        }
     )?;
+    let (reclaim_head, reclaim_rule) = if reclaim_sampled { (" global reclaim pages |", "---:|") } else { ("", "") };
     writeln!(
         ctx.md,
-        "| configuration | rate | window s | machine CPUs busy | server CPUs | daemon CPUs | drive reply late ms | send buffer KiB, median / max | global reclaim pages |"
+        "| configuration | rate | window s | machine CPUs busy | server CPUs | daemon CPUs | drive reply late ms | send buffer KiB, median / max |{reclaim_head}"
     )?;
-    writeln!(ctx.md, "|---|---:|---|---:|---:|---:|---:|---:|---:|")?;
+    writeln!(ctx.md, "|---|---:|---|---:|---:|---:|---:|---:|{reclaim_rule}")?;
     let mut reclaimed = 0;
     for (c, runs) in &with {
         for r in runs {
             let per_s = |cpu_s: Option<f64>| cpu_s.zip(r.cpu_span_s()).map(|(c, w)| c / w);
             let window = r.window_s.map(|(a, b)| format!("{a:.0}-{b:.0}")).unwrap_or_default();
             let buffers = r.send_buffers.map_or("-".to_string(), |b| format!("{:.0} / {:.0}", b.median_bytes / 1024.0, b.max_bytes / 1024.0));
-            let reclaim = r.global_reclaim_pages.map_or("-".to_string(), |p| format!("{p:.0}"));
+            let mut cells = vec![window, f2(r.host_cpus_busy), f2(per_s(r.server_cpu_s)), f2(per_s(r.daemon_cpu_s)), f2(r.reply_late_ms), buffers];
+            if reclaim_sampled {
+                cells.push(r.global_reclaim_pages.map_or("-".to_string(), |p| format!("{p:.0}")));
+            }
             reclaimed += usize::from(r.global_reclaim_pages.is_some_and(|p| p > 0.0));
-            window_row(ctx, c, r, &[window, f2(r.host_cpus_busy), f2(per_s(r.server_cpu_s)), f2(per_s(r.daemon_cpu_s)), f2(r.reply_late_ms), buffers, reclaim])?;
+            window_row(ctx, c, r, &cells)?;
         }
     }
     writeln!(ctx.md)?;

@@ -464,6 +464,13 @@ fn the_machine_beside_each_window() {
     let run = stepped_run(older.path(), "l", "nginx + Libception", serde_json::json!([step(1200.0, None, None, None)]));
     std::fs::write(run.join("DONE"), "").unwrap();
     assert!(!report_md(older.path()).contains("## The machine"));
+
+    // Windows recorded before global reclaim was sampled: no such column.
+    let before = tempfile::tempdir().unwrap();
+    let run = stepped_run(before.path(), "l", "nginx + Libception", serde_json::json!([step(1200.0, Some(1.25), Some(0.24), None)]));
+    std::fs::write(run.join("DONE"), "").unwrap();
+    let md = report_md(before.path());
+    assert!(md.contains("| nginx + Libception | 4.87 | 1200-1290 | 1.25 | 0.10 | 0.05 | 0.24 | - |\n") && !md.contains("global reclaim"), "{md}");
 }
 
 /// A stepped run whose shim kept statistics through it: the sendfile CDF is
