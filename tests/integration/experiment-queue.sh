@@ -8,13 +8,18 @@
 # an error naming it; the queue file is read again before each start (lines
 # added or removed meanwhile count); --checkpoints saves stopped experiments
 # and restores them into a fresh machine's missing results directories; a
-# line pinned to a commit (--build) runs that commit's build, made once.
+# line pinned to a commit (--build) runs that commit's build, made once;
+# global reclaim while experiments run is said.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 tmp=$(mktemp -d /tmp/experiment-queue.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 q=scripts/experiment-queue
+# The queue reads global reclaim from this stand-in for /proc/vmstat, still
+# unless a case below moves it.
+printf 'pgscan_kswapd 1000\npgscan_direct 7\nnr_free_pages 5\n' > "$tmp/vmstat"
+export EXPERIMENT_QUEUE_VMSTAT=$tmp/vmstat
 
 cat > "$tmp/vidbench" <<'STUB'
 #!/usr/bin/env bash
@@ -198,4 +203,13 @@ echo "$err" | grep -q -- "--build 0000000deadbeef: not a commit" || fail "$err"
 printf '%s\n' "$tmp/pe $tmp/short.toml --build" > "$tmp/bad.txt"
 err=$("$q" "$tmp/bad.txt" --until 23:59 --vidbench "$tmp/vidbench" 2>&1) && fail "--build without a commit was accepted"
 echo "$err" | grep -q "bad.txt:1: expected" || fail "$err"
+# Global reclaim while experiments run is said, with who ran, and its total
+# at the end; none, nothing said.
+grep -q "global reclaim" "$tmp"/out* && fail "global reclaim said where the stand-in did not move: $(grep -h "global reclaim" "$tmp"/out*)"
+printf '%s\n' "$tmp/ra $tmp/two.toml" > "$tmp/qr.txt"
+(sleep 0.7; printf 'pgscan_kswapd 1100\npgscan_direct 7\nnr_free_pages 5\n' > "$tmp/vmstat.new"; mv "$tmp/vmstat.new" "$tmp/vmstat") &
+"$q" "$tmp/qr.txt" --until 23:59 --vidbench "$tmp/vidbench" --poll-s 0.2 > "$tmp/reclaim-out" || fail "the queue failed: $(cat "$tmp/reclaim-out")"
+wait
+grep -q "global reclaim scanned 100 pages since [0-9:]*, beside ra: memory outside their limits" "$tmp/reclaim-out" &&
+  grep -q "global reclaim scanned 100 pages in all while experiments ran" "$tmp/reclaim-out" || fail "reclaim not said: $(cat "$tmp/reclaim-out")"
 echo "experiment-queue: ok"
