@@ -71,6 +71,14 @@ fn foreign_file(dir: &Path, name: &str) -> std::path::PathBuf {
     p
 }
 
+/// Two foreign files in `dir`: "hot", all resident, and "cold", none of it.
+fn hot_and_cold(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let (hot, cold) = (foreign_file(dir, "hot"), foreign_file(dir, "cold"));
+    warm(&hot);
+    evict(&cold);
+    (hot, cold)
+}
+
 #[test]
 fn an_untrusted_reader_of_a_foreign_file_learns_nothing_but_is_served() {
     if !root_or_skip("run a client as another uid") {
@@ -78,9 +86,8 @@ fn an_untrusted_reader_of_a_foreign_file_learns_nothing_but_is_served() {
     }
     let dir = real_tempdir();
     let daemon = open_daemon(&[]);
+    let (hot, cold) = hot_and_cold(dir.path());
 
-    let hot = foreign_file(dir.path(), "hot");
-    warm(&hot);
     let check = as_nobody(&daemon, &hot, true);
     assert_eq!((check.status, check.resident), (0, false), "CHECK told a stranger what is resident: {check:?}");
     let fetch = as_nobody(&daemon, &hot, false);
@@ -88,8 +95,6 @@ fn an_untrusted_reader_of_a_foreign_file_learns_nothing_but_is_served() {
     // Nor how far the resident run goes: no window ahead of the request.
     assert_eq!((check.resident_end, fetch.resident_end), (0, 0), "resident_end told a stranger: {check:?} {fetch:?}");
 
-    let cold = foreign_file(dir.path(), "cold");
-    evict(&cold);
     let fetch = as_nobody(&daemon, &cold, false);
     assert_eq!((fetch.status, fetch.resident, fetch.read, fetch.bytes_read, fetch.resident_end), (0, false, false, 0, 0), "{fetch:?}");
     assert_eq!(resident_prefix(&cold, 0, 4 * MIB), MIB, "the FETCH was served all the same (1 MiB prefetch)");
@@ -143,10 +148,7 @@ fn a_stranger_at_its_budget_is_refused_alike_whether_the_range_is_resident_or_no
     }
     let dir = real_tempdir();
     let daemon = open_daemon(&["--max-queued-per-uid", "0"]);
-    let hot = foreign_file(dir.path(), "hot");
-    let cold = foreign_file(dir.path(), "cold");
-    warm(&hot);
-    evict(&cold);
+    let (hot, cold) = hot_and_cold(dir.path());
     let mut stranger = nobody_client(&daemon);
     for path in [&hot, &cold] {
         let f = File::open(path).unwrap();
@@ -172,10 +174,7 @@ fn a_strangers_stats_hold_no_count_that_follows_from_residency() {
     }
     let dir = real_tempdir();
     let daemon = open_daemon(&[]);
-    let hot = foreign_file(dir.path(), "hot");
-    let cold = foreign_file(dir.path(), "cold");
-    warm(&hot);
-    evict(&cold);
+    let (hot, cold) = hot_and_cold(dir.path());
     let mut stranger = nobody_client(&daemon);
     for path in [&hot, &cold] {
         let reply = stranger.fetch(File::open(path).unwrap().as_raw_fd(), 0, 64 * 1024, 0).unwrap();
@@ -190,6 +189,7 @@ fn a_strangers_stats_hold_no_count_that_follows_from_residency() {
         assert_eq!((c.bytes_read, c.resident_hits, c.joined), (0, 0, 0), "{c:?}");
     }
     assert_eq!(seen.clients.iter().map(|c| c.fetch).sum::<u64>(), 2, "its own request counts stay");
+    assert_eq!(seen.clients_total, seen.clients.len(), "it counts only the clients it is shown");
     // Root sees the hit and the read.
     let all = daemon.stats();
     assert!(all.disks.iter().map(|d| d.resident_hits).sum::<u64>() >= 1 && all.disks.iter().map(|d| d.reads).sum::<u64>() >= 1, "{:?}", all.disks);
