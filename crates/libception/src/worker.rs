@@ -363,21 +363,13 @@ impl DiskWorker {
             }
             dropped_jobs = q.jobs.take_unless(|job| {
                 let before = job.waiters.len();
-                let mut concealed = false;
-                job.waiters.retain(|w| {
-                    let gone = w.conn.id == conn_id;
-                    concealed |= gone && w.conceal;
-                    !gone
-                });
+                job.abandoned_by_concealed |= job.waiters.iter().any(|w| w.conn.id == conn_id && w.conceal);
+                job.waiters.retain(|w| w.conn.id != conn_id);
                 removed += before - job.waiters.len();
-                job.abandoned_by_concealed |= concealed;
                 job.abandoned_by_concealed || !job.waiters.is_empty()
             });
         }
-        for job in &dropped_jobs {
-            job.disk.on_cancelled();
-            self.stats.on_dequeued();
-        }
+        self.count_cancelled(&dropped_jobs);
         (removed, dropped_jobs.len()) // dropping the jobs closes their fds
     }
 
@@ -398,7 +390,12 @@ impl DiskWorker {
             q.jobs.take_unless(|job| !job.waiters.is_empty())
         };
         self.wake.notify_all();
-        for job in &abandoned {
+        self.count_cancelled(&abandoned);
+    }
+
+    /// Counts queued jobs taken out unread (their fds close when dropped).
+    fn count_cancelled(&self, jobs: &[ReadJob]) {
+        for job in jobs {
             job.disk.on_cancelled();
             self.stats.on_dequeued();
         }
