@@ -49,6 +49,10 @@ pub struct ControllerRow {
     pub eviction_time_s: Option<f64>,
     pub eviction_time_estimate_s: Option<f64>,
     pub stream_rate_bps: Option<f64>,
+    /// Median length of the interval's missed requests, and the request
+    /// floor in force after it (0: none), bytes.
+    pub request_bytes: Option<u64>,
+    pub floor_bytes: u64,
 }
 
 impl ControllerRow {
@@ -72,6 +76,8 @@ impl ControllerRow {
             eviction_time_s: r.eviction_time_s,
             eviction_time_estimate_s: r.eviction_time_estimate_s,
             stream_rate_bps: r.stream_rate_bps,
+            request_bytes: r.request_bytes,
+            floor_bytes: r.floor_bytes,
         }
     }
 }
@@ -246,6 +252,14 @@ mod tests {
         assert_eq!(rows[1].score, Some(4.0));
         assert_eq!((rows[1].prefetch_bytes, rows[1].next_bytes, rows[1].decision), (2621440, 3145728, Decision::Descend));
         assert_eq!(rows[1].eviction_time_estimate_s, Some(40.0));
+        assert_eq!((rows[1].request_bytes, rows[1].floor_bytes), (None, 0), "a daemon from before the request floor");
+        // The request floor's columns, from a daemon that has them.
+        let mut with_floor = record(3, 180.0, 2621440, Some(4.0));
+        with_floor["request_bytes"] = json!(2618750);
+        with_floor["floor_bytes"] = json!(2621440);
+        log.record(185.0, &stats(187.0, &[(0, vec![with_floor])])).unwrap();
+        let rows = read(&path);
+        assert_eq!((rows[3].request_bytes, rows[3].floor_bytes), (Some(2618750), 2621440));
     }
 
     #[test]
@@ -285,7 +299,9 @@ mod tests {
         std::fs::write(&path, format!("{}\n190.0,0,3\n{}\n", rows[..2].join("\n"), rows[2])).unwrap();
         let err = format!("{:#}", last_target(&path).unwrap_err());
         assert!(err.contains("controller.csv") && err.contains("row 3"), "{err}");
-        std::fs::write(&path, format!("{text}190.0,0,3,60.0,3145728,many,descend,0.9,1,,,,0,0,,,\n")).unwrap();
+        let columns = header.split(',').count();
+        let damaged = format!("190.0,0,3,60.0,3145728,many{}", ",".repeat(columns - 6));
+        std::fs::write(&path, format!("{text}{damaged}\n")).unwrap();
         let err = format!("{:#}", last_target(&path).unwrap_err());
         assert!(err.contains("controller.csv") && err.contains("row 4"), "{err}");
         // Two workers' controllers: no single size.

@@ -29,6 +29,10 @@
 //!   scores, but the larger neighbour is then not tried (the evidence says
 //!   the size is already too large). Without a rate estimate there is no
 //!   jump (the paper has no other rule) and the gradient descent carries on.
+//!   A size below the *request floor* (the grid size nearest to the median
+//!   length of the interval's missed requests) reads what the requests ask,
+//!   as every smaller size does: its score is stored, and the target moves
+//!   up to the floor (`request-floor`); no descent or jump goes below it.
 //! * [`QueueControl`] wraps a core with time: measurement intervals of
 //!   `interval`, the gradual change (the size in force moves towards the
 //!   target at `ramp_rate` bytes per second, and an interval is measured only
@@ -111,6 +115,10 @@ pub struct IntervalMeasurement {
     pub eviction_time_s: Option<f64>,
     /// Mean stream rate, bytes per second.
     pub stream_rate_bps: Option<f64>,
+    /// Median length of the missed requests of the interval (the streams
+    /// of the size in force), bytes: a read covers its request whatever the
+    /// size, so sizes up to it read the same.
+    pub request_bytes: Option<u64>,
 }
 
 impl IntervalMeasurement {
@@ -138,12 +146,16 @@ pub struct AdaptiveCore {
     minimum: Option<u64>,
     /// The warm-up interval is over.
     warmed: bool,
+    /// The size of the step grid nearest to the requests' length (0: none
+    /// measured): a read covers its request, so every size below it reads
+    /// about what it reads.
+    floor: u64,
 }
 
 impl AdaptiveCore {
     pub fn new(params: AdaptiveParams) -> Self {
         let target = start_size(&params);
-        AdaptiveCore { params, origin: target, target, scores: BTreeMap::new(), measured: BTreeMap::new(), minimum: None, warmed: false }
+        AdaptiveCore { params, origin: target, target, scores: BTreeMap::new(), measured: BTreeMap::new(), minimum: None, warmed: false, floor: 0 }
     }
 
     /// Starts at the probed size `bytes`, rounded to a multiple of the step
@@ -178,9 +190,15 @@ impl AdaptiveCore {
         (l > size).then_some(l)
     }
 
+    /// The next smaller size, not below the request floor.
     fn smaller(&self, size: u64) -> Option<u64> {
-        let s = size.saturating_sub(self.params.step).max(self.params.min);
+        let s = size.saturating_sub(self.params.step).max(self.params.min).max(self.floor.min(size));
         (s < size).then_some(s)
+    }
+
+    /// The request floor in force (0: none measured).
+    pub fn floor(&self) -> u64 {
+        self.floor
     }
 
     /// The size of the step grid through `start` nearest to `bytes`, within
@@ -197,6 +215,9 @@ impl AdaptiveCore {
     /// Takes one interval's measurement of the size in force and decides the
     /// next target.
     pub fn decide(&mut self, m: &IntervalMeasurement) -> Decision {
+        if let Some(r) = m.request_bytes.filter(|&r| r > 0) {
+            self.floor = self.grid_nearest(r as f64);
+        }
         let p = &self.params;
         if m.busy_fraction < p.busy {
             return Decision::LightLoad;
@@ -209,6 +230,14 @@ impl AdaptiveCore {
         let size = m.size;
         self.scores.insert(size, score);
         self.measured.insert(size, score);
+        // Below the floor every size reads the request and nothing more: the
+        // scores of such sizes differ by noise only, and a descent among
+        // them has no gradient to follow (docs/daemon.md, "Request floor").
+        if size < self.floor {
+            self.target = self.floor;
+            self.minimum = None;
+            return Decision::RequestFloor;
+        }
         // Deflated scores only serve to leave a minimum (the retry of a
         // rejected size); anywhere else the gradient is computed from the
         // scores as measured, so that a retried size that measures worse
@@ -228,7 +257,7 @@ impl AdaptiveCore {
             // step reaches anyway, with a score to back it, so only a
             // target two or more steps below jumps.
             if let (Some(t), Some(rate)) = (m.eviction_time_s, p.stream_rate.or(m.stream_rate_bps)) {
-                let to = self.grid_nearest(t * rate);
+                let to = self.grid_nearest(t * rate).max(self.floor.min(size));
                 if to.saturating_add(2 * p.step) <= size {
                     self.target = to;
                     return Decision::EvictionJump;
@@ -278,6 +307,20 @@ enum Phase {
     Measuring { since: Duration },
 }
 
+/// Missed requests whose lengths an interval keeps for its median (the
+/// first ones of the interval; an interval of paper 001's 180 s at a few
+/// hundred misses a second stays below it).
+const MAX_REQUEST_SAMPLES: usize = 1 << 16;
+
+/// The median of `v` (the upper of the two middle values), reordering it.
+fn median(v: &mut [u64]) -> Option<u64> {
+    if v.is_empty() {
+        return None;
+    }
+    let mid = v.len() / 2;
+    Some(*v.select_nth_unstable(mid).1)
+}
+
 #[derive(Debug, Default, Clone, Copy)]
 struct Counters {
     busy: Duration,
@@ -301,6 +344,9 @@ pub struct QueueControl {
     tracker: PrefetchTracker,
     phase: Phase,
     counters: Counters,
+    /// Lengths of the interval's missed requests on the reference class's
+    /// files (at most [`MAX_REQUEST_SAMPLES`]).
+    requests: Vec<u64>,
     history: VecDeque<IntervalRecord>,
     intervals: u64,
     usage_total: UsageTally,
@@ -323,6 +369,7 @@ impl QueueControl {
             tracker,
             phase: Phase::Measuring { since: now },
             counters: Counters::default(),
+            requests: Vec::new(),
             history: VecDeque::new(),
             intervals: 0,
             usage_total: UsageTally::default(),
@@ -367,6 +414,7 @@ impl QueueControl {
 
     fn reset_counters(&mut self, now: Duration) {
         self.counters = Counters::default();
+        self.requests.clear();
         self.device = self.device_baseline(now);
     }
 
@@ -456,6 +504,7 @@ impl QueueControl {
             },
             eviction_time_s: tally.mean_eviction_time_estimate_s(),
             stream_rate_bps: self.tracker.jump_rate(self.core.params().scale).or(tally.mean_rate_bps()),
+            request_bytes: median(&mut std::mem::take(&mut self.requests)),
         };
         let decision = self.core.decide(&m);
         self.intervals += 1;
@@ -485,6 +534,8 @@ impl QueueControl {
             eviction_time_lower_s: tally.mean_eviction_time_lower_s(),
             eviction_time_estimate_s: m.eviction_time_s,
             stream_rate_bps: m.stream_rate_bps,
+            request_bytes: m.request_bytes,
+            floor_bytes: self.core.floor(),
         };
         tracing::info!(
             interval = record.index,
@@ -532,6 +583,15 @@ impl QueueControl {
 
     pub fn observe_request(&mut self, file: FileKey, offset: u64, end: u64, resident_to: u64, now: Duration) {
         self.advance(now);
+        // A miss's length sets the request floor, if its stream gets the
+        // size in force (not a smaller bitrate-scaled one).
+        if resident_to < end
+            && end > offset
+            && self.requests.len() < MAX_REQUEST_SAMPLES
+            && self.tracker.in_reference_class(file, self.core.params().scale)
+        {
+            self.requests.push(end - offset);
+        }
         self.tracker.record_request(file, offset, end, resident_to, now);
     }
 
@@ -589,6 +649,7 @@ fn decision_name(d: Decision) -> &'static str {
         Decision::Descend => "descend",
         Decision::Explore => "explore",
         Decision::Minimum => "minimum",
+        Decision::RequestFloor => "request-floor",
     }
 }
 

@@ -30,6 +30,9 @@ pub enum Decision {
     Explore,
     /// Both neighbours scored higher: stay, deflate the stored scores.
     Minimum,
+    /// The size in force is below the requests' length (it reads what they
+    /// ask): up to the grid size nearest to it.
+    RequestFloor,
 }
 
 /// Where an interval's disk transactions and busy time came from.
@@ -87,6 +90,12 @@ pub struct IntervalRecord {
     #[serde(default)]
     pub eviction_time_estimate_s: Option<f64>,
     pub stream_rate_bps: Option<f64>,
+    /// Median length of the interval's missed requests, and the request
+    /// floor it set (the grid size nearest to it; 0: none).
+    #[serde(default)]
+    pub request_bytes: Option<u64>,
+    #[serde(default)]
+    pub floor_bytes: u64,
 }
 
 /// Sums over the ranges retired (and requests seen) since the last

@@ -362,6 +362,18 @@ impl PrefetchTracker {
         scaled
     }
 
+    /// Whether `file` gets the size in force itself under `scale` (its rate
+    /// is unknown, or in the reference's class; always without a scale).
+    pub fn in_reference_class(&self, file: FileKey, scale: BitrateScale) -> bool {
+        if scale == BitrateScale::None {
+            return true;
+        }
+        match (self.file_rate(file), self.rate_quantile(REFERENCE_QUANTILE)) {
+            (Some(rate), Some(reference)) => class_factor(rate, reference, scale) >= 1.0,
+            _ => true,
+        }
+    }
+
     /// The stream rate that sizes the eviction-time jump: the median over
     /// the files of `rate / factor`, the rate at which a stream goes through
     /// the size in force when its own prefetch is `size x factor`

@@ -32,6 +32,11 @@ struct Model {
     eviction_time_s: f64,
     rate_bps: f64,
     noise: f64,
+    /// Length of every request (MiB; 0: smaller than any size): a read
+    /// covers its request, so it is at least this long.
+    request_mib: f64,
+    /// Report `request_mib` to the controller (else it is not told).
+    report_requests: bool,
     rng: ChaCha8Rng,
 }
 
@@ -46,27 +51,39 @@ impl Model {
             eviction_time_s: 60.0,
             rate_bps: 0.05 * MIB,
             noise: 0.01,
+            request_mib: 0.0,
+            report_requests: true,
             rng: ChaCha8Rng::seed_from_u64(seed),
         }
     }
 
+    /// Bytes a read of `size` reads: the size, or the request if longer.
+    fn read_bytes(&self, size: u64) -> u64 {
+        size.max(mib(self.request_mib))
+    }
+
     fn true_score(&self, size: u64) -> f64 {
+        let size = self.read_bytes(size);
         let p = size as f64 / MIB;
         (self.seek_ms + p * self.transfer_ms) / size.div_ceil(TXN) as f64 * (1.0 + self.evict_slope * (p - self.fit_mib).max(0.0))
     }
 
     fn measure(&mut self, size: u64) -> IntervalMeasurement {
+        let request_bytes = (self.report_requests && self.request_mib > 0.0).then(|| mib(self.request_mib));
+        let size_in_force = size;
+        let size = self.read_bytes(size);
         let p = size as f64 / MIB;
         let jitter = 1.0 + self.rng.gen_range(-self.noise..=self.noise);
         let extra = self.evict_slope * (p - self.fit_mib).max(0.0);
         IntervalMeasurement {
-            size,
+            size: size_in_force,
             busy_fraction: 0.9,
             disk_ms_per_transaction: Some((self.seek_ms + p * self.transfer_ms) / size.div_ceil(TXN) as f64 * jitter),
             miss_ratio: Some(1.0 + extra),
             evicted_fraction: if self.report_evictions { extra } else { 0.0 },
             eviction_time_s: (self.report_evictions && extra > 0.0).then_some(self.eviction_time_s),
             stream_rate_bps: Some(self.rate_bps),
+            request_bytes,
         }
     }
 }
@@ -184,6 +201,7 @@ fn eviction_jump_rounds_to_the_nearest_grid_size_and_needs_the_threshold() {
         evicted_fraction: 0.04,
         eviction_time_s: Some(72.0),
         stream_rate_bps: Some(0.05 * MIB),
+        request_bytes: None,
     };
     assert_ne!(core.decide(&m), Decision::EvictionJump, "4% is below adjust_evict");
     let mut core = warmed(params(8.0));
@@ -209,6 +227,7 @@ fn eviction_jump_only_when_the_target_is_two_steps_below() {
         evicted_fraction: 0.07,
         eviction_time_s: Some(t),
         stream_rate_bps: Some(52_900.0),
+        request_bytes: None,
     };
     let mut core = warmed(params(4.5));
     assert_eq!(core.decide(&m(mib(4.5), 74.5)), Decision::Explore, "4 MiB is one step below 4.5: no jump");
@@ -248,6 +267,7 @@ fn eviction_jump_needs_a_rate_and_never_grows() {
         evicted_fraction: 0.5,
         eviction_time_s: Some(30.0),
         stream_rate_bps: None,
+        request_bytes: None,
     };
     // No rate, no jump (the paper has no other rule): gradient descent.
     let mut core = warmed(params(8.0));
@@ -293,6 +313,7 @@ fn the_first_scored_interval_is_a_warm_up() {
         evicted_fraction: 0.4,
         eviction_time_s: Some(60.0),
         stream_rate_bps: Some(0.05 * MIB),
+        request_bytes: None,
     };
     let mut core = AdaptiveCore::new(params(8.0));
     // Light-load and scoreless intervals before it do not count.
@@ -331,6 +352,60 @@ fn first_moves_follow_the_paper() {
     assert_eq!(core.decide(&busy_interval(mib(3.5), 10.5)), Decision::Descend);
     assert_eq!(core.decide(&busy_interval(4 * MIB_U, 10.0)), Decision::Minimum);
     assert_eq!(core.target(), 4 * MIB_U);
+}
+
+#[test]
+fn sizes_below_the_requests_are_one_size_the_floor() {
+    // HD chunks of 2,618,750 bytes; the probe's start 1.5 MiB.
+    let chunk = 2_618_750;
+    let at = |size, score| IntervalMeasurement { request_bytes: Some(chunk), ..busy_interval(size, score) };
+    let mut core = warmed(params(1.5));
+    assert_eq!(core.floor(), 0, "no request seen yet");
+    // Below the floor: up to the grid size nearest to a chunk.
+    assert_eq!(core.decide(&at(mib(1.5), 8.0)), Decision::RequestFloor);
+    assert_eq!((core.floor(), core.target()), (mib(2.5), mib(2.5)));
+    // At the floor only the larger neighbour exists.
+    assert_eq!(core.decide(&at(mib(2.5), 8.0)), Decision::Explore);
+    assert_eq!(core.target(), 3 * MIB_U);
+    assert_eq!(core.decide(&at(3 * MIB_U, 8.4)), Decision::Descend);
+    assert_eq!(core.target(), mib(2.5));
+    // A minimum, not an exploration of 2 MiB (which reads a chunk too).
+    assert_eq!(core.decide(&at(mib(2.5), 8.0)), Decision::Minimum);
+    assert_eq!(core.target(), mib(2.5));
+    // An eviction jump stops at the floor.
+    let mut core = warmed(params(1.5));
+    core.decide(&at(mib(1.5), 8.0));
+    let evicting = IntervalMeasurement {
+        evicted_fraction: 0.5,
+        eviction_time_s: Some(10.0),
+        stream_rate_bps: Some(50.0 * KIB as f64),
+        ..at(8 * MIB_U, 8.0)
+    };
+    assert_eq!(core.decide(&evicting), Decision::EvictionJump);
+    assert_eq!(core.target(), mib(2.5), "10 s x 50 KiB/s is 0.5 MiB, below the floor");
+    // Requests shorter than the sizes: no floor above `min`.
+    let mut core = warmed(params(1.5));
+    let short = IntervalMeasurement { request_bytes: Some(525_000), ..busy_interval(mib(1.5), 8.0) };
+    assert_eq!(core.decide(&short), Decision::Explore);
+    assert_eq!(core.floor(), mib(0.5));
+}
+
+#[test]
+fn a_plateau_below_the_requests_does_not_hold_the_descent() {
+    // Requests of 2.5 MB: every size up to them reads the same, so below it
+    // the scores differ by noise only (3 % here, more than a step's gain);
+    // above it bigger reads amortise the seek up to the optimum, 6 MiB.
+    for seed in 1..=5 {
+        let mut model = Model::new(seed);
+        model.noise = 0.03;
+        model.request_mib = 2.5;
+        let mut core = warmed(params(1.0));
+        let sizes = run(&mut core, &mut model, 80);
+        assert!(sizes[1..].iter().all(|&s| s >= mib(2.5)), "seed {seed}: below the floor after its first interval: {sizes:?}");
+        assert!(sizes[..20].iter().any(|&s| s >= 5 * MIB_U), "seed {seed}: climbs from the floor at once: {sizes:?}");
+        let near = sizes[40..].iter().filter(|&&s| s.abs_diff(6 * MIB_U) <= MIB_U).count();
+        assert!(near >= 30, "seed {seed}: {near}/40 of the last intervals within 1 MiB of the optimum: {sizes:?}");
+    }
 }
 
 #[test]
@@ -419,6 +494,8 @@ struct StreamSim {
     cache_life: Duration,
     seek: Duration,
     transfer_per_mib: Duration,
+    /// Length of each request; a read covers it whatever the size.
+    request: u64,
 }
 
 impl StreamSim {
@@ -429,6 +506,7 @@ impl StreamSim {
             cache_life,
             seek: Duration::from_millis(15),
             transfer_per_mib: Duration::from_millis(10),
+            request: 64 * KIB,
         }
     }
 
@@ -441,10 +519,11 @@ impl StreamSim {
             }
             let evicted = *end > *pos && now.saturating_sub(*read_at) > self.cache_life;
             if *pos >= *end || evicted {
-                q.observe_request(*file, *pos, *pos + 64 * KIB, *pos, now);
-                let size = q.prefetch_for(*file, now);
+                let want_end = *pos + self.request;
+                q.observe_request(*file, *pos, want_end, *pos, now);
+                let size = q.prefetch_for(*file, now).max(self.request);
                 let busy = self.seek + self.transfer_per_mib.mul_f64(size as f64 / MIB);
-                q.observe_read(*file, *pos, *pos + 64 * KIB, *pos, *pos + size, busy, now);
+                q.observe_read(*file, *pos, want_end, *pos, *pos + size, busy, now);
                 (*start, *end, *read_at) = (*pos, *pos + size, now);
             }
             *pos += self.rate;
@@ -536,6 +615,30 @@ fn queue_control_detects_prefetch_evictions_and_jumps_down() {
     assert!(sizes[landed..].iter().all(|&s| s <= mib(3.5)), "{:?}", &sizes[landed..]);
     let usage = q.snapshot(0, Duration::from_secs(900)).usage;
     assert!(usage.evicted_bytes > 0 && usage.used_bytes > 0);
+}
+
+#[test]
+fn queue_control_takes_the_request_floor_from_the_missed_requests() {
+    let (p, mut q) = gradual_queue(MIB_U, 8 * MIB_U, 30);
+    // HD-like streams: 2.5 MiB requests, each read at least that long.
+    let mut sim = StreamSim::new(400, 200 * KIB, Duration::from_secs(100_000));
+    sim.request = mib(2.5);
+    let mut sizes = Vec::new();
+    sim.play(&mut q, 900, |_, size| sizes.push(size));
+    let scored: Vec<&IntervalRecord> = q.history().iter().filter(|r| r.request_bytes.is_some()).collect();
+    assert!(!scored.is_empty(), "{:?}", q.history());
+    for r in &scored {
+        assert_eq!(r.request_bytes, Some(mib(2.5)), "the median of the interval's misses: {r:?}");
+        assert_eq!(r.floor_bytes, mib(2.5), "{r:?}");
+    }
+    let floor = q.history().iter().find(|r| r.decision == Decision::RequestFloor).expect("a move up to the floor");
+    assert_eq!((floor.prefetch_bytes, floor.next_bytes), (MIB_U, mib(2.5)));
+    // Gradually up, and from there never below it.
+    assert!(sizes.windows(2).all(|w| w[0].abs_diff(w[1]) <= p.ramp_rate + PAGE));
+    let reached = sizes.iter().position(|&s| s == mib(2.5)).expect("the ramp reaches the floor");
+    assert!(sizes[reached..].iter().all(|&s| s >= mib(2.5)), "{:?}", &sizes[reached..]);
+    // Bigger reads are cheaper here: it climbs past the floor.
+    assert!(q.history().iter().any(|r| r.prefetch_bytes > mib(2.5)), "{:?}", q.history());
 }
 
 /// A queue that has seen an HD file (4 MiB consumed in 10 s) and an SD
