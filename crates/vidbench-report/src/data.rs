@@ -65,6 +65,10 @@ pub struct Run {
     /// the run, and whether it starved the drive (steps recorded since).
     pub host_cpus_busy: Option<f64>,
     pub reply_late_ms: Option<f64>,
+    /// Share of the step's window during which some runnable task waited for
+    /// a CPU, and the CPUs the hypervisor took (steps recorded since).
+    pub host_cpu_wait: Option<f64>,
+    pub host_cpus_stolen: Option<f64>,
     /// Pages the kernel's global reclaim scanned in the step's window (steps
     /// recorded since it was sampled): above 0, memory outside the run's
     /// limit took part of its page cache.
@@ -574,6 +578,8 @@ fn load_run(dir: &Path) -> anyhow::Result<Vec<Run>> {
         cache_settled: None,
         host_cpus_busy: None,
         reply_late_ms: None,
+        host_cpu_wait: None,
+        host_cpus_stolen: None,
         global_reclaim_pages: None,
         drift: None,
         send_buffers: None,
@@ -638,6 +644,8 @@ fn expand_steps(base: Run, steps: &Value) -> anyhow::Result<Vec<Run>> {
             cache_settled: step.get("cache_settled").and_then(Value::as_bool),
             host_cpus_busy: f(&["host_cpus_busy"]),
             reply_late_ms: f(&["disk", "reply_late_ms"]),
+            host_cpu_wait: f(&["host_cpu_wait"]),
+            host_cpus_stolen: f(&["host_cpus_stolen"]),
             global_reclaim_pages: f(&["global_reclaim_pages"]),
             drift: Some(WindowDrift {
                 active_sessions: f(&["active_sessions", "first_third"]).zip(f(&["active_sessions", "last_third"])),

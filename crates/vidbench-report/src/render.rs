@@ -16,6 +16,10 @@ fn mib(bytes: f64) -> f64 {
     bytes / (1u64 << 20) as f64
 }
 
+fn f1(v: Option<f64>) -> String {
+    v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into())
+}
+
 fn f2(v: Option<f64>) -> String {
     v.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into())
 }
@@ -782,16 +786,24 @@ fn machine_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()> 
     }
     // Runs recorded before it was sampled have no reclaim figure: no column then.
     let reclaim_sampled = with.iter().any(|(_, runs)| runs.iter().any(|r| r.global_reclaim_pages.is_some()));
+    // Nor a CPU-wait figure (and where the kernel has no pressure information).
+    let wait_sampled = with.iter().any(|(_, runs)| runs.iter().any(|r| r.host_cpu_wait.is_some()));
     let cpus = ctx.results.machine.get("cpus").and_then(Value::as_u64);
     writeln!(ctx.md, "## The machine beside each window\n")?;
     writeln!(
         ctx.md,
-        "Per measured window: the CPUs the whole machine kept busy on average (`/proc/stat`, every CPU of the host; {}), the run's server and daemon \
+        "Per measured window: the CPUs the whole machine kept busy on average (`/proc/stat`, every CPU of the host; {}){}, the run's server and daemon \
          (their cgroups' CPU), and the emulated drive's mean reply lateness, ms per read past the modelled completion \
          (docs/run.md, \"Two experiments at once\"); and the server's TCP send buffers over the window (`ss` skmem `tb` of its \
          established connections every 15 s: the median of the snapshots' medians and the largest, KiB; the kernel grows them \
          by its autotuning, `tcp_wmem` in each run's setup.json; runs recorded since they are sampled){}.\n",
         cpus.map_or("the run saw an unknown number".to_string(), |n| format!("the run could use {n}")),
+        if wait_sampled {
+            "; the share of the window in which some runnable task waited for a CPU (`/proc/pressure/cpu`, `some`: the CPUs were \
+             short, not only busy) and the CPUs the hypervisor took (steal; runs recorded since they are sampled)"
+        } else {
+            ""
+        },
         if reclaim_sampled {
             "; and the pages the kernel's global reclaim scanned in the window (`/proc/vmstat` pgscan_kswapd + pgscan_direct; \
              above 0, memory outside the run's limit took part of its page cache: another experiment, or work beside it outside \
@@ -801,18 +813,24 @@ fn machine_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()> 
         }
     )?;
     let (reclaim_head, reclaim_rule) = if reclaim_sampled { (" global reclaim pages |", "---:|") } else { ("", "") };
+    let (wait_head, wait_rule) = if wait_sampled { (" CPU wait % | stolen CPUs |", "---:|---:|") } else { ("", "") };
     writeln!(
         ctx.md,
-        "| configuration | rate | window s | machine CPUs busy | server CPUs | daemon CPUs | drive reply late ms | send buffer KiB, median / max |{reclaim_head}"
+        "| configuration | rate | window s | machine CPUs busy |{wait_head} server CPUs | daemon CPUs | drive reply late ms | send buffer KiB, median / max |{reclaim_head}"
     )?;
-    writeln!(ctx.md, "|---|---:|---|---:|---:|---:|---:|---:|{reclaim_rule}")?;
+    writeln!(ctx.md, "|---|---:|---|---:|{wait_rule}---:|---:|---:|---:|{reclaim_rule}")?;
     let mut reclaimed = 0;
     for (c, runs) in &with {
         for r in runs {
             let per_s = |cpu_s: Option<f64>| cpu_s.zip(r.cpu_span_s()).map(|(c, w)| c / w);
             let window = r.window_s.map(|(a, b)| format!("{a:.0}-{b:.0}")).unwrap_or_default();
             let buffers = r.send_buffers.map_or("-".to_string(), |b| format!("{:.0} / {:.0}", b.median_bytes / 1024.0, b.max_bytes / 1024.0));
-            let mut cells = vec![window, f2(r.host_cpus_busy), f2(per_s(r.server_cpu_s)), f2(per_s(r.daemon_cpu_s)), f2(r.reply_late_ms), buffers];
+            let mut cells = vec![window, f2(r.host_cpus_busy)];
+            if wait_sampled {
+                cells.push(f1(r.host_cpu_wait.map(|w| 100.0 * w)));
+                cells.push(f2(r.host_cpus_stolen));
+            }
+            cells.extend([f2(per_s(r.server_cpu_s)), f2(per_s(r.daemon_cpu_s)), f2(r.reply_late_ms), buffers]);
             if reclaim_sampled {
                 cells.push(r.global_reclaim_pages.map_or("-".to_string(), |p| format!("{p:.0}")));
             }

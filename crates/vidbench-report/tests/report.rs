@@ -471,6 +471,18 @@ fn the_machine_beside_each_window() {
     std::fs::write(run.join("DONE"), "").unwrap();
     let md = report_md(before.path());
     assert!(md.contains("| nginx + Libception | 4.87 | 1200-1290 | 1.25 | 0.10 | 0.05 | 0.24 | - |\n") && !md.contains("global reclaim"), "{md}");
+    assert!(!md.contains("CPU wait"), "windows from before the CPU wait was sampled: no such column: {md}");
+
+    // Windows with the CPU pressure and steal: two more columns.
+    let waited = tempfile::tempdir().unwrap();
+    let mut with_wait = step(1200.0, Some(1.25), Some(0.24), Some(0.0));
+    with_wait["host_cpu_wait"] = serde_json::json!(0.354);
+    with_wait["host_cpus_stolen"] = serde_json::json!(0.02);
+    let run = stepped_run(waited.path(), "l", "nginx + Libception", serde_json::json!([with_wait]));
+    std::fs::write(run.join("DONE"), "").unwrap();
+    let md = report_md(waited.path());
+    assert!(md.contains("| machine CPUs busy | CPU wait % | stolen CPUs | server CPUs |"), "{md}");
+    assert!(md.contains("| nginx + Libception | 4.87 | 1200-1290 | 1.25 | 35.4 | 0.02 | 0.10 | 0.05 | 0.24 | - | 0 |"), "{md}");
 }
 
 /// A stepped run whose shim kept statistics through it: the sendfile CDF is

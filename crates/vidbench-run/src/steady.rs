@@ -248,6 +248,15 @@ pub struct Sample {
     /// else ran beside the run. Absent in files from before this column.
     #[serde(default)]
     pub host_cpu_busy_s: Option<f64>,
+    /// Seconds during which some runnable task of the machine waited for a
+    /// CPU (`/proc/pressure/cpu`, `some` total), and CPU seconds the
+    /// hypervisor took (`/proc/stat` steal): whether the CPUs were short,
+    /// not only busy. Absent in files from before these columns and where
+    /// the kernel has no pressure information.
+    #[serde(default)]
+    pub host_cpu_wait_s: Option<f64>,
+    #[serde(default)]
+    pub host_cpu_steal_s: Option<f64>,
     /// Pages the kernel's global reclaim has scanned since boot
     /// (`/proc/vmstat` pgscan_kswapd + pgscan_direct). Where it grows in a
     /// window, memory outside the run's limit pressed on its page cache
@@ -333,6 +342,8 @@ impl Sample {
             // As for the memory: a sample without CPU rather than no sample.
             server_cpu_s: children.cgroup.cpu_usage(Role::Server).ok().flatten(),
             host_cpu_busy_s: host_cpu_busy_s(),
+            host_cpu_wait_s: host_cpu_wait_s(),
+            host_cpu_steal_s: host_cpu_steal_s(),
             global_reclaim_pages: crate::sharing::global_reclaim_scanned().map(|pages| pages as f64),
             ..Sample::default()
         };
@@ -482,6 +493,12 @@ pub struct StepRecord {
     /// beside the run included).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_cpus_busy: Option<f64>,
+    /// Share of the window during which some runnable task of the machine
+    /// waited for a CPU (0-1), and the CPUs the hypervisor took on average.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_cpu_wait: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_cpus_stolen: Option<f64>,
     /// Pages the kernel's global reclaim scanned in the window: above 0, the
     /// run's page cache was not its own limit's alone to decide.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -585,6 +602,8 @@ impl StepRecord {
             server_cpu_s: delta(|s| s.server_cpu_s),
             daemon_cpu_s: delta(|s| s.daemon_cpu_s),
             host_cpus_busy: delta(|s| s.host_cpu_busy_s).map(|busy| busy / seconds),
+            host_cpu_wait: delta(|s| s.host_cpu_wait_s).map(|wait| wait / seconds),
+            host_cpus_stolen: delta(|s| s.host_cpu_steal_s).map(|steal| steal / seconds),
             global_reclaim_pages: delta(|s| s.global_reclaim_pages),
             disk_bytes_per_delivered_byte: disk.filter(|_| delivered > 0.0).map(|d| d.mb_s / delivered),
             disk,
@@ -599,19 +618,53 @@ impl StepRecord {
 /// first line of `/proc/stat` without idle and iowait, in clock ticks of
 /// `sysconf(_SC_CLK_TCK)`. None where it cannot be read.
 fn host_cpu_busy_s() -> Option<f64> {
+    proc_stat_cpu(parse_host_cpu_busy_s)
+}
+
+/// CPU seconds the hypervisor has taken from the machine since boot, all
+/// CPUs together (`/proc/stat` steal).
+fn host_cpu_steal_s() -> Option<f64> {
+    proc_stat_cpu(parse_host_cpu_steal_s)
+}
+
+/// `parse` applied to `/proc/stat`'s first line and the clock tick rate.
+fn proc_stat_cpu(parse: fn(&str, f64) -> Option<f64>) -> Option<f64> {
     let text = std::fs::read_to_string("/proc/stat").ok()?;
     // SAFETY: sysconf has no preconditions.
     let ticks_per_s = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     (ticks_per_s > 0).then_some(())?;
-    parse_host_cpu_busy_s(text.lines().next()?, ticks_per_s as f64)
+    parse(text.lines().next()?, ticks_per_s as f64)
+}
+
+/// The machine's line of `/proc/stat` in clock ticks: user nice system idle
+/// iowait irq softirq steal (guest time is already in user).
+fn cpu_ticks(cpu_line: &str) -> Option<[f64; 8]> {
+    let mut fields = cpu_line.split_whitespace();
+    (fields.next()? == "cpu").then_some(())?;
+    let ticks: Vec<f64> = fields.take(8).map(str::parse).collect::<Result<_, _>>().ok()?;
+    ticks.try_into().ok()
 }
 
 fn parse_host_cpu_busy_s(cpu_line: &str, ticks_per_s: f64) -> Option<f64> {
-    let mut fields = cpu_line.split_whitespace();
-    (fields.next()? == "cpu").then_some(())?;
-    // user nice system idle iowait irq softirq steal (guest time is already in user).
-    let ticks: Vec<f64> = fields.take(8).map(str::parse).collect::<Result<_, _>>().ok()?;
-    (ticks.len() == 8).then(|| (ticks.iter().sum::<f64>() - ticks[3] - ticks[4]) / ticks_per_s)
+    let ticks = cpu_ticks(cpu_line)?;
+    Some((ticks.iter().sum::<f64>() - ticks[3] - ticks[4]) / ticks_per_s)
+}
+
+fn parse_host_cpu_steal_s(cpu_line: &str, ticks_per_s: f64) -> Option<f64> {
+    Some(cpu_ticks(cpu_line)?[7] / ticks_per_s)
+}
+
+/// Seconds since boot during which some runnable task waited for a CPU:
+/// `/proc/pressure/cpu`'s `some` total (microseconds). None without PSI
+/// (a kernel built without it, or booted with `psi=0`).
+fn host_cpu_wait_s() -> Option<f64> {
+    parse_cpu_pressure_some_s(&std::fs::read_to_string("/proc/pressure/cpu").ok()?)
+}
+
+fn parse_cpu_pressure_some_s(text: &str) -> Option<f64> {
+    let line = text.lines().find(|l| l.starts_with("some "))?;
+    let total = line.split_whitespace().find_map(|f| f.strip_prefix("total="))?;
+    Some(total.parse::<f64>().ok()? / 1e6)
 }
 
 /// Stops the sampler when dropped, whatever way the run ends (a panic of
@@ -758,6 +811,10 @@ mod tests {
                     // The machine keeps 1.8 CPUs busy; each read's reply
                     // leaves 0.25 ms late.
                     host_cpu_busy_s: Some(1000.0 + 1.8 * t),
+                    // Some task waits for a CPU 30 % of the time; the
+                    // hypervisor takes 0.05 CPUs.
+                    host_cpu_wait_s: Some(50.0 + 0.3 * t),
+                    host_cpu_steal_s: Some(2.0 + 0.05 * t),
                     disk_reply_late_s: Some(t * 0.25e-3),
                     // Global reclaim scans 50 pages a second from 20 s on.
                     global_reclaim_pages: Some(7.0 + 50.0 * (t - 20.0).max(0.0)),
@@ -768,6 +825,8 @@ mod tests {
         let r = StepRecord::new(load_step((10.0, 30.0), 20.0), &samples);
         assert!((r.server_cpu_s.unwrap() - 30.0).abs() < 1e-9 && (r.daemon_cpu_s.unwrap() - 2.0).abs() < 1e-9);
         assert!((r.host_cpus_busy.unwrap() - 1.8).abs() < 1e-9);
+        assert!((r.host_cpu_wait.unwrap() - 0.3).abs() < 1e-9);
+        assert!((r.host_cpus_stolen.unwrap() - 0.05).abs() < 1e-9);
         assert_eq!(r.global_reclaim_pages, Some(500.0), "scanned from 20 to 30 s");
         assert_eq!(StepRecord::new(load_step((5.0, 20.0), 20.0), &samples).global_reclaim_pages, Some(0.0));
         let d = r.disk.unwrap();
@@ -795,6 +854,17 @@ mod tests {
         assert_eq!(parse_host_cpu_busy_s("cpu  1 2 3", 100.0), None, "too few fields");
         assert_eq!(parse_host_cpu_busy_s("cpu  1 2 x 4 5 6 7 8", 100.0), None);
         assert!(host_cpu_busy_s().is_some_and(|s| s > 0.0), "this machine's /proc/stat");
+    }
+
+    #[test]
+    fn cpu_wait_is_the_some_line_of_the_cpu_pressure_and_steal_the_eighth_tick() {
+        let psi = "some avg10=35.64 avg60=34.52 avg300=30.22 total=4527005728\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
+        assert_eq!(parse_cpu_pressure_some_s(psi), Some(4527.005728));
+        assert_eq!(parse_cpu_pressure_some_s("full avg10=0.00 total=5\n"), None, "no some line");
+        assert_eq!(parse_cpu_pressure_some_s("some avg10=1.00 total=x\n"), None);
+        assert_eq!(parse_host_cpu_steal_s("cpu  1000 50 300 9000 200 10 40 100 0 0", 100.0), Some(1.0));
+        assert_eq!(parse_host_cpu_steal_s("cpu  1 2 3", 100.0), None);
+        assert!(host_cpu_steal_s().is_some(), "this machine's /proc/stat");
     }
 
     #[test]
