@@ -96,11 +96,16 @@ fn adaptive_daemon_changes_the_prefetch_size_and_reports_its_state() {
         let ratio = r.miss_ratio.unwrap();
         assert!((0.5..=1.5).contains(&ratio), "sequential streams use what they prefetch: {r:?}");
         assert!(r.disk_ms_per_mib.unwrap() > 0.0);
+        // Every FETCH asks for 64K: the request floor is the smallest size.
+        if let Some(request) = r.request_bytes {
+            assert_eq!((request, r.floor_bytes), (64 * KIB, 512 * KIB), "{r:?}");
+        }
         assert!(r.disk_ms_per_transaction.unwrap() > 0.0 && r.transactions > 0, "the score's disk time: {r:?}");
         if r.transaction_source == libception::TransactionSource::Estimate {
             assert!(r.transactions >= r.reads, "each read is at least one estimated transaction: {r:?}");
         }
     }
+    assert!(q.history.iter().any(|r| r.request_bytes.is_some()), "the missed requests' length: {:#?}", q.history);
     assert!((512 * KIB..=4 * MIB).contains(&snapshot.daemon.prefetch_bytes), "the size in force, not a fixed one");
 
     // `libception stat` shows it as a table and in the JSON.
@@ -108,7 +113,7 @@ fn adaptive_daemon_changes_the_prefetch_size_and_reports_its_state() {
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("adaptive prefetch, worker 0"), "{text}");
-    assert!(text.contains("DECISION") && text.contains("explore"), "{text}");
+    assert!(text.contains("DECISION") && text.contains("FLOOR") && text.contains("explore"), "{text}");
     let out = Command::new(BIN).args(["stat", "--json", "--socket"]).arg(&daemon.socket).output().unwrap();
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let queue = &json["controller"]["queues"][0];

@@ -199,16 +199,17 @@ pub fn render_controller(c: &ControllerSnapshot) -> String {
             continue;
         }
         out.push_str(&format!(
-            "  {:>5} {:>8} {:>7} {:>7} {:<13} {:>6} {:>8} {:<8} {:>6} {:>8} {:>7} {:>7} {:>9}\n",
-            "#", "END_S", "SIZE", "NEXT", "DECISION", "BUSY%", "MS/TXN", "TXN_SRC", "MISS", "SCORE", "EVICT%", "EVICT_T", "RATE/s"
+            "  {:>5} {:>8} {:>7} {:>7} {:>7} {:<13} {:>6} {:>8} {:<8} {:>6} {:>8} {:>7} {:>7} {:>9}\n",
+            "#", "END_S", "SIZE", "NEXT", "FLOOR", "DECISION", "BUSY%", "MS/TXN", "TXN_SRC", "MISS", "SCORE", "EVICT%", "EVICT_T", "RATE/s"
         ));
         for r in q.history.iter().rev().take(HISTORY_ROWS).rev() {
             out.push_str(&format!(
-                "  {:>5} {:>8.0} {:>7} {:>7} {:<13} {:>6.1} {:>8} {:<8} {:>6} {:>8} {:>7.1} {:>7} {:>9}\n",
+                "  {:>5} {:>8.0} {:>7} {:>7} {:>7} {:<13} {:>6.1} {:>8} {:<8} {:>6} {:>8} {:>7.1} {:>7} {:>9}\n",
                 r.index,
                 r.end_s,
                 human_size(r.prefetch_bytes),
                 human_size(r.next_bytes),
+                if r.floor_bytes > 0 { human_size(r.floor_bytes) } else { "-".to_string() },
                 serde_json::to_value(r.decision).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
                 100.0 * r.busy_fraction,
                 opt(r.disk_ms_per_transaction, 2),
