@@ -36,6 +36,9 @@ pub struct ControllerRow {
     pub next_bytes: u64,
     pub decision: Decision,
     pub busy_fraction: f64,
+    /// The worker's reads in the interval and their bytes (their mean is
+    /// the size a read actually had: at least the request's length).
+    pub reads: u64,
     pub bytes_read: u64,
     /// The score's factors (disk ms per transaction, data read from disk per
     /// data requested) and the score; empty when the interval had none.
@@ -67,6 +70,7 @@ impl ControllerRow {
             next_bytes: r.next_bytes,
             decision: r.decision,
             busy_fraction: r.busy_fraction,
+            reads: r.reads,
             bytes_read: r.bytes_read,
             disk_ms_per_transaction: r.disk_ms_per_transaction,
             miss_ratio: r.miss_ratio,
@@ -260,6 +264,7 @@ mod tests {
         log.record(185.0, &stats(187.0, &[(0, vec![with_floor])])).unwrap();
         let rows = read(&path);
         assert_eq!((rows[3].request_bytes, rows[3].floor_bytes), (Some(2618750), 2621440));
+        assert_eq!((rows[3].reads, rows[3].bytes_read), (2, 1000));
     }
 
     #[test]
