@@ -105,7 +105,7 @@ fn adaptive_daemon_changes_the_prefetch_size_and_reports_its_state() {
             assert!(r.transactions >= r.reads, "each read is at least one estimated transaction: {r:?}");
         }
     }
-    assert!(q.history.iter().any(|r| r.request_bytes.is_some()), "the missed requests' length: {:#?}", q.history);
+    assert!(q.history.iter().any(|r| r.score.is_some() && r.request_bytes.is_some()), "the missed requests' length: {:#?}", q.history);
     assert!((512 * KIB..=4 * MIB).contains(&snapshot.daemon.prefetch_bytes), "the size in force, not a fixed one");
 
     // `libception stat` shows it as a table and in the JSON.

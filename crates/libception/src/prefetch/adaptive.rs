@@ -257,12 +257,14 @@ impl AdaptiveCore {
             // step reaches anyway, with a score to back it, so only a
             // target two or more steps below jumps.
             if let (Some(t), Some(rate)) = (m.eviction_time_s, p.stream_rate.or(m.stream_rate_bps)) {
-                let to = self.grid_nearest(t * rate).max(self.floor.min(size));
+                let evidence = self.grid_nearest(t * rate);
+                // Not below the floor: a smaller size would read as much.
+                let to = evidence.max(self.floor.min(size));
                 if to.saturating_add(2 * p.step) <= size {
                     self.target = to;
                     return Decision::EvictionJump;
                 }
-                no_larger = to < size;
+                no_larger = evidence < size;
             }
         }
         let neighbours = [self.larger(size).filter(|_| !no_larger), self.smaller(size)];
@@ -504,8 +506,9 @@ impl QueueControl {
             },
             eviction_time_s: tally.mean_eviction_time_estimate_s(),
             stream_rate_bps: self.tracker.jump_rate(self.core.params().scale).or(tally.mean_rate_bps()),
-            request_bytes: median(&mut std::mem::take(&mut self.requests)),
+            request_bytes: median(&mut self.requests),
         };
+        self.requests.clear();
         let decision = self.core.decide(&m);
         self.intervals += 1;
         *self.decisions.entry(decision_name(decision)).or_default() += 1;
@@ -585,8 +588,10 @@ impl QueueControl {
         self.advance(now);
         // A miss's length sets the request floor, if its stream gets the
         // size in force (not a smaller bitrate-scaled one).
+        // (Not while ramping: those would be dropped at the ramp's end.)
         if resident_to < end
             && end > offset
+            && matches!(self.phase, Phase::Measuring { .. })
             && self.requests.len() < MAX_REQUEST_SAMPLES
             && self.tracker.in_reference_class(file, self.core.params().scale)
         {

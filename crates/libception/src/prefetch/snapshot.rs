@@ -91,7 +91,8 @@ pub struct IntervalRecord {
     pub eviction_time_estimate_s: Option<f64>,
     pub stream_rate_bps: Option<f64>,
     /// Median length of the interval's missed requests, and the request
-    /// floor it set (the grid size nearest to it; 0: none).
+    /// floor in force after the interval (the grid size nearest to the last
+    /// median measured; 0: none yet).
     #[serde(default)]
     pub request_bytes: Option<u64>,
     #[serde(default)]

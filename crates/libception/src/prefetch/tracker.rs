@@ -368,10 +368,8 @@ impl PrefetchTracker {
         if scale == BitrateScale::None {
             return true;
         }
-        match (self.file_rate(file), self.rate_quantile(REFERENCE_QUANTILE)) {
-            (Some(rate), Some(reference)) => class_factor(rate, reference, scale) >= 1.0,
-            _ => true,
-        }
+        let Some(rate) = self.file_rate(file) else { return true };
+        self.rate_quantile(REFERENCE_QUANTILE).is_none_or(|reference| class_factor(rate, reference, scale) >= 1.0)
     }
 
     /// The stream rate that sizes the eviction-time jump: the median over

@@ -383,6 +383,17 @@ fn sizes_below_the_requests_are_one_size_the_floor() {
     };
     assert_eq!(core.decide(&evicting), Decision::EvictionJump);
     assert_eq!(core.target(), mib(2.5), "10 s x 50 KiB/s is 0.5 MiB, below the floor");
+    // At the floor, eviction evidence for a smaller size neither jumps nor
+    // lets the larger neighbour be tried: a minimum.
+    let mut core = warmed(params(2.5));
+    let evicting_at_floor = IntervalMeasurement {
+        evicted_fraction: 0.5,
+        eviction_time_s: Some(20.0),
+        stream_rate_bps: Some(50.0 * KIB as f64),
+        ..at(mib(2.5), 8.0)
+    };
+    assert_eq!(core.decide(&evicting_at_floor), Decision::Minimum);
+    assert_eq!((core.floor(), core.target()), (mib(2.5), mib(2.5)));
     // Requests shorter than the sizes: no floor above `min`.
     let mut core = warmed(params(1.5));
     let short = IntervalMeasurement { request_bytes: Some(525_000), ..busy_interval(mib(1.5), 8.0) };
@@ -395,6 +406,7 @@ fn a_plateau_below_the_requests_does_not_hold_the_descent() {
     // Requests of 2.5 MB: every size up to them reads the same, so below it
     // the scores differ by noise only (3 % here, more than a step's gain);
     // above it bigger reads amortise the seek up to the optimum, 6 MiB.
+    let mut unfloored_below = 0;
     for seed in 1..=5 {
         let mut model = Model::new(seed);
         model.noise = 0.03;
@@ -405,7 +417,18 @@ fn a_plateau_below_the_requests_does_not_hold_the_descent() {
         assert!(sizes[..20].iter().any(|&s| s >= 5 * MIB_U), "seed {seed}: climbs from the floor at once: {sizes:?}");
         let near = sizes[40..].iter().filter(|&&s| s.abs_diff(6 * MIB_U) <= MIB_U).count();
         assert!(near >= 30, "seed {seed}: {near}/40 of the last intervals within 1 MiB of the optimum: {sizes:?}");
+        // The same seed without the floor (the controller not told the
+        // requests' length): it wanders on the plateau first.
+        let mut model = Model::new(seed);
+        model.noise = 0.03;
+        model.request_mib = 2.5;
+        model.report_requests = false;
+        let mut core = warmed(params(1.0));
+        let sizes = run(&mut core, &mut model, 80);
+        unfloored_below += sizes[..40].iter().filter(|&&s| s < mib(2.5)).count();
     }
+    // 6-39 of the first 40 intervals by seed when this was written.
+    assert!(unfloored_below >= 60, "without the floor only {unfloored_below} of 200 intervals on the plateau: the test shows nothing");
 }
 
 #[test]
