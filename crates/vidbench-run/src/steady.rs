@@ -322,6 +322,7 @@ impl Sample {
         let at = |path: &[&str]| path.iter().try_fold(&stats, |v, k| v.get(*k)).and_then(Value::as_f64);
         // A sample with no memory figures rather than no sample (as for the disk).
         let memory = children.cgroup.memory_stats().unwrap_or(Value::Null);
+        let cpu = host_cpu_times();
         let mut row = Sample {
             t_s,
             disk_uptime_s: at(&["uptime_s"]),
@@ -341,9 +342,9 @@ impl Sample {
             kernel_bytes: memory.get("kernel_bytes").and_then(Value::as_f64),
             // As for the memory: a sample without CPU rather than no sample.
             server_cpu_s: children.cgroup.cpu_usage(Role::Server).ok().flatten(),
-            host_cpu_busy_s: host_cpu_busy_s(),
+            host_cpu_busy_s: cpu.map(|c| c.busy_s),
             host_cpu_wait_s: host_cpu_wait_s(),
-            host_cpu_steal_s: host_cpu_steal_s(),
+            host_cpu_steal_s: cpu.map(|c| c.steal_s),
             global_reclaim_pages: crate::sharing::global_reclaim_scanned().map(|pages| pages as f64),
             ..Sample::default()
         };
@@ -614,44 +615,34 @@ impl StepRecord {
     }
 }
 
-/// CPU seconds the machine has been busy since boot, all CPUs together: the
-/// first line of `/proc/stat` without idle and iowait, in clock ticks of
-/// `sysconf(_SC_CLK_TCK)`. None where it cannot be read.
-fn host_cpu_busy_s() -> Option<f64> {
-    proc_stat_cpu(parse_host_cpu_busy_s)
+/// CPU seconds of the whole machine since boot, all CPUs together, from
+/// the first line of `/proc/stat` (clock ticks of `sysconf(_SC_CLK_TCK)`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct HostCpuTimes {
+    /// Busy: everything but idle and iowait.
+    busy_s: f64,
+    /// Taken by the hypervisor (steal).
+    steal_s: f64,
 }
 
-/// CPU seconds the hypervisor has taken from the machine since boot, all
-/// CPUs together (`/proc/stat` steal).
-fn host_cpu_steal_s() -> Option<f64> {
-    proc_stat_cpu(parse_host_cpu_steal_s)
-}
-
-/// `parse` applied to `/proc/stat`'s first line and the clock tick rate.
-fn proc_stat_cpu(parse: fn(&str, f64) -> Option<f64>) -> Option<f64> {
+/// One read of `/proc/stat`; None where it cannot be read.
+fn host_cpu_times() -> Option<HostCpuTimes> {
     let text = std::fs::read_to_string("/proc/stat").ok()?;
     // SAFETY: sysconf has no preconditions.
     let ticks_per_s = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     (ticks_per_s > 0).then_some(())?;
-    parse(text.lines().next()?, ticks_per_s as f64)
+    parse_host_cpu_times(text.lines().next()?, ticks_per_s as f64)
 }
 
-/// The machine's line of `/proc/stat` in clock ticks: user nice system idle
-/// iowait irq softirq steal (guest time is already in user).
-fn cpu_ticks(cpu_line: &str) -> Option<[f64; 8]> {
+fn parse_host_cpu_times(cpu_line: &str, ticks_per_s: f64) -> Option<HostCpuTimes> {
     let mut fields = cpu_line.split_whitespace();
     (fields.next()? == "cpu").then_some(())?;
+    // user nice system idle iowait irq softirq steal (guest time is already in user).
     let ticks: Vec<f64> = fields.take(8).map(str::parse).collect::<Result<_, _>>().ok()?;
-    ticks.try_into().ok()
-}
-
-fn parse_host_cpu_busy_s(cpu_line: &str, ticks_per_s: f64) -> Option<f64> {
-    let ticks = cpu_ticks(cpu_line)?;
-    Some((ticks.iter().sum::<f64>() - ticks[3] - ticks[4]) / ticks_per_s)
-}
-
-fn parse_host_cpu_steal_s(cpu_line: &str, ticks_per_s: f64) -> Option<f64> {
-    Some(cpu_ticks(cpu_line)?[7] / ticks_per_s)
+    (ticks.len() == 8).then(|| HostCpuTimes {
+        busy_s: (ticks.iter().sum::<f64>() - ticks[3] - ticks[4]) / ticks_per_s,
+        steal_s: ticks[7] / ticks_per_s,
+    })
 }
 
 /// Seconds since boot during which some runnable task waited for a CPU:
@@ -849,11 +840,11 @@ mod tests {
     #[test]
     fn the_machines_busy_cpu_time_is_proc_stats_first_line_without_idle_and_iowait() {
         // user nice system idle iowait irq softirq steal guest guest_nice, in ticks.
-        assert_eq!(parse_host_cpu_busy_s("cpu  1000 50 300 9000 200 10 40 100 0 0", 100.0), Some(15.0));
-        assert_eq!(parse_host_cpu_busy_s("cpu0 1 2 3 4 5 6 7 8", 100.0), None, "a CPU's line, not the machine's");
-        assert_eq!(parse_host_cpu_busy_s("cpu  1 2 3", 100.0), None, "too few fields");
-        assert_eq!(parse_host_cpu_busy_s("cpu  1 2 x 4 5 6 7 8", 100.0), None);
-        assert!(host_cpu_busy_s().is_some_and(|s| s > 0.0), "this machine's /proc/stat");
+        assert_eq!(parse_host_cpu_times("cpu  1000 50 300 9000 200 10 40 100 0 0", 100.0).map(|c| c.busy_s), Some(15.0));
+        assert_eq!(parse_host_cpu_times("cpu0 1 2 3 4 5 6 7 8", 100.0), None, "a CPU's line, not the machine's");
+        assert_eq!(parse_host_cpu_times("cpu  1 2 3", 100.0), None, "too few fields");
+        assert_eq!(parse_host_cpu_times("cpu  1 2 x 4 5 6 7 8", 100.0), None);
+        assert!(host_cpu_times().is_some_and(|c| c.busy_s > 0.0), "this machine's /proc/stat");
     }
 
     #[test]
@@ -862,9 +853,9 @@ mod tests {
         assert_eq!(parse_cpu_pressure_some_s(psi), Some(4527.005728));
         assert_eq!(parse_cpu_pressure_some_s("full avg10=0.00 total=5\n"), None, "no some line");
         assert_eq!(parse_cpu_pressure_some_s("some avg10=1.00 total=x\n"), None);
-        assert_eq!(parse_host_cpu_steal_s("cpu  1000 50 300 9000 200 10 40 100 0 0", 100.0), Some(1.0));
-        assert_eq!(parse_host_cpu_steal_s("cpu  1 2 3", 100.0), None);
-        assert!(host_cpu_steal_s().is_some(), "this machine's /proc/stat");
+        assert_eq!(parse_host_cpu_times("cpu  1000 50 300 9000 200 10 40 100 0 0", 100.0).map(|c| c.steal_s), Some(1.0));
+        assert_eq!(parse_host_cpu_times("cpu  1 2 3", 100.0).map(|c| c.steal_s), None);
+        assert!(host_cpu_times().is_some_and(|c| c.steal_s >= 0.0), "this machine's /proc/stat");
     }
 
     #[test]

@@ -349,10 +349,8 @@ impl PrefetchTracker {
         if scale == BitrateScale::None {
             return size;
         }
-        let scaled = match (self.file_rate(file), self.rate_quantile(REFERENCE_QUANTILE)) {
-            (Some(rate), Some(reference)) => page_round(size as f64 * class_factor(rate, reference, scale)).clamp(floor.min(size), size),
-            _ => size,
-        };
+        let factor = self.file_factor(file, scale);
+        let scaled = if factor < 1.0 { page_round(size as f64 * factor).clamp(floor.min(size), size) } else { size };
         if scaled < size {
             self.tally.scaled_prefetches += 1;
             self.tally.scaled_prefetch_bytes += scaled;
@@ -362,14 +360,20 @@ impl PrefetchTracker {
         scaled
     }
 
-    /// Whether `file` gets the size in force itself under `scale` (its rate
-    /// is unknown, or in the reference's class; always without a scale).
-    pub fn in_reference_class(&self, file: FileKey, scale: BitrateScale) -> bool {
+    /// The factor `file`'s prefetch gets under `scale` (see
+    /// [`Self::scaled_size`]): 1 for the reference's class, for a file whose
+    /// rate is not known yet, and without a scale.
+    fn file_factor(&self, file: FileKey, scale: BitrateScale) -> f64 {
         if scale == BitrateScale::None {
-            return true;
+            return 1.0;
         }
-        let Some(rate) = self.file_rate(file) else { return true };
-        self.rate_quantile(REFERENCE_QUANTILE).is_none_or(|reference| class_factor(rate, reference, scale) >= 1.0)
+        let Some(rate) = self.file_rate(file) else { return 1.0 };
+        self.rate_quantile(REFERENCE_QUANTILE).map_or(1.0, |reference| class_factor(rate, reference, scale))
+    }
+
+    /// Whether `file` gets the size in force itself under `scale`.
+    pub fn in_reference_class(&self, file: FileKey, scale: BitrateScale) -> bool {
+        self.file_factor(file, scale) >= 1.0
     }
 
     /// The stream rate that sizes the eviction-time jump: the median over
