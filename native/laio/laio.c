@@ -11,7 +11,9 @@
  *     RWF_NOWAIT first (files: only page-cache data; sockets and pipes: no
  *     waiting); EAGAIN on a non-blocking socket or pipe is the result;
  *     otherwise EAGAIN or EOPNOTSUPP (the file cannot say) sends the call to
- *     io_uring, where it runs in the background.
+ *     io_uring, where it runs in the background (a regular file or block
+ *     device: straight to io-wq, IOSQE_ASYNC; a socket or pipe: io_uring's
+ *     poll, inline if it became ready meanwhile).
  *   recvfrom, sendto: the call with MSG_DONTWAIT first; on EAGAIN (and the
  *     caller wanted to wait) io_uring recv/send, or the pool when an address
  *     is given.
@@ -196,29 +198,33 @@ static long to_pool(long nr, const long a[6], laio_handle_t *h)
 }
 
 static long to_uring(enum laio__kind k, long nr, const long a[6], const long ua[6],
-		     laio_handle_t *h)
+		     int async, laio_handle_t *h)
 {
 	long r;
 
 	if (laio__uring_supports(k)) {
-		r = laio__uring_call(k, ua, h);
+		r = laio__uring_call(k, ua, async, h);
 		if (*h >= 0)
 			return r;
 	}
 	return to_pool(nr, a, h);
 }
 
+/* A regular file or block device: data that RWF_NOWAIT refuses is not in
+ * the page cache (or its blocks are not allocated), not merely not ready. */
+static int is_file(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) == 0 && (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode));
+}
+
 /* A socket, pipe or terminal in non-blocking mode: EAGAIN is the answer. */
 static int nonblocking_stream(int fd)
 {
-	struct stat st;
 	int fl = fcntl(fd, F_GETFL);
 
-	if (fl < 0 || !(fl & O_NONBLOCK))
-		return 0;
-	if (fstat(fd, &st) < 0)
-		return 0;
-	return !S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode);
+	return fl >= 0 && (fl & O_NONBLOCK) && !is_file(fd);
 }
 
 /* read, pread64, readv, write, pwrite64, writev. off -1: file position. */
@@ -230,21 +236,23 @@ static long rw(long nr, const long a[6], int write, int vec, long off, laio_hand
 	long ua[6] = { a[0], a[1], a[2], off, 0, 0 };
 	enum laio__kind k;
 	long r;
+	int file;
 
 	r = write ? pwritev2((int)a[0], iov, cnt, off, RWF_NOWAIT)
 		  : preadv2((int)a[0], iov, cnt, off, RWF_NOWAIT);
 	if (r >= 0)
 		return r;
 	r = -errno;
-	if (r == -EAGAIN && nonblocking_stream((int)a[0]))
-		return r;
 	if (r != -EAGAIN && r != -EOPNOTSUPP)
+		return r;
+	file = is_file((int)a[0]);
+	if (r == -EAGAIN && !file && nonblocking_stream((int)a[0]))
 		return r;
 	if (write)
 		k = vec ? LAIO__WRITEV : LAIO__WRITE;
 	else
 		k = vec ? LAIO__READV : LAIO__READ;
-	return to_uring(k, nr, a, ua, h);
+	return to_uring(k, nr, a, ua, file, h);
 }
 
 /* recvfrom(fd, buf, len, flags, addr, addrlen), sendto likewise. */
@@ -259,7 +267,7 @@ static long sock(long nr, const long a[6], int send, laio_handle_t *h)
 		return r;
 	if (a[4])
 		return to_pool(nr, a, h);
-	return to_uring(send ? LAIO__SEND : LAIO__RECV, nr, a, ua, h);
+	return to_uring(send ? LAIO__SEND : LAIO__RECV, nr, a, ua, 0, h);
 }
 
 /*
@@ -359,7 +367,7 @@ static long cached_open(long nr, const long a[6], const long ua[6], laio_handle_
 		}
 	}
 	forget((const char *)ua[1]);
-	return to_uring(LAIO__OPENAT, nr, a, ua, h);
+	return to_uring(LAIO__OPENAT, nr, a, ua, 0, h);
 }
 
 /* statx, stat, lstat, newfstatat: inline when the path is cached. */
@@ -376,7 +384,7 @@ static long stat_family(long nr, const long a[6], int dirfd, long path, int nofo
 	}
 	forget(p);
 	if (nr == SYS_statx)
-		return to_uring(LAIO__STATX, nr, a, a, h);
+		return to_uring(LAIO__STATX, nr, a, a, 0, h);
 	return to_pool(nr, a, h);
 }
 
@@ -416,7 +424,7 @@ static long lazy(long nr, const long a[6], laio_handle_t *h)
 		if (nonblocking_stream((int)a[0]))
 			return raw(nr, a);
 		ua[3] = nr == SYS_accept ? 0 : a[3];
-		return to_uring(LAIO__ACCEPT, nr, a, ua, h);
+		return to_uring(LAIO__ACCEPT, nr, a, ua, 0, h);
 	case SYS_open:
 		ua[0] = AT_FDCWD;
 		ua[1] = a[0];
@@ -426,11 +434,11 @@ static long lazy(long nr, const long a[6], laio_handle_t *h)
 	case SYS_openat:
 		return cached_open(nr, a, ua, h);
 	case SYS_close:
-		return to_uring(LAIO__CLOSE, nr, a, ua, h);
+		return to_uring(LAIO__CLOSE, nr, a, ua, 0, h);
 	case SYS_fsync:
 	case SYS_fdatasync:
 		ua[1] = nr == SYS_fdatasync;
-		return to_uring(LAIO__FSYNC, nr, a, ua, h);
+		return to_uring(LAIO__FSYNC, nr, a, ua, 0, h);
 	case SYS_statx:
 		return stat_family(nr, a, (int)a[0], a[1], a[2] & AT_SYMLINK_NOFOLLOW, h);
 	case SYS_stat:

@@ -84,8 +84,10 @@ int laio__uring_supports(enum laio__kind k);
  * result (>= 0 or -errno) with *h = 0 when the kernel completed it inline;
  * with *h = its handle (> 0) when it went to the background; -EAGAIN with
  * *h = -1 when the ring could not take it (the caller uses the pool).
+ * async: skip io_uring's inline try (IOSQE_ASYNC), for a call the caller
+ * already found would block.
  */
-long laio__uring_call(enum laio__kind k, const long a[6], laio_handle_t *h);
+long laio__uring_call(enum laio__kind k, const long a[6], int async, laio_handle_t *h);
 void laio__uring_reap(void);		/* move finished requests to the queue */
 void laio__uring_lock(void);
 void laio__uring_unlock(void);

@@ -10,6 +10,9 @@
  * returned inline; otherwise the kernel handed it to io-wq or armed a poll
  * for it, and it is a background operation. Completions of earlier
  * background requests found while draining go to the completion queue.
+ * A file read or write that RWF_NOWAIT already found would block goes with
+ * IOSQE_ASYNC, straight to io-wq: the inline try would repeat that check,
+ * and could pass only because the readahead RWF_NOWAIT started was quick.
  *
  * user_data is the operation's handle, so no memory is kept per request:
  * the kernel copies what it needs at submission (IORING_FEAT_SUBMIT_STABLE).
@@ -175,7 +178,7 @@ static int drain(laio_handle_t mine, long *res)
 	return found;
 }
 
-long laio__uring_call(enum laio__kind k, const long a[6], laio_handle_t *h)
+long laio__uring_call(enum laio__kind k, const long a[6], int async, laio_handle_t *h)
 {
 	laio_handle_t mine = laio__new_handle();
 	struct io_uring_sqe *sqe;
@@ -199,6 +202,8 @@ long laio__uring_call(enum laio__kind k, const long a[6], laio_handle_t *h)
 		return -EAGAIN;
 	}
 	prep(sqe, k, a);
+	if (async)
+		io_uring_sqe_set_flags(sqe, IOSQE_ASYNC);
 	io_uring_sqe_set_data64(sqe, (__u64)mine);
 	/*
 	 * EBUSY/EAGAIN: the CQ is full (overflowing) or the kernel is short of

@@ -2,8 +2,9 @@
  * t_laio_files.c - file call families on both back ends, results and errno
  * equal to the direct call: read, pread64, readv with the data in the page
  * cache (lazy: inline) and evicted with posix_fadvise(DONTNEED), checked
- * non-resident with mincore (lazy: background); write, pwrite64, writev
- * (write and writev on a descriptor opened read-only: EBADF); openat of
+ * non-resident with mincore (lazy: background, in one of three tries: see
+ * reads()); write, pwrite64, writev (write and writev on a descriptor
+ * opened read-only: EBADF); openat of
  * a cached path and of a missing one (lazy: inline), with O_CREAT (either);
  * statx, stat of a cached path (lazy: inline); close; fsync (background on
  * both: io_uring always punts it). Lazy only: the stat of a path buffer
@@ -47,10 +48,9 @@ static void evict(int fd)
 }
 
 /*
- * A small cold read: RWF_NOWAIT says EAGAIN but starts readahead, and on a
- * fast device the page can be in before io_uring's own inline try, which
- * then completes it without blocking. Either outcome is right; the 256 KiB
- * cold read above is the one whose boundary is checked.
+ * A small cold read: background, unless io-wq finished it before the
+ * submitting thread looked (see reads()). Not repeated here; the 256 KiB
+ * cold read in reads() is the one whose boundary is checked.
  */
 #define EXPECT_SMALL_COLD(o)                                                    \
 	do {                                                                   \
@@ -74,12 +74,21 @@ static void reads(void)
 	EXPECT_MODE(&o, 1);
 	CHECK(o.ret == SIZE && memcmp(a, b, SIZE) == 0);
 
-	/* Not cached. */
-	evict(fd);
-	memset(a, 0, SIZE);
-	call(&o, SYS_pread64, fd, a, SIZE, 0);
+	/* Not cached: the read goes to io-wq. It still counts as inline if
+	 * io-wq finishes it before the submitting thread looks at the
+	 * completion queue (that thread preempted in between, and the readahead
+	 * RWF_NOWAIT started already done). That race does not repeat three
+	 * times; a lazy back end that runs cold reads inline does. */
+	for (int try = 1;; try++) {
+		evict(fd);
+		memset(a, 0, SIZE);
+		call(&o, SYS_pread64, fd, a, SIZE, 0);
+		CHECK(o.ret == SIZE && memcmp(a, b, SIZE) == 0);
+		if (MODE_IS(&o, 0) || try == 3)
+			break;
+		printf("note: cold read %d completed inline; again\n", try);
+	}
 	EXPECT_MODE(&o, 0);
-	CHECK(o.ret == SIZE && memcmp(a, b, SIZE) == 0);
 
 	/* read: at the file position, which it moves. */
 	evict(fd);
