@@ -508,6 +508,7 @@ impl Receptionist {
     }
 
     fn serve_file_request(&mut self, conn: &Arc<Connection>, req: &Request, file: File) -> Result<Outcome, Refusal> {
+        let arrived = Instant::now();
         // Cached attributes only: a FUSE or network filesystem is never asked
         // from this thread (see sys::fstat_nosync).
         let meta = sys::fstat_nosync(file.as_raw_fd())
@@ -637,7 +638,7 @@ impl Receptionist {
             key,
             plan,
             disk: route.disk.clone(),
-            waiters: vec![Waiter { conn: conn.clone(), op, seq, joined: false, conceal: !reveal }],
+            waiters: vec![Waiter { conn: conn.clone(), op, seq, joined: false, conceal: !reveal, since: arrived }],
             enqueued: Instant::now(),
             owner: conn.peer.uid,
             charge,

@@ -76,6 +76,9 @@ pub struct Waiter {
     pub joined: bool,
     /// The peer may not learn residency: reply status only (see `trust.rs`).
     pub conceal: bool,
+    /// When its FETCH was read: the reply ends the wait of the peer's
+    /// thread, which is charged to the client (`ClientStats::on_answered`).
+    pub since: Instant,
 }
 
 /// Where a read lies: the device number and the byte on it (devices in
@@ -496,6 +499,7 @@ impl DiskWorker {
             if i == 0 {
                 w.conn.client.on_read(bytes);
             }
+            self.all_stats.on_answered(&w.conn.client, w.since.elapsed());
             let reply = if w.conceal {
                 Reply { status, ..Reply::ok(w.op, w.seq) }
             } else {
@@ -509,7 +513,6 @@ impl DiskWorker {
                 w.conn.resume_reading();
             }
         }
-        let _ = &self.all_stats;
     }
 }
 

@@ -248,6 +248,46 @@ fn overlapping_requests_join_a_queued_read() {
     assert_eq!(resident_prefix(&target, 3 * MIB, FILE_SIZE), PREFETCH);
 }
 
+/// A client's `read_wait_ns` is the time its FETCHes waited for reads: at
+/// least the read's time on the disk (the FETCH came before the read began
+/// and its reply after the read ended), at most what the client measured from
+/// sending to the reply; a FETCH answered as resident adds nothing. The
+/// daemon-wide total is the clients' sum.
+#[test]
+fn a_clients_read_wait_is_the_time_its_fetches_waited_for_reads() {
+    let dir = real_tempdir();
+    let file = cold_files(dir.path(), "wait", 1, FILE_SIZE).remove(0);
+    let daemon = Daemon::start(&["--prefetch", "2M"]);
+    let f = open_random(&file);
+    let c = daemon.client();
+    let pid = std::process::id() as i32;
+    let before = daemon.stats();
+    let waited_before = before.clients.iter().find(|c| c.pid == pid).map_or(0, |c| c.read_wait_ns);
+    assert_eq!(waited_before, 0, "no FETCH yet");
+
+    let t0 = Instant::now();
+    send_fetch(&c, f.as_raw_fd(), 1, 0, 4096);
+    let r = c.recv_reply().unwrap();
+    let measured = t0.elapsed().as_nanos() as u64;
+    assert_eq!((r.status, r.bytes_read), (0, PREFETCH));
+    let s = daemon.stats();
+    let me = s.clients.iter().find(|c| c.pid == pid).expect("the test process is a client");
+    let busy = busy_disk(&s).busy_ns;
+    assert!(busy > 0 && busy <= me.read_wait_ns, "waited {} ns, read took {busy} ns", me.read_wait_ns);
+    assert!(me.read_wait_ns <= measured, "waited {} ns, measured {measured} ns", me.read_wait_ns);
+    assert_eq!(s.totals.read_wait_ns, me.read_wait_ns);
+
+    // Resident now: answered at once, no wait for a read.
+    send_fetch(&c, f.as_raw_fd(), 2, 0, 4096);
+    let r = c.recv_reply().unwrap();
+    assert_eq!((r.status, r.flags & reply_flags::READ), (0, 0));
+    let after = daemon.stats();
+    let me_after = after.clients.iter().find(|c| c.pid == pid).unwrap();
+    assert_eq!(busy_disk(&after).resident_hits, 1);
+    assert_eq!(me_after.read_wait_ns, me.read_wait_ns);
+    assert_eq!(after.totals.read_wait_ns, me.read_wait_ns);
+}
+
 /// Issue 13 item 5: the daemon reads through its own description with
 /// readahead off, so the disk sees exactly the planned range. The client's
 /// descriptor here has default readahead, primed for sequential access by a

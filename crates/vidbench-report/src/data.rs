@@ -73,6 +73,9 @@ pub struct Run {
     /// recorded since it was sampled): above 0, memory outside the run's
     /// limit took part of its page cache.
     pub global_reclaim_pages: Option<f64>,
+    /// Under Libception, the server's threads blocked on the daemon's reads
+    /// on average over the step's window (steps recorded since it is sampled).
+    pub server_threads_blocked: Option<f64>,
     /// Whether a step's window was steady: its first third against its last
     /// (steady-state steps; each part where the run recorded it).
     pub drift: Option<WindowDrift>,
@@ -581,6 +584,7 @@ fn load_run(dir: &Path) -> anyhow::Result<Vec<Run>> {
         host_cpu_wait: None,
         host_cpus_stolen: None,
         global_reclaim_pages: None,
+        server_threads_blocked: None,
         drift: None,
         send_buffers: None,
         shim_window: None,
@@ -647,6 +651,7 @@ fn expand_steps(base: Run, steps: &Value) -> anyhow::Result<Vec<Run>> {
             host_cpu_wait: f(&["host_cpu_wait"]),
             host_cpus_stolen: f(&["host_cpus_stolen"]),
             global_reclaim_pages: f(&["global_reclaim_pages"]),
+            server_threads_blocked: f(&["server_threads_blocked"]),
             drift: Some(WindowDrift {
                 active_sessions: f(&["active_sessions", "first_third"]).zip(f(&["active_sessions", "last_third"])),
                 delivered_mb_s: thirds(&delivered, window),

@@ -788,6 +788,8 @@ fn machine_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()> 
     let reclaim_sampled = with.iter().any(|(_, runs)| runs.iter().any(|r| r.global_reclaim_pages.is_some()));
     // Nor a CPU-wait figure (and where the kernel has no pressure information).
     let wait_sampled = with.iter().any(|(_, runs)| runs.iter().any(|r| r.host_cpu_wait.is_some()));
+    // Nor, before it was sampled or without Libception, a blocked figure.
+    let blocked_sampled = with.iter().any(|(_, runs)| runs.iter().any(|r| r.server_threads_blocked.is_some()));
     let cpus = ctx.results.machine.get("cpus").and_then(Value::as_u64);
     writeln!(ctx.md, "## The machine beside each window\n")?;
     writeln!(
@@ -796,7 +798,7 @@ fn machine_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()> 
          (their cgroups' CPU), and the emulated drive's mean reply lateness, ms per read past the modelled completion \
          (docs/run.md, \"Two experiments at once\"); and the server's TCP send buffers over the window (`ss` skmem `tb` of its \
          established connections every 15 s: the median of the snapshots' medians and the largest, KiB; the kernel grows them \
-         by its autotuning, `tcp_wmem` in each run's setup.json; runs recorded since they are sampled){}.\n",
+         by its autotuning, `tcp_wmem` in each run's setup.json; runs recorded since they are sampled){}{}.\n",
         cpus.map_or("the run saw an unknown number".to_string(), |n| format!("the run could use {n}")),
         if wait_sampled {
             "; the share of the window in which some runnable task waited for a CPU (`/proc/pressure/cpu`, `some`: the CPUs were \
@@ -810,15 +812,23 @@ fn machine_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()> 
              `scripts/contained`; runs recorded since it is sampled)"
         } else {
             ""
+        },
+        if blocked_sampled {
+            "; and under Libception the server's threads blocked on the daemon's reads, on average over the window (the daemon's \
+             `read_wait_ns`: each FETCH that waited for a read, from its arrival to its reply): of a server with W single-threaded \
+             workers, that many serve none of their connections meanwhile"
+        } else {
+            ""
         }
     )?;
     let (reclaim_head, reclaim_rule) = if reclaim_sampled { (" global reclaim pages |", "---:|") } else { ("", "") };
     let (wait_head, wait_rule) = if wait_sampled { (" CPU wait % | stolen CPUs |", "---:|---:|") } else { ("", "") };
+    let (blocked_head, blocked_rule) = if blocked_sampled { (" server threads blocked |", "---:|") } else { ("", "") };
     writeln!(
         ctx.md,
-        "| configuration | rate | window s | machine CPUs busy |{wait_head} server CPUs | daemon CPUs | drive reply late ms | send buffer KiB, median / max |{reclaim_head}"
+        "| configuration | rate | window s | machine CPUs busy |{wait_head} server CPUs | daemon CPUs | drive reply late ms | send buffer KiB, median / max |{reclaim_head}{blocked_head}"
     )?;
-    writeln!(ctx.md, "|---|---:|---|---:|{wait_rule}---:|---:|---:|---:|{reclaim_rule}")?;
+    writeln!(ctx.md, "|---|---:|---|---:|{wait_rule}---:|---:|---:|---:|{reclaim_rule}{blocked_rule}")?;
     let mut reclaimed = 0;
     for (c, runs) in &with {
         for r in runs {
@@ -833,6 +843,9 @@ fn machine_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()> 
             cells.extend([f2(per_s(r.server_cpu_s)), f2(per_s(r.daemon_cpu_s)), f2(r.reply_late_ms), buffers]);
             if reclaim_sampled {
                 cells.push(r.global_reclaim_pages.map_or("-".to_string(), |p| format!("{p:.0}")));
+            }
+            if blocked_sampled {
+                cells.push(f2(r.server_threads_blocked));
             }
             reclaimed += usize::from(r.global_reclaim_pages.is_some_and(|p| p > 0.0));
             window_row(ctx, c, r, &cells)?;

@@ -291,6 +291,11 @@ pub struct Sample {
     pub prefetch_scaled_bytes: Option<f64>,
     #[serde(default)]
     pub prefetch_full_size: Option<f64>,
+    /// Cumulative seconds the server's threads spent blocked on the
+    /// daemon's reads (`totals.read_wait_ns`): none without a daemon, and in
+    /// files from before this column.
+    #[serde(default)]
+    pub daemon_read_wait_s: Option<f64>,
 }
 
 /// The prefetch fields of a sample from `libception stat --json`.
@@ -312,6 +317,7 @@ fn prefetch_fields(stats: &Value, row: &mut Sample) {
     row.prefetch_scaled = total("scaled_prefetches");
     row.prefetch_scaled_bytes = total("scaled_prefetch_bytes");
     row.prefetch_full_size = total("full_prefetches");
+    row.daemon_read_wait_s = stats.pointer("/totals/read_wait_ns").and_then(Value::as_f64).map(|ns| ns / 1e9);
 }
 
 impl Sample {
@@ -504,6 +510,12 @@ pub struct StepRecord {
     /// run's page cache was not its own limit's alone to decide.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub global_reclaim_pages: Option<f64>,
+    /// Under Libception: the server's threads blocked on the daemon's reads,
+    /// on average over the window (from the daemon's `read_wait_ns`). Of a
+    /// server with W single-threaded workers, that many of the W serve no
+    /// connection meanwhile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_threads_blocked: Option<f64>,
 }
 
 /// The memory cgroup's file LRU lists over a step's window: mean bytes on
@@ -606,6 +618,7 @@ impl StepRecord {
             host_cpu_wait: delta(|s| s.host_cpu_wait_s).map(|wait| wait / seconds),
             host_cpus_stolen: delta(|s| s.host_cpu_steal_s).map(|steal| steal / seconds),
             global_reclaim_pages: delta(|s| s.global_reclaim_pages),
+            server_threads_blocked: delta(|s| s.daemon_read_wait_s).map(|wait| wait / seconds),
             disk_bytes_per_delivered_byte: disk.filter(|_| delivered > 0.0).map(|d| d.mb_s / delivered),
             disk,
             memory_mean_bytes: mean(|s| s.memory_bytes),
@@ -809,6 +822,8 @@ mod tests {
                     disk_reply_late_s: Some(t * 0.25e-3),
                     // Global reclaim scans 50 pages a second from 20 s on.
                     global_reclaim_pages: Some(7.0 + 50.0 * (t - 20.0).max(0.0)),
+                    // 2.5 of the server's threads wait on the daemon.
+                    daemon_read_wait_s: Some(2.5 * t),
                     ..Sample::default()
                 }
             })
@@ -819,6 +834,7 @@ mod tests {
         assert!((r.host_cpu_wait.unwrap() - 0.3).abs() < 1e-9);
         assert!((r.host_cpus_stolen.unwrap() - 0.05).abs() < 1e-9);
         assert_eq!(r.global_reclaim_pages, Some(500.0), "scanned from 20 to 30 s");
+        assert!((r.server_threads_blocked.unwrap() - 2.5).abs() < 1e-9);
         assert_eq!(StepRecord::new(load_step((5.0, 20.0), 20.0), &samples).global_reclaim_pages, Some(0.0));
         let d = r.disk.unwrap();
         assert!((d.reply_late_ms.unwrap() - 0.25).abs() < 1e-9);

@@ -109,15 +109,20 @@ pub fn render_table(s: &Snapshot, previous: Option<&Snapshot>) -> String {
         out.push_str(&render_controller(c));
     }
     if !s.clients.is_empty() {
+        // BLOCKED: the client's threads waiting on a read, on average over
+        // the interval (since the previous snapshot, or the daemon's start).
+        let prev_wait: HashMap<i32, u64> =
+            previous.map(|p| p.clients.iter().map(|c| (c.pid, c.read_wait_ns)).collect()).unwrap_or_default();
         out.push_str(&format!(
-            "\n{:>8} {:>6} {:<16} {:>5} {:>9} {:>9} {:>8} {:>7} {:>9} {:>9} {:>6}\n",
-            "PID", "UID", "COMM", "CONNS", "REQUESTS", "FETCH", "HITS", "JOINED", "ASKED", "READ", "ERRORS"
+            "\n{:>8} {:>6} {:<16} {:>5} {:>9} {:>9} {:>8} {:>7} {:>9} {:>9} {:>6} {:>7}\n",
+            "PID", "UID", "COMM", "CONNS", "REQUESTS", "FETCH", "HITS", "JOINED", "ASKED", "READ", "ERRORS", "BLOCKED"
         ));
         for c in s.clients.iter().take(20) {
+            let waited = c.read_wait_ns.saturating_sub(prev_wait.get(&c.pid).copied().unwrap_or(0));
             out.push_str(&format!(
-                "{:>8} {:>6} {:<16} {:>5} {:>9} {:>9} {:>8} {:>7} {:>9} {:>9} {:>6}\n",
+                "{:>8} {:>6} {:<16} {:>5} {:>9} {:>9} {:>8} {:>7} {:>9} {:>9} {:>6} {:>7.2}\n",
                 c.pid, c.uid, c.comm, c.open_connections, c.requests, c.fetch, c.resident_hits, c.joined,
-                human_size(c.bytes_requested), human_size(c.bytes_read), c.errors
+                human_size(c.bytes_requested), human_size(c.bytes_read), c.errors, waited as f64 / 1e9 / window
             ));
         }
         if s.clients_total > 20 {

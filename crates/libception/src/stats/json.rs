@@ -86,6 +86,9 @@ pub struct TotalsSnapshot {
     /// CHECKs and FETCHes answered without residency information (untrusted peer, foreign file).
     #[serde(default)]
     pub residency_concealed: u64,
+    /// The clients' `read_wait_ns` summed, including clients no longer listed.
+    #[serde(default)]
+    pub read_wait_ns: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -156,6 +159,12 @@ pub struct ClientSnapshot {
     pub bytes_read: u64,
     pub resident_hits: u64,
     pub joined: u64,
+    /// Nanoseconds the client's FETCHes that waited for a read (queued or
+    /// joined) spent from arrival to reply, summed: over an interval, its
+    /// growth divided by the interval is the mean number of the client's
+    /// threads blocked on the daemon. Absent in documents of daemons before it.
+    #[serde(default)]
+    pub read_wait_ns: u64,
     pub last_seen_unix_s: u64,
 }
 
@@ -197,10 +206,12 @@ impl Snapshot {
             c.bytes_read = 0;
             c.resident_hits = 0;
             c.joined = 0;
+            c.read_wait_ns = 0;
         }
         self.clients_total = self.clients.len();
         self.totals.cancelled_waiters = 0;
         self.totals.cancelled_reads = 0;
+        self.totals.read_wait_ns = 0;
         // Others' refusals include those of peers charged after their check.
         self.totals.bad_fd_errors = 0;
         // `--promote auto` starts on the share of prefetched bytes evicted.

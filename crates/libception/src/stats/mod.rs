@@ -67,6 +67,7 @@ pub struct Totals {
     cancelled_reads: AtomicU64,
     residency_check_failures: AtomicU64,
     residency_concealed: AtomicU64,
+    read_wait_ns: AtomicU64,
 }
 
 /// Per-disk counters. `requests` counts FETCHes for files on the disk;
@@ -331,6 +332,7 @@ pub struct ClientStats {
     bytes_read: AtomicU64,
     resident_hits: AtomicU64,
     joined: AtomicU64,
+    read_wait_ns: AtomicU64,
     last_seen_s: AtomicU64,
 }
 
@@ -352,7 +354,7 @@ impl ClientStats {
 
     fn snapshot(&self) -> ClientSnapshot {
         let s = load!(ClientSnapshot from self;
-            connections, fetch, check, stats, errors, bytes_requested, bytes_read, resident_hits, joined;
+            connections, fetch, check, stats, errors, bytes_requested, bytes_read, resident_hits, joined, read_wait_ns;
             pid: self.pid,
             uid: self.uid,
             gid: self.gid,
@@ -462,10 +464,19 @@ impl Stats {
             bytes_read: AtomicU64::new(0),
             resident_hits: AtomicU64::new(0),
             joined: AtomicU64::new(0),
+            read_wait_ns: AtomicU64::new(0),
             last_seen_s: AtomicU64::new(unix_now_s()),
         });
         clients.insert(pid, c.clone());
         c
+    }
+
+    /// A FETCH of `client` that waited for a read (queued or joined) was
+    /// answered `waited` after it arrived: the time one of the client's
+    /// threads spent blocked on the daemon.
+    pub fn on_answered(&self, client: &ClientStats, waited: Duration) {
+        add(&self.totals.read_wait_ns, nanos(waited));
+        add(&client.read_wait_ns, nanos(waited));
     }
 
     /// A connection was turned away (no credentials, or not on the allow lists).
@@ -542,7 +553,7 @@ impl Stats {
         let totals = load!(TotalsSnapshot from t;
             connections_accepted, connections_rejected, connections_dropped_slow, requests_fetch, requests_check,
             requests_stats, protocol_errors, bad_fd_errors, cancelled_waiters, cancelled_reads, residency_check_failures,
-            residency_concealed;
+            residency_concealed, read_wait_ns;
             connections_open: t.connections_open.load(Relaxed).max(0) as u64,
         );
         let workers = self.workers.read().unwrap().iter().map(|w| w.snapshot()).collect();

@@ -174,6 +174,12 @@ impl Snapshot {
         for (name, help, value) in totals {
             e.single(name, Kind::Counter, help, value);
         }
+        e.single(
+            "read_wait_seconds_total",
+            Kind::Counter,
+            "Time FETCHes that waited for a read spent from arrival to reply, summed: its rate is the mean number of client threads blocked on the daemon.",
+            t.read_wait_ns as f64 / 1e9,
+        );
         let by_op = [("fetch", t.requests_fetch), ("check", t.requests_check), ("stats", t.requests_stats)];
         e.metric("requests_total", Kind::Counter, "Requests by op.", by_op, |(op, n)| (vec![("op", op.to_string())], (*n).into()));
 
