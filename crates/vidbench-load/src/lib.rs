@@ -58,7 +58,7 @@ pub use arrivals::PoissonArrivals;
 pub use config::{LoadConfig, LoadError, ReceiveBuffer, Stop, MAX_SECONDS};
 pub use materialize::materialize;
 pub use play::{play, play_steps, Progress};
-pub use steps::{FixedSteps, Matched, StepPlan, StepResult, StepSpec};
+pub use steps::{FirstByte, FixedSteps, Matched, StepPlan, StepResult, StepSpec};
 pub use records::{IntervalRecord, Outcome, RequestRecord, SessionCounts, SessionRecord};
 pub use summary::{
     mean_ci95, CpuUse, ErrorCount, LoadSummary, Percentiles, RequestCounts, Samples, SessionRate, Setup, VerifyCounts,

@@ -243,7 +243,7 @@ impl Output {
     }
 }
 
-fn histogram() -> Histogram<u64> {
+pub(crate) fn histogram() -> Histogram<u64> {
     // 1 us to 1 hour with 3 significant digits.
     Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds")
 }
@@ -347,6 +347,9 @@ impl Collector {
             if record.outcome == Outcome::Verify {
                 self.verify_mismatches += 1;
             }
+        }
+        if let Some(step) = &mut self.step {
+            step.request_ended(record);
         }
         Self::write(&mut self.requests_out, &mut self.first_write_error, record);
     }

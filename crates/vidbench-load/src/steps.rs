@@ -209,6 +209,27 @@ pub struct StepResult {
     /// Under population matching: what the match at the step's start did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub matched: Option<Matched>,
+    /// Per client class, how long the requests issued in the window waited
+    /// for their first body byte: a class's deadline minus its transfer time
+    /// is what the server may take, and a failing step shows which class
+    /// ran out of it. Absent in steps recorded before.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub first_byte: std::collections::BTreeMap<String, FirstByte>,
+}
+
+/// Time to first byte of the requests of one client class issued in a
+/// step's window, milliseconds (hdrhistogram, 3 significant digits).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FirstByte {
+    /// Requests issued in the window (that ended before the step did).
+    pub requests: u64,
+    /// Of those, requests that ended without a body byte (a timeout or an
+    /// error before any data): not in the percentiles.
+    pub without_first_byte: u64,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
 }
 
 /// What a population match did (a step's `matched`).
@@ -257,6 +278,9 @@ pub(crate) struct StepCounters {
     pub steady_sessions: Option<f64>,
     /// Sessions that failed on a request issued in the window.
     pub in_progress_failed: u64,
+    /// Per client class: microseconds to the first body byte of the
+    /// requests issued in the window, and how many had none.
+    first_byte: std::collections::BTreeMap<String, (hdrhistogram::Histogram<u64>, u64)>,
 }
 
 /// How far below its steady state, in standard deviations of the count,
@@ -279,6 +303,7 @@ impl StepCounters {
             matched: None,
             steady_sessions: None,
             in_progress_failed: 0,
+            first_byte: std::collections::BTreeMap::new(),
         }
     }
 
@@ -368,6 +393,19 @@ impl StepCounters {
         }
     }
 
+    /// A request ended: one issued in the window counts in its class's
+    /// first-byte figures.
+    pub fn request_ended(&mut self, record: &crate::records::RequestRecord) {
+        if !self.in_window(record.start_s) {
+            return;
+        }
+        let (hist, without) = self.first_byte.entry(record.class.clone()).or_insert_with(|| (crate::records::histogram(), 0));
+        match record.first_byte_s {
+            Some(fb) => hist.saturating_record(((fb - record.start_s).max(0.0) * 1e6) as u64),
+            None => *without += 1,
+        }
+    }
+
     /// The step's result, from its counters, the completed requests
     /// `(end time, bytes)` and the sample intervals of the run so far.
     pub fn finish(&self, completed: &[(f64, u64)], intervals: &[IntervalRecord]) -> StepResult {
@@ -431,6 +469,22 @@ impl StepCounters {
             settled: self.settled(),
             cache_settled: self.cache_settled,
             matched: self.matched,
+            first_byte: self
+                .first_byte
+                .iter()
+                .map(|(class, (h, without))| {
+                    let ms = |q: f64| if h.is_empty() { 0.0 } else { h.value_at_quantile(q) as f64 / 1e3 };
+                    let summary = FirstByte {
+                        requests: h.len() + without,
+                        without_first_byte: *without,
+                        p50_ms: ms(0.5),
+                        p90_ms: ms(0.9),
+                        p99_ms: ms(0.99),
+                        max_ms: if h.is_empty() { 0.0 } else { h.max() as f64 / 1e3 },
+                    };
+                    (class.clone(), summary)
+                })
+                .collect(),
         }
     }
 }
@@ -490,6 +544,57 @@ mod tests {
             outcome,
             detail: String::new(),
         }
+    }
+
+    /// A request of `class` issued at `start`, its first byte `first_byte`
+    /// seconds later (none: it ended without one).
+    fn request(class: &str, start: f64, first_byte: Option<f64>, outcome: Outcome) -> crate::records::RequestRecord {
+        crate::records::RequestRecord {
+            session: 0,
+            phase: vidbench_library::Phase::Measure,
+            class: class.into(),
+            video: 0,
+            path: "/v/0.mp4".into(),
+            range: String::new(),
+            start_s: start,
+            first_byte_s: first_byte.map(|d| start + d),
+            end_s: start + 5.0,
+            bytes: 1,
+            status: Some(206),
+            outcome,
+        }
+    }
+
+    #[test]
+    fn first_byte_times_are_per_class_of_the_requests_issued_in_the_window() {
+        let mut s = StepCounters::new(1, spec(), 100.0);
+        assert_eq!(s.window(), (110.0, 140.0));
+        // Outside the window: before it, and in the hold.
+        s.request_ended(&request("slow", 105.0, Some(9.0), Outcome::Ok));
+        s.request_ended(&request("slow", 141.0, Some(9.0), Outcome::Ok));
+        // "fast": 100 requests answered after 1..=100 ms.
+        for k in 1..=100 {
+            s.request_ended(&request("fast", 110.0 + k as f64 * 0.1, Some(k as f64 / 1e3), Outcome::Ok));
+        }
+        // "slow": one after 2.5 s, one that timed out before any byte, one
+        // that failed after its first byte (counted in the percentiles).
+        s.request_ended(&request("slow", 120.0, Some(2.5), Outcome::Ok));
+        s.request_ended(&request("slow", 121.0, None, Outcome::Timeout));
+        s.request_ended(&request("slow", 122.0, Some(4.0), Outcome::Timeout));
+        let r = s.finish(&[], &[]);
+        assert_eq!(r.first_byte.keys().collect::<Vec<_>>(), ["fast", "slow"]);
+        let fast = &r.first_byte["fast"];
+        assert_eq!((fast.requests, fast.without_first_byte), (100, 0));
+        let near = |a: f64, b: f64| (a - b).abs() <= b * 0.002;
+        assert!(near(fast.p50_ms, 50.0) && near(fast.p90_ms, 90.0) && near(fast.p99_ms, 99.0) && near(fast.max_ms, 100.0), "{fast:?}");
+        let slow = &r.first_byte["slow"];
+        assert_eq!((slow.requests, slow.without_first_byte), (3, 1));
+        assert!(near(slow.p50_ms, 2500.0) && near(slow.max_ms, 4000.0), "{slow:?}");
+        // A class whose every request ended without a byte: zeros, counted.
+        let mut s = StepCounters::new(1, spec(), 100.0);
+        s.request_ended(&request("dead", 115.0, None, Outcome::Connect));
+        let dead = &s.finish(&[], &[]).first_byte["dead"];
+        assert_eq!((dead.requests, dead.without_first_byte, dead.max_ms), (1, 1, 0.0));
     }
 
     #[test]

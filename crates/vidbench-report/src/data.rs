@@ -87,6 +87,22 @@ pub struct Run {
     /// while running: the difference of the `shim.jsonl` lines at the
     /// window's edges).
     pub shim_window: Option<Totals>,
+    /// Per client class, the time to first byte of the requests issued in a
+    /// step's window (steps recorded since the load client keeps it).
+    pub first_byte: BTreeMap<String, ClassFirstByte>,
+}
+
+/// A step's `first_byte` entry for one client class (vidbench-load's
+/// `FirstByte`): requests issued in the window, those that ended without a
+/// body byte, and the others' time to first byte, ms.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Deserialize)]
+pub struct ClassFirstByte {
+    pub requests: u64,
+    pub without_first_byte: u64,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
 }
 
 /// The send buffers (`ss` skmem `tb`) of the server's established
@@ -588,6 +604,7 @@ fn load_run(dir: &Path) -> anyhow::Result<Vec<Run>> {
         drift: None,
         send_buffers: None,
         shim_window: None,
+        first_byte: BTreeMap::new(),
     };
     match read_optional_json(&dir.join("steps.json"))? {
         Some(steps) => expand_steps(base, &steps).with_context(|| format!("{} is not a list of steps", dir.join("steps.json").display())),
@@ -660,6 +677,7 @@ fn expand_steps(base: Run, steps: &Value) -> anyhow::Result<Vec<Run>> {
             .filter(|d| *d != WindowDrift::default()),
             send_buffers: send_buffers_within(&sockets, window),
             shim_window: shim_within(&shim, window),
+            first_byte: step.get("first_byte").and_then(|v| serde_json::from_value(v.clone()).ok()).unwrap_or_default(),
             ..base.clone()
         });
     }

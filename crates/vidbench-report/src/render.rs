@@ -90,6 +90,7 @@ pub fn write_report(results: &Results, out: &Path) -> anyhow::Result<usize> {
     wc_section(&mut ctx, &configs)?;
     trace_section(&mut ctx)?;
     latency_section(&mut ctx)?;
+    first_byte_section(&mut ctx, &server_configs)?;
     sweep_section(&mut ctx, &server_configs, &points)?;
     prefetch_section(&mut ctx, &server_configs)?;
     lru_section(&mut ctx, &server_configs)?;
@@ -668,6 +669,49 @@ fn adaptive_table(ctx: &mut Ctx<'_>, configs: &[String], points: &BTreeMap<Strin
 
 /// The configurations with runs that `has` a per-window figure, each with
 /// those runs in the order of their windows.
+/// Per measured window and client class, how long the requests issued in
+/// the window waited for their first byte (the load client's figures). A
+/// class whose link needs most of its deadline for a chunk is the first to
+/// fail when the server is slow to start answering.
+fn first_byte_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()> {
+    let with = windows_with(ctx, configs, |r| !r.first_byte.is_empty());
+    if with.is_empty() {
+        return Ok(());
+    }
+    writeln!(ctx.md, "## Time to first byte per client class\n")?;
+    writeln!(
+        ctx.md,
+        "Per measured window and client class: the requests issued in the window, those that ended without a body byte (a \
+         timeout or an error before any data; not in the percentiles), and the others' time from sending the request to its \
+         first body byte, ms (the load client's clock: the class's one-way delay is in it). A class's deadline less the time \
+         its link needs for a chunk is what the server may take before the first byte; a failing window shows which class ran \
+         out of it (steps recorded since the load client keeps these figures).\n"
+    )?;
+    writeln!(ctx.md, "| configuration | rate | window s | failed % | class | requests | no byte | p50 ms | p90 ms | p99 ms | max ms |")?;
+    writeln!(ctx.md, "|---|---:|---|---:|---|---:|---:|---:|---:|---:|---:|")?;
+    for (c, runs) in &with {
+        for r in runs {
+            let window = r.window_s.map(|(a, b)| format!("{a:.0}-{b:.0}")).unwrap_or_default();
+            for (class, f) in &r.first_byte {
+                let cells = [
+                    window.clone(),
+                    format!("{:.2}", r.failure_pct),
+                    class.clone(),
+                    f.requests.to_string(),
+                    f.without_first_byte.to_string(),
+                    format!("{:.0}", f.p50_ms),
+                    format!("{:.0}", f.p90_ms),
+                    format!("{:.0}", f.p99_ms),
+                    format!("{:.0}", f.max_ms),
+                ];
+                window_row(ctx, c, r, &cells)?;
+            }
+        }
+    }
+    writeln!(ctx.md)?;
+    Ok(())
+}
+
 fn windows_with<'a, 'c>(ctx: &Ctx<'a>, configs: &'c [String], has: fn(&Run) -> bool) -> Vec<(&'c String, Vec<&'a Run>)> {
     configs
         .iter()

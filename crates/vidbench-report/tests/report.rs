@@ -770,3 +770,28 @@ fn the_plain_table_compares_maxima_of_stepped_searches() {
     assert!(max_line("l").ends_with("4.87/s, 39.11 MB/s, 1.69x v"), "{table}");
     assert!(max_line("v").ends_with("2.89/s, 23.13 MB/s"), "vanilla has no ratio to itself:\n{table}");
 }
+
+/// Steps that carry the load client's time to first byte get a row per
+/// client class; steps from before have no such section.
+#[test]
+fn the_time_to_first_byte_per_class_of_each_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let mut failing = plain_step(1.56, 1200.0, 5.85, 55.3);
+    failing["first_byte"] = serde_json::json!({
+        "broadband": {"requests": 837, "without_first_byte": 3, "p50_ms": 330.4, "p90_ms": 1580.0, "p99_ms": 4250.2, "max_ms": 4810.0},
+        "high": {"requests": 900, "without_first_byte": 0, "p50_ms": 320.0, "p90_ms": 1500.0, "p99_ms": 4100.0, "max_ms": 4700.0}
+    });
+    let run = stepped_run(root, "l", "nginx + Libception", serde_json::json!([plain_step(1.30, 1000.0, 0.0, 51.0), failing]));
+    std::fs::write(run.join("DONE"), "").unwrap();
+    let md = report_md(root);
+    assert!(md.contains("## Time to first byte per client class"), "{md}");
+    assert!(md.contains("| nginx + Libception | 1.56 | 1200-1290 | 5.85 | broadband | 837 | 3 | 330 | 1580 | 4250 | 4810 |"), "{md}");
+    assert!(md.contains("| nginx + Libception | 1.56 | 1200-1290 | 5.85 | high | 900 | 0 | 320 | 1500 | 4100 | 4700 |"), "{md}");
+    assert!(!md.contains("| nginx + Libception | 1.30 | 1000-1090 | 0.00 |"), "a window without the figures has no row: {md}");
+
+    let older = tempfile::tempdir().unwrap();
+    let run = stepped_run(older.path(), "l", "nginx + Libception", serde_json::json!([plain_step(1.30, 1000.0, 0.0, 51.0)]));
+    std::fs::write(run.join("DONE"), "").unwrap();
+    assert!(!report_md(older.path()).contains("Time to first byte"));
+}

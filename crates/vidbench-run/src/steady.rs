@@ -700,6 +700,7 @@ mod tests {
             measured_failure_percent: Some(0.0),
             in_progress_sessions: 12,
             in_progress_failed: 0,
+            first_byte: Default::default(),
             in_progress_failure_percent: Some(0.0),
             population_percent: None,
             population_held: None,
