@@ -25,7 +25,7 @@ use crate::stats::{DaemonInfo, Stats};
 use crate::limits::Limits;
 use crate::trust::Trust;
 use crate::promotion::PromoteMode;
-use crate::worker::QueueOrder;
+use crate::worker::{QueueOrder, ReplyWhen};
 use anyhow::{bail, Context, Result};
 use libception_proto::{BitrateScale, Prefetch};
 use nix::sys::signal::{SigSet, Signal};
@@ -60,6 +60,8 @@ pub struct DaemonConfig {
     pub promote_window: Duration,
     /// In which order each worker takes its queued reads (`worker.rs`).
     pub queue_order: QueueOrder,
+    /// When the workers answer the clients waiting on a read (`worker.rs`).
+    pub reply: ReplyWhen,
     pub prefetch: Prefetch,
     /// With a fixed size: how a slower stream's size follows its estimated
     /// bitrate (`--prefetch-scale`; paper 001 Fig 10). `None`: one size.
@@ -175,6 +177,7 @@ pub fn run(cfg: DaemonConfig) -> Result<()> {
         per_disk = cfg.per_disk,
         promote = cfg.promote.name(),
         queue_order = ?cfg.queue_order,
+        reply = ?cfg.reply,
         euid = nix::unistd::geteuid().as_raw(),
         "libception daemon listening"
     );
@@ -192,6 +195,7 @@ pub fn run(cfg: DaemonConfig) -> Result<()> {
             promote: cfg.promote,
             promote_window: cfg.promote_window,
             queue_order: cfg.queue_order,
+            reply: cfg.reply,
             max_read: cfg.max_read,
             info,
         },

@@ -428,6 +428,9 @@ impl Harness {
             // unlocked: hostile input reaches that path here; the default FIFO
             // order meets it in the hostile-client tests of the real daemon.
             queue_order: crate::worker::QueueOrder::Position { max_wait: std::time::Duration::from_millis(50) },
+            // Early answers take waiters out of a read in flight: hostile
+            // input (hang-ups mid-read) meets that path here.
+            reply: crate::worker::ReplyWhen::Range,
             max_read: MAX_READ,
             info: DaemonInfo {
                 pid: std::process::id(),

@@ -59,7 +59,7 @@ mod worker;
 
 pub use client::Client;
 pub use daemon::{run as run_daemon, DaemonConfig};
-pub use worker::QueueOrder;
+pub use worker::{QueueOrder, ReplyWhen};
 pub use promotion::PromoteMode;
 pub use limits::Limits;
 pub use prefetch::{ControllerSnapshot, Decision, IntervalRecord, ProbeSnapshot, ProbeSource, QueueSnapshot, SizeScore, TransactionSource, UsageTally, WorkerUsage};

@@ -21,6 +21,13 @@ enum QueueOrderArg {
     Position,
 }
 
+/// `--reply`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ReplyArg {
+    Range,
+    Read,
+}
+
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
 enum PromoteArg {
     Off,
@@ -96,6 +103,9 @@ enum Command {
         /// With `--queue-order position`: a read that has waited this long is taken next whatever its place
         #[arg(long, value_name = "MS", default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
         queue_max_wait_ms: u64,
+        /// When a client waiting on a read is answered: `read`, when the whole read is done (paper 000's Reception), or `range`, as soon as the range it asked for is read (the read goes on to the prefetch size meanwhile, and the client's thread stops waiting for the rest) (docs/daemon.md, "When a waiting client is answered")
+        #[arg(long, value_enum, default_value_t = ReplyArg::Read)]
+        reply: ReplyArg,
         #[command(flatten)]
         prefetch: PrefetchArgs,
         /// Largest single read, however long the requested range (at least the prefetch size)
@@ -424,7 +434,7 @@ fn init_logging(cli: &Cli, default: &str) {
 fn main() {
     let cli = Cli::parse();
     let result: Result<i32> = match &cli.command {
-        Command::Daemon { socket, socket_mode, socket_group, allow_uids, allow_gids, trust_uids, trust_gids, allow_fs, limits, per_disk, promote, promote_window, queue_order, queue_max_wait_ms, prefetch, max_read, prometheus } => {
+        Command::Daemon { socket, socket_mode, socket_group, allow_uids, allow_gids, trust_uids, trust_gids, allow_fs, limits, per_disk, promote, promote_window, queue_order, queue_max_wait_ms, reply, prefetch, max_read, prometheus } => {
             init_logging(&cli, "info");
             if promote_window.is_some() && !matches!(promote, PromoteArg::Auto) {
                 eprintln!("libception: --promote-window applies to --promote auto only");
@@ -454,6 +464,10 @@ fn main() {
                 queue_order: match queue_order {
                     QueueOrderArg::Fifo => libception::QueueOrder::Fifo,
                     QueueOrderArg::Position => libception::QueueOrder::Position { max_wait: std::time::Duration::from_millis(*queue_max_wait_ms) },
+                },
+                reply: match reply {
+                    ReplyArg::Range => libception::ReplyWhen::Range,
+                    ReplyArg::Read => libception::ReplyWhen::Read,
                 },
                 prefetch_scale: prefetch_args.scale(),
                 prefetch,

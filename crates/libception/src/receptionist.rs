@@ -24,7 +24,7 @@ use crate::residency;
 use crate::stats::{DaemonInfo, DiskStats, Stats};
 use crate::sys::{self, Epoll, EV_READ};
 use crate::trust::{self, Trust};
-use crate::worker::{DiskWorker, FileKey, QueueOrder, ReadJob, Submitted, Waiter};
+use crate::worker::{DiskWorker, FileKey, QueueOrder, ReadJob, ReplyWhen, Submitted, Waiter};
 use libception_proto::{echo_header, reply_flags, Op, Reply, Request, RequestError, MAX_MESSAGE, REQUEST_SIZE};
 use std::collections::HashMap;
 use std::fs::File;
@@ -60,6 +60,8 @@ pub struct ReceptionConfig {
     pub promote_window: Duration,
     /// In which order workers take their queued reads (`worker.rs`).
     pub queue_order: QueueOrder,
+    /// When the disk workers answer the clients waiting on a read.
+    pub reply: ReplyWhen,
     pub max_read: u64,
     pub info: DaemonInfo,
 }
@@ -157,7 +159,7 @@ impl Receptionist {
 
     fn spawn_worker(&mut self) -> std::io::Result<Arc<DiskWorker>> {
         let index = self.workers.len();
-        let worker = Arc::new(DiskWorker::new(index, self.controller.clone(), self.stats.clone(), self.promotion.clone(), self.cfg.queue_order));
+        let worker = Arc::new(DiskWorker::new(index, self.controller.clone(), self.stats.clone(), self.promotion.clone(), self.cfg.queue_order, self.cfg.reply));
         let w = worker.clone();
         let handle = std::thread::Builder::new()
             .name(format!("disk-worker-{index}"))
@@ -638,7 +640,7 @@ impl Receptionist {
             key,
             plan,
             disk: route.disk.clone(),
-            waiters: vec![Waiter { conn: conn.clone(), op, seq, joined: false, conceal: !reveal, since: arrived }],
+            waiters: vec![Waiter { conn: conn.clone(), op, seq, joined: false, conceal: !reveal, since: arrived, want_end: plan.want_end }],
             enqueued: Instant::now(),
             owner: conn.peer.uid,
             charge,

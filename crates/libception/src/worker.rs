@@ -11,7 +11,9 @@
 //! (readahead off, so the disk sees exactly the planned range), skips the
 //! prefix of the range that is already resident, `pread`s the rest into a
 //! reusable buffer, closes both descriptors, reports the
-//! read to the prefetch controller and stats, and replies to every waiter.
+//! read to the prefetch controller and stats, and replies to every waiter
+//! (with [`ReplyWhen::Range`], each trusted waiter as soon as the chunk that
+//! completes its own range is read).
 //! In-flight and queue counters are updated around each read, so the stats'
 //! `max_in_flight` is a direct observation of the serialization guarantee.
 //!
@@ -77,8 +79,23 @@ pub struct Waiter {
     /// The peer may not learn residency: reply status only (see `trust.rs`).
     pub conceal: bool,
     /// When its FETCH was read: the reply ends the wait of the peer's
-    /// thread, which is charged to the client (`ClientStats::on_answered`).
+    /// thread, which is charged to the client (`Stats::on_answered`).
     pub since: Instant,
+    /// The end of the range it asked for (its plan's `want_end`): with
+    /// [`ReplyWhen::Range`] it is answered once the read has passed it.
+    pub want_end: u64,
+}
+
+/// When a worker answers the clients waiting on a read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyWhen {
+    /// Each as soon as its own range is resident (after the read chunk that
+    /// completes it); the read goes on to the prefetch size meanwhile.
+    /// Concealed waiters are answered at the end all the same (an early
+    /// answer's timing would tell a resident range from a read one).
+    Range,
+    /// All at the end of the whole read (paper 000's Reception).
+    Read,
 }
 
 /// Where a read lies: the device number and the byte on it (devices in
@@ -273,6 +290,8 @@ pub struct DiskWorker {
     promotion: Arc<Promotion>,
     /// In which order queued reads are taken.
     order: QueueOrder,
+    /// When waiters are answered.
+    reply: ReplyWhen,
     all_stats: Arc<Stats>,
 }
 
@@ -281,7 +300,7 @@ fn covers(key: FileKey, plan: &PlannedRead, other_key: FileKey, other: &PlannedR
 }
 
 impl DiskWorker {
-    pub fn new(index: usize, controller: Arc<dyn PrefetchController>, stats: Arc<Stats>, promotion: Arc<Promotion>, order: QueueOrder) -> Self {
+    pub fn new(index: usize, controller: Arc<dyn PrefetchController>, stats: Arc<Stats>, promotion: Arc<Promotion>, order: QueueOrder, reply: ReplyWhen) -> Self {
         DiskWorker {
             index,
             queue: Mutex::new(Queue { jobs: Jobs::default(), in_flight: None, stopping: false, head: None, next_id: 0 }),
@@ -290,6 +309,7 @@ impl DiskWorker {
             controller,
             promotion,
             order,
+            reply,
             all_stats: stats,
         }
     }
@@ -450,10 +470,21 @@ impl DiskWorker {
             self.controller.observe_probe(self.index, &disk.name, result);
         }
         let prefix = residency::resident_prefix(reader.as_fd(), plan.start, plan.end).unwrap_or(0);
-        let (bytes, result) = pread_range(reader, plan.start + prefix, plan.end, buf);
+        let read_start = plan.start + prefix;
+        // Whoever asked for the read, credited with its bytes at the end
+        // (an early answer may take it out of the in-flight slot before).
+        let first_client = self.queue.lock().unwrap().in_flight.as_ref().and_then(|f| f.waiters.first()).map(|w| w.conn.client.clone());
+        let early = self.reply == ReplyWhen::Range;
+        if early {
+            self.answer_ready(read_start, 0);
+        }
+        let (bytes, result) = pread_range(reader, read_start, plan.end, buf, |pos| {
+            if early {
+                self.answer_ready(pos, pos - read_start);
+            }
+        });
         let busy = started.elapsed();
         if bytes > 0 && self.promotion.promotes(self.controller.as_ref()) {
-            let read_start = plan.start + prefix;
             disk.on_promoted(promote_range(reader, read_start, read_start + bytes, buf));
         }
         drop(own);
@@ -467,7 +498,7 @@ impl DiskWorker {
             worker: self.index,
             file: key,
             plan,
-            read_start: plan.start + prefix,
+            read_start,
             ok: result.is_ok(),
             bytes_read: bytes,
             busy,
@@ -476,6 +507,9 @@ impl DiskWorker {
             tracing::warn!(disk = %disk.name, start = plan.start, end = plan.end, "read failed after {bytes} bytes: {e}");
         }
         tracing::debug!(disk = %disk.name, start = plan.start, end = plan.end, prefix, bytes, ?busy, ?queue_wait, "read done");
+        if let Some(c) = first_client {
+            c.on_read(bytes);
+        }
 
         let waiters = {
             let mut q = self.queue.lock().unwrap();
@@ -485,33 +519,58 @@ impl DiskWorker {
             Ok(()) => 0,
             Err(e) => -(e.raw_os_error().unwrap_or(libc::EIO)),
         };
-        for (i, w) in waiters.into_iter().enumerate() {
-            let mut flags = 0;
-            if bytes > 0 {
-                flags |= reply_flags::READ;
+        let mut flags = 0;
+        if bytes > 0 {
+            flags |= reply_flags::READ;
+        }
+        if prefix >= plan.end - plan.start {
+            flags |= reply_flags::RESIDENT;
+        }
+        // The resident prefix and what was read lie before read_start +
+        // bytes, and every waiter's offset is at or past plan.start (a
+        // joiner's range lies inside the plan).
+        let resident_end = if status == 0 { read_start + bytes } else { 0 };
+        for w in waiters {
+            self.answer(w, status, flags, bytes, resident_end);
+        }
+    }
+
+    /// With [`ReplyWhen::Range`], during a read: answers the in-flight
+    /// read's waiters whose range ends at or before `upto` (resident from
+    /// the plan's start up to there, `bytes` of it read so far), except the
+    /// concealed ones. The others stay for a later chunk or the end.
+    fn answer_ready(&self, upto: u64, bytes: u64) {
+        let ready: Vec<Waiter> = {
+            let mut q = self.queue.lock().unwrap();
+            let Some(f) = q.in_flight.as_mut() else { return };
+            if !f.waiters.iter().any(|w| !w.conceal && w.want_end <= upto) {
+                return;
             }
-            if prefix >= plan.end - plan.start {
-                flags |= reply_flags::RESIDENT;
-            }
-            if w.joined {
-                flags |= reply_flags::JOINED;
-            }
-            if i == 0 {
-                w.conn.client.on_read(bytes);
-            }
-            self.all_stats.on_answered(&w.conn.client, w.since.elapsed());
-            let reply = if w.conceal {
-                Reply { status, ..Reply::ok(w.op, w.seq) }
-            } else {
-                // The resident prefix and what was read lie before plan.start
-                // + prefix + bytes, and every waiter's offset is at or past
-                // plan.start (a joiner's range lies inside the plan).
-                let resident_end = if status == 0 { plan.start + prefix + bytes } else { 0 };
-                Reply { status, flags, bytes_read: bytes, resident_end, ..Reply::ok(w.op, w.seq) }
-            };
-            if w.conn.send(&reply, None) {
-                w.conn.resume_reading();
-            }
+            let (ready, waiting) = std::mem::take(&mut f.waiters).into_iter().partition(|w| !w.conceal && w.want_end <= upto);
+            f.waiters = waiting;
+            ready
+        };
+        let flags = if bytes > 0 { reply_flags::READ } else { reply_flags::RESIDENT };
+        for w in ready {
+            self.answer(w, 0, flags, bytes, upto);
+        }
+    }
+
+    /// Sends `w` its reply (`status`, and for a peer that may learn
+    /// residency the flags, bytes read and resident end), charges its wait
+    /// to its client and lets its connection be read again.
+    fn answer(&self, w: Waiter, status: i32, mut flags: u32, bytes: u64, resident_end: u64) {
+        if w.joined {
+            flags |= reply_flags::JOINED;
+        }
+        self.all_stats.on_answered(&w.conn.client, w.since.elapsed());
+        let reply = if w.conceal {
+            Reply { status, ..Reply::ok(w.op, w.seq) }
+        } else {
+            Reply { status, flags, bytes_read: bytes, resident_end, ..Reply::ok(w.op, w.seq) }
+        };
+        if w.conn.send(&reply, None) {
+            w.conn.resume_reading();
         }
     }
 }
@@ -544,14 +603,18 @@ fn own_description(file: &File) -> Option<File> {
 }
 
 /// Reads `[start, end)` with pread in chunks into `buf`, discarding the data
-/// (the point is the page cache). Stops early at end of file.
-fn pread_range(file: &File, start: u64, end: u64, buf: &mut [u8]) -> (u64, io::Result<()>) {
+/// (the point is the page cache), calling `progress` with the position after
+/// each chunk. Stops early at end of file.
+fn pread_range(file: &File, start: u64, end: u64, buf: &mut [u8], mut progress: impl FnMut(u64)) -> (u64, io::Result<()>) {
     let mut pos = start;
     while pos < end {
         let want = ((end - pos) as usize).min(buf.len());
         match file.read_at(&mut buf[..want], pos) {
             Ok(0) => break,
-            Ok(n) => pos += n as u64,
+            Ok(n) => {
+                pos += n as u64;
+                progress(pos);
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return (pos - start, Err(e)),
         }

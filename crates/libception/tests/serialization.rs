@@ -248,6 +248,42 @@ fn overlapping_requests_join_a_queued_read() {
     assert_eq!(resident_prefix(&target, 3 * MIB, FILE_SIZE), PREFETCH);
 }
 
+/// `--reply range`: each waiter of a read is answered once the 1 MiB chunk
+/// completing its own range is read, with how far the read had got; the read
+/// itself still covers the prefetch size. By default (`read`) both are
+/// answered at the end, with the whole read.
+#[test]
+fn with_reply_range_a_waiter_is_answered_once_its_range_is_read() {
+    for (reply, a_end, b_end) in [("range", MIB, 9 * MIB), ("read", 16 * MIB, 16 * MIB)] {
+        let dir = real_tempdir();
+        let blocker = cold_files(dir.path(), "blocker", 1, 64 * MIB).remove(0);
+        let target = cold_files(dir.path(), "target", 1, 16 * MIB).remove(0);
+        let daemon = Daemon::start(&["--prefetch", "16M", "--max-read", "64M", "--reply", reply]);
+        // A 64 MiB read keeps the worker busy while both target requests queue
+        // as one read: B's range lies inside A's planned 16 MiB, so it joins.
+        let bf = open_random(&blocker);
+        let bc = daemon.client();
+        send_fetch(&bc, bf.as_raw_fd(), 100, 0, 64 * MIB);
+        wait_until(&daemon, "the blocker is in flight", |s| s.disks.iter().any(|d| d.queued == 1));
+        let tf = open_random(&target);
+        let (a, b) = (daemon.client(), daemon.client());
+        send_fetch(&a, tf.as_raw_fd(), 1, 0, 4096);
+        wait_until(&daemon, "A's read is queued", |s| s.disks.iter().any(|d| d.queued == 2));
+        send_fetch(&b, tf.as_raw_fd(), 2, 8 * MIB, 4096);
+        wait_until(&daemon, "B joined A's read", |s| s.disks.iter().any(|d| d.joined == 1));
+        let (ra, rb) = (a.recv_reply().unwrap(), b.recv_reply().unwrap());
+        assert_eq!((ra.status, ra.flags, ra.bytes_read, ra.resident_end), (0, reply_flags::READ, a_end, a_end), "{reply}: {ra:?}");
+        let joined = reply_flags::READ | reply_flags::JOINED;
+        assert_eq!((rb.status, rb.flags, rb.bytes_read, rb.resident_end), (0, joined, b_end, b_end), "{reply}: {rb:?}");
+        assert_eq!(bc.recv_reply().unwrap().bytes_read, 64 * MIB);
+        // The read went on to its end either way, once.
+        wait_until(&daemon, "the target's read is done", |s| s.disks.iter().any(|d| d.reads == 2 && d.in_flight == 0));
+        let s = daemon.stats();
+        assert_eq!(busy_disk(&s).bytes_read, 80 * MIB, "{reply}");
+        assert_eq!(resident_prefix(&target, 0, 16 * MIB), 16 * MIB, "{reply}");
+    }
+}
+
 /// A client's `read_wait_ns` is the time its FETCHes waited for reads: at
 /// least the read's time on the disk (the FETCH came before the read began
 /// and its reply after the read ended), at most what the client measured from

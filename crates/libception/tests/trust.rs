@@ -136,6 +136,22 @@ fn trusted_uids_and_gids_are_told_what_is_resident() {
     }
 }
 
+/// `--reply range` answers trusted waiters as soon as their range is read,
+/// but a stranger only when the whole read is done: an early answer's timing
+/// would tell a range found resident from one read.
+#[test]
+fn a_stranger_is_answered_after_the_whole_read_even_with_reply_range() {
+    if !root_or_skip("run a client as another uid") {
+        return;
+    }
+    let dir = real_tempdir();
+    let daemon = Daemon::start_for_all_uids(&["--prefetch", "4M", "--reply", "range"]);
+    let (_, cold) = hot_and_cold(dir.path());
+    let fetch = as_nobody(&daemon, &cold, false);
+    assert_eq!((fetch.status, fetch.bytes_read, fetch.resident_end), (0, 0, 0), "{fetch:?}");
+    assert_eq!(resident_prefix(&cold, 0, 4 * MIB), 4 * MIB, "answered before the read's end");
+}
+
 /// A client connected as `nobody` (the daemon takes credentials at connect).
 fn nobody_client(d: &Daemon) -> Client {
     as_uid(NOBODY, || Client::connect(&d.socket).expect("connect as nobody"))

@@ -174,6 +174,7 @@ fn print_plan(exp: &Experiment, out: &mut dyn Write) -> std::io::Result<()> {
         let what = if c.promote { format!("{what}, prefetched pages promoted") } else { what };
         let what = if c.promote_auto { format!("{what}, prefetched pages promoted once evicted before use") } else { what };
         let what = if c.queue_by_position { format!("{what}, queued reads in disk order") } else { what };
+        let what = if c.reply_by_range { format!("{what}, waiters answered once their range is read") } else { what };
         let what = match c.prefetch_scale {
             Some(scale) => format!("{what}, slower streams' size scaled by {}", scale.name()),
             None => what,

@@ -44,13 +44,15 @@ pub struct DaemonOptions {
     pub promote_auto: bool,
     /// Queued reads in disk order (`--queue-order position`).
     pub queue_by_position: bool,
+    /// Waiters answered once their own range is read (`--reply range`).
+    pub reply_by_range: bool,
     /// A fixed size's scale for slower streams (`--prefetch-scale`).
     pub prefetch_scale: Option<libception_proto::BitrateScale>,
 }
 
 impl DaemonOptions {
     pub fn of(cfg: &Config) -> DaemonOptions {
-        DaemonOptions { per_disk: cfg.per_disk, promote: cfg.promote, promote_auto: cfg.promote_auto, queue_by_position: cfg.queue_by_position, prefetch_scale: cfg.prefetch_scale }
+        DaemonOptions { per_disk: cfg.per_disk, promote: cfg.promote, promote_auto: cfg.promote_auto, queue_by_position: cfg.queue_by_position, reply_by_range: cfg.reply_by_range, prefetch_scale: cfg.prefetch_scale }
     }
 }
 
@@ -68,6 +70,9 @@ pub fn daemon_args(socket: &Path, prefetch: &Prefetch, server_user: &str, option
     }
     if options.queue_by_position {
         args.extend(["--queue-order".into(), "position".into()]);
+    }
+    if options.reply_by_range {
+        args.extend(["--reply".into(), "range".into()]);
     }
     if let Some(scale) = options.prefetch_scale {
         args.extend(["--prefetch-scale".into(), scale.name()]);

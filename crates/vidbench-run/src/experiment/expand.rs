@@ -551,6 +551,7 @@ impl Checker<'_> {
             promote: self.daemon_flag(key, "promote", c.promote.map(|p| p == PromoteSetting::Always(true)), c)?,
             promote_auto: self.promote_auto(key, c)?,
             queue_by_position: self.daemon_flag(key, "queue_by_position", c.queue_by_position, c)?,
+            reply_by_range: self.daemon_flag(key, "reply_by_range", c.reply_by_range, c)?,
             prefetch_scale: c.prefetch_scale,
             shim_stats: self.shim_stats(key, c)?,
             patience_ms: self.patience(key, c)?,
@@ -593,7 +594,7 @@ impl Checker<'_> {
         Ok(configs)
     }
 
-    /// A daemon option (`per_disk`, `promote`, `queue_by_position`), checked: a daemon it applies to.
+    /// A daemon option (`per_disk`, `promote`, `queue_by_position`, `reply_by_range`), checked: a daemon it applies to.
     fn daemon_flag(&self, key: &str, name: &str, value: Option<bool>, c: &ConfigSection) -> Result<bool, ExperimentError> {
         match value {
             Some(true) if !matches!(c.libception, Some(Mode::Full | Mode::Serialize)) => {

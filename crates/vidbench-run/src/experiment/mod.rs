@@ -187,6 +187,9 @@ pub struct Config {
     /// Queued reads taken in disk order (`--queue-order position`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub queue_by_position: bool,
+    /// Waiters answered once their own range is read (`--reply range`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reply_by_range: bool,
     /// A fixed size scaled for slower streams (`--prefetch-scale`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefetch_scale: Option<libception_proto::BitrateScale>,
@@ -519,18 +522,19 @@ kind = "wc"
     #[test]
     fn per_disk_promote_and_queue_order_need_a_daemon_and_shim_stats_a_shim() {
         let lib = "libception = \"full\"\nprefetch_kb = [1024, 2048]";
-        let e = parse(&GOOD.replace(lib, &format!("{lib}\nper_disk = true\npromote = true\nqueue_by_position = true\nshim_stats = true"))).unwrap();
+        let e = parse(&GOOD.replace(lib, &format!("{lib}\nper_disk = true\npromote = true\nqueue_by_position = true\nreply_by_range = true\nshim_stats = true"))).unwrap();
         let c = e.config("lib-p2048").unwrap();
-        assert!(c.per_disk && c.promote && c.queue_by_position && c.shim_stats);
+        assert!(c.per_disk && c.promote && c.queue_by_position && c.reply_by_range && c.shim_stats);
         let args = crate::daemon::daemon_args(std::path::Path::new("/s"), &libception_proto::Prefetch::Fixed(1 << 21), "www-data", crate::daemon::DaemonOptions::of(c));
         assert!(args.windows(2).any(|w| w == ["--queue-order", "position"]) && args.iter().any(|a| a == "--promote"), "{args:?}");
+        assert!(args.windows(2).any(|w| w == ["--reply", "range"]), "{args:?}");
         let v = e.config("vanilla").unwrap();
-        assert!(!v.per_disk && !v.promote && !v.queue_by_position && !v.shim_stats);
+        assert!(!v.per_disk && !v.promote && !v.queue_by_position && !v.reply_by_range && !v.shim_stats);
         let json = serde_json::to_value(v).unwrap();
-        for key in ["per_disk", "promote", "queue_by_position", "shim_stats"] {
+        for key in ["per_disk", "promote", "queue_by_position", "reply_by_range", "shim_stats"] {
             assert!(json.get(key).is_none(), "{key} unset, not recorded (resumed results compare configs): {json}");
         }
-        for key in ["per_disk", "promote", "queue_by_position"] {
+        for key in ["per_disk", "promote", "queue_by_position", "reply_by_range"] {
             let err = parse(&GOOD.replace(lib, &format!("libception = \"prefetch\"\nprefetch_kb = 2048\n{key} = true"))).unwrap_err().to_string();
             assert!(err.contains(key) && err.contains("needs the daemon"), "{err}");
         }

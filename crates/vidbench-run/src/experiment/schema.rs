@@ -674,6 +674,10 @@ pub struct ConfigSection {
     /// upwards, instead of as they came (`libception daemon --queue-order
     /// position`); needs a mode with a daemon.
     pub queue_by_position: Option<bool>,
+    /// The daemon answers each client waiting on a read once its own range
+    /// is read, not at the read's end (`libception daemon --reply range`);
+    /// needs a mode with a daemon.
+    pub reply_by_range: Option<bool>,
     /// With a fixed `prefetch_kb` under the daemon: a slower stream's size
     /// follows its estimated bitrate by this rule or factor (`libception
     /// daemon --prefetch-scale`; paper 001 Fig 10). The adaptive controller
