@@ -162,6 +162,11 @@ pub fn run(cfg: DaemonConfig) -> Result<()> {
         uptime_s: 0.0,
         promote: String::new(),
         promoting_since_s: None,
+        reply: match cfg.reply {
+            ReplyWhen::Read => "read",
+            ReplyWhen::Range => "range",
+        }
+        .to_string(),
     };
     if let Some(addr) = cfg.prometheus {
         spawn_prometheus(addr, stats.clone(), controller.clone(), info.clone())?;

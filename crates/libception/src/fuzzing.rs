@@ -444,6 +444,7 @@ impl Harness {
                 uptime_s: 0.0,
                 promote: String::new(),
                 promoting_since_s: None,
+                reply: "range".into(),
             },
         };
         let info = cfg.info.clone();

@@ -259,6 +259,7 @@ fn with_reply_range_a_waiter_is_answered_once_its_range_is_read() {
         let blocker = cold_files(dir.path(), "blocker", 1, 64 * MIB).remove(0);
         let target = cold_files(dir.path(), "target", 1, 16 * MIB).remove(0);
         let daemon = Daemon::start(&["--prefetch", "16M", "--max-read", "64M", "--reply", reply]);
+        assert_eq!(daemon.stats().daemon.reply, reply, "the stats say which");
         // A 64 MiB read keeps the worker busy while both target requests queue
         // as one read: B's range lies inside A's planned 16 MiB, so it joins.
         let bf = open_random(&blocker);

@@ -51,7 +51,7 @@ pub fn render_table(s: &Snapshot, previous: Option<&Snapshot>) -> String {
     let mut out = String::new();
     let d = &s.daemon;
     out.push_str(&format!(
-        "libception daemon pid {} up {:.0}s  socket {}  prefetch {} ({})  workers {}{}  residency {}{}\n",
+        "libception daemon pid {} up {:.0}s  socket {}  prefetch {} ({})  workers {}{}  residency {}{}{}\n",
         d.pid,
         d.uptime_s,
         d.socket,
@@ -60,7 +60,8 @@ pub fn render_table(s: &Snapshot, previous: Option<&Snapshot>) -> String {
         s.workers.len(),
         if d.per_disk { " (per disk)" } else { " (shared)" },
         d.residency_method,
-        promotion(d.promote.as_str(), d.promoting_since_s)
+        promotion(d.promote.as_str(), d.promoting_since_s),
+        if d.reply.is_empty() { String::new() } else { format!("  reply by {}", d.reply) }
     ));
     let t = &s.totals;
     out.push_str(&format!(

@@ -31,6 +31,10 @@ pub struct DaemonInfo {
     /// Uptime at which the workers began promoting (`None`: they do not).
     #[serde(default)]
     pub promoting_since_s: Option<f64>,
+    /// `--reply`: when waiting clients are answered, `read` or `range`
+    /// (empty in documents of daemons before it, which answered at the read's end).
+    #[serde(default)]
+    pub reply: String,
 }
 
 /// Summary of an hdrhistogram.

@@ -124,6 +124,7 @@ fn busy_snapshot() -> Snapshot {
         uptime_s: 0.0,
         promote: String::new(),
         promoting_since_s: None,
+        reply: "read".into(),
     };
     stats.snapshot(info)
 }
