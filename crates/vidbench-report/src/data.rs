@@ -76,6 +76,9 @@ pub struct Run {
     /// Under Libception, the server's threads blocked on the daemon's reads
     /// on average over the step's window (steps recorded since it is sampled).
     pub server_threads_blocked: Option<f64>,
+    /// Under Libception, the share of the step's window the daemon's
+    /// workers spent reading (steps recorded since it is sampled).
+    pub daemon_reading: Option<f64>,
     /// Whether a step's window was steady: its first third against its last
     /// (steady-state steps; each part where the run recorded it).
     pub drift: Option<WindowDrift>,
@@ -601,6 +604,7 @@ fn load_run(dir: &Path) -> anyhow::Result<Vec<Run>> {
         host_cpus_stolen: None,
         global_reclaim_pages: None,
         server_threads_blocked: None,
+        daemon_reading: None,
         drift: None,
         send_buffers: None,
         shim_window: None,
@@ -669,6 +673,7 @@ fn expand_steps(base: Run, steps: &Value) -> anyhow::Result<Vec<Run>> {
             host_cpus_stolen: f(&["host_cpus_stolen"]),
             global_reclaim_pages: f(&["global_reclaim_pages"]),
             server_threads_blocked: f(&["server_threads_blocked"]),
+            daemon_reading: f(&["daemon_reading"]),
             drift: Some(WindowDrift {
                 active_sessions: f(&["active_sessions", "first_third"]).zip(f(&["active_sessions", "last_third"])),
                 delivered_mb_s: thirds(&delivered, window),

@@ -834,6 +834,7 @@ fn machine_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()> 
     let wait_sampled = with.iter().any(|(_, runs)| runs.iter().any(|r| r.host_cpu_wait.is_some()));
     // Nor, before it was sampled or without Libception, a blocked figure.
     let blocked_sampled = with.iter().any(|(_, runs)| runs.iter().any(|r| r.server_threads_blocked.is_some()));
+    let reading_sampled = with.iter().any(|(_, runs)| runs.iter().any(|r| r.daemon_reading.is_some()));
     let cpus = ctx.results.machine.get("cpus").and_then(Value::as_u64);
     writeln!(ctx.md, "## The machine beside each window\n")?;
     writeln!(
@@ -842,7 +843,7 @@ fn machine_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()> 
          (their cgroups' CPU), and the emulated drive's mean reply lateness, ms per read past the modelled completion \
          (docs/run.md, \"Two experiments at once\"); and the server's TCP send buffers over the window (`ss` skmem `tb` of its \
          established connections every 15 s: the median of the snapshots' medians and the largest, KiB; the kernel grows them \
-         by its autotuning, `tcp_wmem` in each run's setup.json; runs recorded since they are sampled){}{}.\n",
+         by its autotuning, `tcp_wmem` in each run's setup.json; runs recorded since they are sampled){}{}{}.\n",
         cpus.map_or("the run saw an unknown number".to_string(), |n| format!("the run could use {n}")),
         if wait_sampled {
             "; the share of the window in which some runnable task waited for a CPU (`/proc/pressure/cpu`, `some`: the CPUs were \
@@ -863,16 +864,24 @@ fn machine_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()> 
              workers, that many serve none of their connections meanwhile"
         } else {
             ""
+        },
+        if reading_sampled {
+            "; and the share of the window the daemon's workers spent reading (their residency checks and preads through the \
+             whole storage stack): one worker serializes a disk's reads, so near 100 % it is the limit, whatever the drive's own \
+             busy share"
+        } else {
+            ""
         }
     )?;
     let (reclaim_head, reclaim_rule) = if reclaim_sampled { (" global reclaim pages |", "---:|") } else { ("", "") };
     let (wait_head, wait_rule) = if wait_sampled { (" CPU wait % | stolen CPUs |", "---:|---:|") } else { ("", "") };
     let (blocked_head, blocked_rule) = if blocked_sampled { (" server threads blocked |", "---:|") } else { ("", "") };
+    let (reading_head, reading_rule) = if reading_sampled { (" daemon reading % |", "---:|") } else { ("", "") };
     writeln!(
         ctx.md,
-        "| configuration | rate | window s | machine CPUs busy |{wait_head} server CPUs | daemon CPUs | drive reply late ms | send buffer KiB, median / max |{reclaim_head}{blocked_head}"
+        "| configuration | rate | window s | machine CPUs busy |{wait_head} server CPUs | daemon CPUs | drive reply late ms | send buffer KiB, median / max |{reclaim_head}{blocked_head}{reading_head}"
     )?;
-    writeln!(ctx.md, "|---|---:|---|---:|{wait_rule}---:|---:|---:|---:|{reclaim_rule}{blocked_rule}")?;
+    writeln!(ctx.md, "|---|---:|---|---:|{wait_rule}---:|---:|---:|---:|{reclaim_rule}{blocked_rule}{reading_rule}")?;
     let mut reclaimed = 0;
     for (c, runs) in &with {
         for r in runs {
@@ -890,6 +899,9 @@ fn machine_section(ctx: &mut Ctx<'_>, configs: &[String]) -> anyhow::Result<()> 
             }
             if blocked_sampled {
                 cells.push(f2(r.server_threads_blocked));
+            }
+            if reading_sampled {
+                cells.push(f1(r.daemon_reading.map(|b| 100.0 * b)));
             }
             reclaimed += usize::from(r.global_reclaim_pages.is_some_and(|p| p > 0.0));
             window_row(ctx, c, r, &cells)?;

@@ -489,11 +489,12 @@ fn the_machine_beside_each_window() {
     let blocked = tempfile::tempdir().unwrap();
     let mut with_blocked = step(1200.0, Some(1.25), Some(0.24), Some(0.0));
     with_blocked["server_threads_blocked"] = serde_json::json!(3.104);
+    with_blocked["daemon_reading"] = serde_json::json!(0.9412);
     let run = stepped_run(blocked.path(), "l", "nginx + Libception", serde_json::json!([with_blocked]));
     std::fs::write(run.join("DONE"), "").unwrap();
     let md = report_md(blocked.path());
-    assert!(md.contains("| global reclaim pages | server threads blocked |"), "{md}");
-    assert!(md.contains("| nginx + Libception | 4.87 | 1200-1290 | 1.25 | 0.10 | 0.05 | 0.24 | - | 0 | 3.10 |"), "{md}");
+    assert!(md.contains("| global reclaim pages | server threads blocked | daemon reading % |"), "{md}");
+    assert!(md.contains("| nginx + Libception | 4.87 | 1200-1290 | 1.25 | 0.10 | 0.05 | 0.24 | - | 0 | 3.10 | 94.1 |"), "{md}");
 }
 
 /// A stepped run whose shim kept statistics through it: the sendfile CDF is

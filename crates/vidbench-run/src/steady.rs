@@ -296,6 +296,12 @@ pub struct Sample {
     /// files from before this column.
     #[serde(default)]
     pub daemon_read_wait_s: Option<f64>,
+    /// Cumulative seconds the daemon's workers spent reading (its disks'
+    /// `busy_ns` summed: the residency check of a read's prefix and its
+    /// preads, through the whole storage stack), against the drive's own
+    /// busy time (`disk_busy_s`). Absent as the column above.
+    #[serde(default)]
+    pub daemon_read_busy_s: Option<f64>,
 }
 
 /// The prefetch fields of a sample from `libception stat --json`.
@@ -318,6 +324,10 @@ fn prefetch_fields(stats: &Value, row: &mut Sample) {
     row.prefetch_scaled_bytes = total("scaled_prefetch_bytes");
     row.prefetch_full_size = total("full_prefetches");
     row.daemon_read_wait_s = stats.pointer("/totals/read_wait_ns").and_then(Value::as_f64).map(|ns| ns / 1e9);
+    row.daemon_read_busy_s = stats
+        .get("disks")
+        .and_then(Value::as_array)
+        .map(|disks| disks.iter().filter_map(|d| d.get("busy_ns").and_then(Value::as_f64)).sum::<f64>() / 1e9);
 }
 
 impl Sample {
@@ -516,6 +526,11 @@ pub struct StepRecord {
     /// connection meanwhile.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_threads_blocked: Option<f64>,
+    /// Under Libception: the share of the window (0-1) the daemon's workers
+    /// spent reading. One worker serializes a disk's reads, so near 1 it is
+    /// the limit, whatever the drive's own busy share (`disk.busy_s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daemon_reading: Option<f64>,
 }
 
 /// The memory cgroup's file LRU lists over a step's window: mean bytes on
@@ -619,6 +634,7 @@ impl StepRecord {
             host_cpus_stolen: delta(|s| s.host_cpu_steal_s).map(|steal| steal / seconds),
             global_reclaim_pages: delta(|s| s.global_reclaim_pages),
             server_threads_blocked: delta(|s| s.daemon_read_wait_s).map(|wait| wait / seconds),
+            daemon_reading: delta(|s| s.daemon_read_busy_s).map(|busy| busy / seconds),
             disk_bytes_per_delivered_byte: disk.filter(|_| delivered > 0.0).map(|d| d.mb_s / delivered),
             disk,
             memory_mean_bytes: mean(|s| s.memory_bytes),
@@ -825,6 +841,8 @@ mod tests {
                     global_reclaim_pages: Some(7.0 + 50.0 * (t - 20.0).max(0.0)),
                     // 2.5 of the server's threads wait on the daemon.
                     daemon_read_wait_s: Some(2.5 * t),
+                    // Its worker reads 90 % of the time.
+                    daemon_read_busy_s: Some(0.9 * t),
                     ..Sample::default()
                 }
             })
@@ -836,6 +854,7 @@ mod tests {
         assert!((r.host_cpus_stolen.unwrap() - 0.05).abs() < 1e-9);
         assert_eq!(r.global_reclaim_pages, Some(500.0), "scanned from 20 to 30 s");
         assert!((r.server_threads_blocked.unwrap() - 2.5).abs() < 1e-9);
+        assert!((r.daemon_reading.unwrap() - 0.9).abs() < 1e-9);
         assert_eq!(StepRecord::new(load_step((5.0, 20.0), 20.0), &samples).global_reclaim_pages, Some(0.0));
         let d = r.disk.unwrap();
         assert!((d.reply_late_ms.unwrap() - 0.25).abs() < 1e-9);
