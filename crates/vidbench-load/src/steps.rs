@@ -473,14 +473,16 @@ impl StepCounters {
                 .first_byte
                 .iter()
                 .map(|(class, (h, without))| {
-                    let ms = |q: f64| if h.is_empty() { 0.0 } else { h.value_at_quantile(q) as f64 / 1e3 };
+                    // No byte at all in the class: zeros, with the requests counted.
+                    let p = crate::summary::Percentiles::from_histogram_us(h);
+                    let at = |f: fn(&crate::summary::Percentiles) -> f64| p.as_ref().map_or(0.0, f);
                     let summary = FirstByte {
                         requests: h.len() + without,
                         without_first_byte: *without,
-                        p50_ms: ms(0.5),
-                        p90_ms: ms(0.9),
-                        p99_ms: ms(0.99),
-                        max_ms: if h.is_empty() { 0.0 } else { h.max() as f64 / 1e3 },
+                        p50_ms: at(|p| p.p50),
+                        p90_ms: at(|p| p.p90),
+                        p99_ms: at(|p| p.p99),
+                        max_ms: at(|p| p.max),
                     };
                     (class.clone(), summary)
                 })

@@ -92,20 +92,7 @@ pub struct Run {
     pub shim_window: Option<Totals>,
     /// Per client class, the time to first byte of the requests issued in a
     /// step's window (steps recorded since the load client keeps it).
-    pub first_byte: BTreeMap<String, ClassFirstByte>,
-}
-
-/// A step's `first_byte` entry for one client class (vidbench-load's
-/// `FirstByte`): requests issued in the window, those that ended without a
-/// body byte, and the others' time to first byte, ms.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Deserialize)]
-pub struct ClassFirstByte {
-    pub requests: u64,
-    pub without_first_byte: u64,
-    pub p50_ms: f64,
-    pub p90_ms: f64,
-    pub p99_ms: f64,
-    pub max_ms: f64,
+    pub first_byte: BTreeMap<String, vidbench_load::FirstByte>,
 }
 
 /// The send buffers (`ss` skmem `tb`) of the server's established
