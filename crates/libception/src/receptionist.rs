@@ -510,7 +510,6 @@ impl Receptionist {
     }
 
     fn serve_file_request(&mut self, conn: &Arc<Connection>, req: &Request, file: File) -> Result<Outcome, Refusal> {
-        let arrived = Instant::now();
         // Cached attributes only: a FUSE or network filesystem is never asked
         // from this thread (see sys::fstat_nosync).
         let meta = sys::fstat_nosync(file.as_raw_fd())
@@ -635,13 +634,14 @@ impl Receptionist {
         };
         // Pause before queueing: the worker's reply re-arms reading.
         conn.pause_reading();
+        let queued = Instant::now();
         let job = ReadJob {
             file,
             key,
             plan,
             disk: route.disk.clone(),
-            waiters: vec![Waiter { conn: conn.clone(), op, seq, joined: false, conceal: !reveal, since: arrived, want_end: plan.want_end }],
-            enqueued: Instant::now(),
+            waiters: vec![Waiter { conn: conn.clone(), op, seq, joined: false, conceal: !reveal, since: queued, want_end: plan.want_end }],
+            enqueued: queued,
             owner: conn.peer.uid,
             charge,
             position: None,

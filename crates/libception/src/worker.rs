@@ -78,8 +78,9 @@ pub struct Waiter {
     pub joined: bool,
     /// The peer may not learn residency: reply status only (see `trust.rs`).
     pub conceal: bool,
-    /// When its FETCH was read: the reply ends the wait of the peer's
-    /// thread, which is charged to the client (`Stats::on_answered`).
+    /// When its FETCH queued a read or joined one (a joiner keeps its own
+    /// time): the reply ends the wait of the peer's thread, which is charged
+    /// to the client (`Stats::on_answered`).
     pub since: Instant,
     /// The end of the range it asked for (its plan's `want_end`): with
     /// [`ReplyWhen::Range`] it is answered once the read has passed it.
@@ -435,12 +436,15 @@ impl DiskWorker {
                     let head = q.head;
                     if let Some(mut job) = q.jobs.pop_in(self.order, head, Instant::now()) {
                         q.head = job.position.flatten().map(|(dev, p)| (dev, p + (job.plan.end - job.plan.start))).or(head);
+                        // Whoever asked for the read, credited with its bytes
+                        // at the end (an early answer may take it out first).
+                        let asker = job.waiters.first().map(|w| w.conn.client.clone());
                         q.in_flight = Some(InFlight {
                             key: job.key,
                             plan: job.plan,
                             waiters: std::mem::take(&mut job.waiters),
                         });
-                        break Some(job);
+                        break Some((job, asker));
                     }
                     if q.stopping {
                         break None;
@@ -448,14 +452,14 @@ impl DiskWorker {
                     q = self.wake.wait(q).unwrap();
                 }
             };
-            let Some(job) = job else { return };
+            let Some((job, asker)) = job else { return };
             self.stats.on_dequeued();
             job.disk.on_dequeued();
-            self.serve(job, &mut buf);
+            self.serve(job, asker, &mut buf);
         }
     }
 
-    fn serve(&self, job: ReadJob, buf: &mut [u8]) {
+    fn serve(&self, job: ReadJob, asker: Option<Arc<crate::stats::ClientStats>>, buf: &mut [u8]) {
         let ReadJob { file, key, plan, disk, enqueued, charge, .. } = job;
         let queue_wait = enqueued.elapsed();
         let started = Instant::now();
@@ -471,9 +475,6 @@ impl DiskWorker {
         }
         let prefix = residency::resident_prefix(reader.as_fd(), plan.start, plan.end).unwrap_or(0);
         let read_start = plan.start + prefix;
-        // Whoever asked for the read, credited with its bytes at the end
-        // (an early answer may take it out of the in-flight slot before).
-        let first_client = self.queue.lock().unwrap().in_flight.as_ref().and_then(|f| f.waiters.first()).map(|w| w.conn.client.clone());
         let early = self.reply == ReplyWhen::Range;
         if early {
             self.answer_ready(read_start, 0);
@@ -507,7 +508,7 @@ impl DiskWorker {
             tracing::warn!(disk = %disk.name, start = plan.start, end = plan.end, "read failed after {bytes} bytes: {e}");
         }
         tracing::debug!(disk = %disk.name, start = plan.start, end = plan.end, prefix, bytes, ?busy, ?queue_wait, "read done");
-        if let Some(c) = first_client {
+        if let Some(c) = asker {
             c.on_read(bytes);
         }
 

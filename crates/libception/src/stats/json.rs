@@ -163,8 +163,8 @@ pub struct ClientSnapshot {
     pub bytes_read: u64,
     pub resident_hits: u64,
     pub joined: u64,
-    /// Nanoseconds the client's FETCHes that waited for a read (queued or
-    /// joined) spent from arrival to reply, summed: over an interval, its
+    /// Nanoseconds the client's FETCHes that waited for a read spent from
+    /// queueing it (or joining one) to the reply, summed: over an interval, its
     /// growth divided by the interval is the mean number of the client's
     /// threads blocked on the daemon. Absent in documents of daemons before it.
     #[serde(default)]

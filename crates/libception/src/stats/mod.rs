@@ -472,7 +472,7 @@ impl Stats {
     }
 
     /// A FETCH of `client` that waited for a read (queued or joined) was
-    /// answered `waited` after it arrived: the time one of the client's
+    /// answered `waited` after it did so: the time one of the client's
     /// threads spent blocked on the daemon.
     pub fn on_answered(&self, client: &ClientStats, waited: Duration) {
         add(&self.totals.read_wait_ns, nanos(waited));

@@ -177,7 +177,7 @@ impl Snapshot {
         e.single(
             "read_wait_seconds_total",
             Kind::Counter,
-            "Time FETCHes that waited for a read spent from arrival to reply, summed: its rate is the mean number of client threads blocked on the daemon.",
+            "Time FETCHes that waited for a read spent from queueing (or joining) a read to the reply, summed: its rate is the mean number of client threads blocked on the daemon.",
             t.read_wait_ns as f64 / 1e9,
         );
         let by_op = [("fetch", t.requests_fetch), ("check", t.requests_check), ("stats", t.requests_stats)];
