@@ -219,12 +219,17 @@ static int is_file(int fd)
 	return fstat(fd, &st) == 0 && (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode));
 }
 
-/* A socket, pipe or terminal in non-blocking mode: EAGAIN is the answer. */
-static int nonblocking_stream(int fd)
+static int nonblocking(int fd)
 {
 	int fl = fcntl(fd, F_GETFL);
 
-	return fl >= 0 && (fl & O_NONBLOCK) && !is_file(fd);
+	return fl >= 0 && (fl & O_NONBLOCK);
+}
+
+/* A socket, pipe or terminal in non-blocking mode: EAGAIN is the answer. */
+static int nonblocking_stream(int fd)
+{
+	return nonblocking(fd) && !is_file(fd);
 }
 
 /* read, pread64, readv, write, pwrite64, writev. off -1: file position. */
@@ -246,7 +251,7 @@ static long rw(long nr, const long a[6], int write, int vec, long off, laio_hand
 	if (r != -EAGAIN && r != -EOPNOTSUPP)
 		return r;
 	file = is_file((int)a[0]);
-	if (r == -EAGAIN && !file && nonblocking_stream((int)a[0]))
+	if (r == -EAGAIN && !file && nonblocking((int)a[0]))
 		return r;
 	if (write)
 		k = vec ? LAIO__WRITEV : LAIO__WRITE;
