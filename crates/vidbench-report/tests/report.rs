@@ -460,39 +460,35 @@ fn the_machine_beside_each_window() {
     let md = report_md(root);
     assert!(md.contains("git abc; vidbench built from def-dirty."), "{md}");
 
-    let older = tempfile::tempdir().unwrap();
-    let run = stepped_run(older.path(), "l", "nginx + Libception", serde_json::json!([step(1200.0, None, None, None)]));
-    std::fs::write(run.join("DONE"), "").unwrap();
-    assert!(!report_md(older.path()).contains("## The machine"));
+    // The report of one finished run of the given steps, in a new directory.
+    let report_of = |steps: serde_json::Value| {
+        let dir = tempfile::tempdir().unwrap();
+        let run = stepped_run(dir.path(), "l", "nginx + Libception", steps);
+        std::fs::write(run.join("DONE"), "").unwrap();
+        report_md(dir.path())
+    };
+    assert!(!report_of(serde_json::json!([step(1200.0, None, None, None)])).contains("## The machine"));
 
     // Windows recorded before global reclaim was sampled: no such column.
-    let before = tempfile::tempdir().unwrap();
-    let run = stepped_run(before.path(), "l", "nginx + Libception", serde_json::json!([step(1200.0, Some(1.25), Some(0.24), None)]));
-    std::fs::write(run.join("DONE"), "").unwrap();
-    let md = report_md(before.path());
+    let md = report_of(serde_json::json!([step(1200.0, Some(1.25), Some(0.24), None)]));
     assert!(md.contains("| nginx + Libception | 4.87 | 1200-1290 | 1.25 | 0.10 | 0.05 | 0.24 | - |\n") && !md.contains("global reclaim"), "{md}");
     assert!(!md.contains("CPU wait"), "windows from before the CPU wait was sampled: no such column: {md}");
 
     // Windows with the CPU pressure and steal: two more columns.
-    let waited = tempfile::tempdir().unwrap();
     let mut with_wait = step(1200.0, Some(1.25), Some(0.24), Some(0.0));
     with_wait["host_cpu_wait"] = serde_json::json!(0.354);
     with_wait["host_cpus_stolen"] = serde_json::json!(0.02);
-    let run = stepped_run(waited.path(), "l", "nginx + Libception", serde_json::json!([with_wait]));
-    std::fs::write(run.join("DONE"), "").unwrap();
-    let md = report_md(waited.path());
+    let md = report_of(serde_json::json!([with_wait]));
     assert!(md.contains("| machine CPUs busy | CPU wait % | stolen CPUs | server CPUs |"), "{md}");
     assert!(md.contains("| nginx + Libception | 4.87 | 1200-1290 | 1.25 | 35.4 | 0.02 | 0.10 | 0.05 | 0.24 | - | 0 |"), "{md}");
     assert!(!md.contains("threads blocked"), "windows from before the daemon's wait was sampled: no such column: {md}");
 
-    // Windows with the server's threads blocked on the daemon: one more column.
-    let blocked = tempfile::tempdir().unwrap();
+    // Windows with the server's threads blocked on the daemon and the
+    // daemon's reading share: two more columns.
     let mut with_blocked = step(1200.0, Some(1.25), Some(0.24), Some(0.0));
     with_blocked["server_threads_blocked"] = serde_json::json!(3.104);
     with_blocked["daemon_reading"] = serde_json::json!(0.9412);
-    let run = stepped_run(blocked.path(), "l", "nginx + Libception", serde_json::json!([with_blocked]));
-    std::fs::write(run.join("DONE"), "").unwrap();
-    let md = report_md(blocked.path());
+    let md = report_of(serde_json::json!([with_blocked]));
     assert!(md.contains("| global reclaim pages | server threads blocked | daemon reading % |"), "{md}");
     assert!(md.contains("| nginx + Libception | 4.87 | 1200-1290 | 1.25 | 0.10 | 0.05 | 0.24 | - | 0 | 3.10 | 94.1 |"), "{md}");
 }
