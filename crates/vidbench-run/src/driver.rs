@@ -1334,10 +1334,13 @@ fn check_queue(opts: &DiskOptions, queue: &Value) -> anyhow::Result<()> {
     let b = opts.block.as_ref().expect("block mode");
     let mut want = vec![("read_ahead_kb", json!(opts.read_ahead_kb))];
     want.extend(b.scheduler.map(|s| ("scheduler", json!(s.name()))));
+    // The largest request the device passes whole: its own cap, and the image
+    // server's where the mount records it (1024 KiB under kernels before 6.13).
+    let whole = queue["max_hw_sectors_kb"].as_u64().map(|hw| queue["image_max_request_kb"].as_u64().map_or(hw, |image| hw.min(image)));
     match b.max_sectors_kb {
-        // Above the loop device's cap the device keeps its cap and the drive joins.
-        Some(v) if queue["max_hw_sectors_kb"].as_u64().is_some_and(|hw| u64::from(v) > hw) => {
-            want.push(("max_sectors_kb", queue["max_hw_sectors_kb"].clone()));
+        // Above that cap the device keeps the cap and the drive joins.
+        Some(v) if whole.is_some_and(|whole| u64::from(v) > whole) => {
+            want.push(("max_sectors_kb", json!(whole)));
             want.push(("drive_joins_kb", json!(v)));
         }
         Some(v) => want.push(("max_sectors_kb", json!(v))),
@@ -1613,6 +1616,31 @@ libception = "track"
         let mut wrong_cap = raw;
         wrong_cap["max_sectors_kb"] = json!("512");
         assert!(check_queue(&opts, &effective_queue(&wrong_cap)).unwrap_err().to_string().contains("max_sectors_kb = 512"));
+    }
+
+    #[test]
+    fn under_a_1024_kib_fuse_cap_the_device_takes_that_cap_and_the_drive_joins() {
+        // Kernels before 6.13: the image server takes 1024 KiB, so the kernel's
+        // default of 1280 KiB, asked for, is joined by the drive.
+        let raw = json!({"scheduler": "[mq-deadline] none", "read_ahead_kb": "128", "max_sectors_kb": "1024", "max_hw_sectors_kb": "1280", "image_max_request_kb": 1024, "drive_joins_kb": 1280});
+        let mut opts = DiskOptions {
+            library: "l".into(),
+            preset: "p".into(),
+            read_ahead_kb: 128,
+            max_request_kb: None,
+            block: Some(BlockOptions { max_sectors_kb: Some(1280), ..Default::default() }),
+            trace: None,
+            extra_args: vec![],
+        };
+        check_queue(&opts, &effective_queue(&raw)).unwrap();
+        opts.block.as_mut().unwrap().max_sectors_kb = Some(512);
+        let err = check_queue(&opts, &effective_queue(&raw)).unwrap_err().to_string();
+        assert!(err.contains("max_sectors_kb = 1024, not the configured 512"), "{err}");
+        // Where the device takes 1280 KiB whole, 1280 is not joined.
+        let mut whole = raw.clone();
+        whole["image_max_request_kb"] = json!(1280);
+        opts.block.as_mut().unwrap().max_sectors_kb = Some(1280);
+        assert!(check_queue(&opts, &effective_queue(&whole)).unwrap_err().to_string().contains("max_sectors_kb = 1024, not the configured 1280"));
     }
 
     #[test]

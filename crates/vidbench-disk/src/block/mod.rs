@@ -45,9 +45,15 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use vidbench_library::Library;
 
-/// Largest request the image server takes: the loop device's own cap, so
-/// that a loop request reaches the drive whole.
-const IMAGE_MAX_REQUEST_KIB: u32 = 1280;
+/// Largest request the image server takes: the loop device's own cap (1280
+/// KiB), so that a loop request reaches the drive whole, where FUSE lets it
+/// through; kernels before 6.13 cap a FUSE request at 1024 KiB, and there the
+/// loop device gets that cap and the drive joins the pieces of a larger
+/// request up to 1280 KiB, as a disk's block layer would have merged them
+/// (docs/disk.md, "max_sectors_kb").
+fn image_max_request_kib() -> u32 {
+    sys::fuse_max_request_kb().min(1280)
+}
 /// Outstanding direct reads FUSE lets through: more than the block queue holds.
 const IMAGE_MAX_BACKGROUND: u16 = 512;
 
@@ -288,7 +294,8 @@ fn run_mount(ctx: Ctx, guard: &mut Guard, ready: &mut dyn FnMut(&str)) -> anyhow
     let run_dir = runtime_dir("mount", guard)?;
     let fuse_dir = run_dir.join("fuse");
     std::fs::create_dir_all(&fuse_dir).with_context(|| format!("creating {}", fuse_dir.display()))?;
-    if let Some(notice) = sys::ensure_max_pages(IMAGE_MAX_REQUEST_KIB / 4)? {
+    let max_request_kib = image_max_request_kib();
+    if let Some(notice) = sys::ensure_max_pages(max_request_kib / 4)? {
         tracing::info!("{notice}");
     }
 
@@ -328,7 +335,7 @@ fn run_mount(ctx: Ctx, guard: &mut Guard, ready: &mut dyn FnMut(&str)) -> anyhow
     });
     let running = RunningDrive::start(drive, |epoch| Stats::new(epoch, canonical.display().to_string(), ctx.preset_name.clone(), full_stroke, config), args.trace.as_deref())?;
     let device_info = Arc::new(OnceLock::new());
-    let imagefs = ImageFs::new(Mode::Timed(Timed { image: image.clone(), intake: running.intake.clone(), stats: running.stats.clone(), device: device_info.clone() }), ctx.capacity, IMAGE_MAX_REQUEST_KIB, IMAGE_MAX_BACKGROUND);
+    let imagefs = ImageFs::new(Mode::Timed(Timed { image: image.clone(), intake: running.intake.clone(), stats: running.stats.clone(), device: device_info.clone() }), ctx.capacity, max_request_kib, IMAGE_MAX_BACKGROUND);
     let mut options = fuser::Config::default();
     options.mount_options = vec![
         fuser::MountOption::FSName(imagefs::FSNAME.into()),
@@ -356,13 +363,14 @@ fn run_mount(ctx: Ctx, guard: &mut Guard, ready: &mut dyn FnMut(&str)) -> anyhow
     let dev = loopdev::attach(&img, true)?;
     let loop_res = Resource::Loop { dev: dev.name.clone(), backing: img.clone(), inode: image_inode(&img) };
     guard.add(loop_res.clone());
-    let join_kb = loopdev::apply(&dev, &settings, IMAGE_MAX_REQUEST_KIB)?;
+    let join_kb = loopdev::apply(&dev, &settings, max_request_kib)?;
     if let Some(kb) = join_kb {
         running.set_join_limit(kb as u64 * 1024);
     }
     let (major, minor) = dev.dev_numbers()?;
     let mut queue = loopdev::current(&dev);
     queue["drive_joins_kb"] = serde_json::json!(join_kb);
+    queue["image_max_request_kb"] = serde_json::json!(max_request_kib);
     // A loop device's counters survive detach and attach: keep where they
     // stood, so that `disk stat` reports this mount's share.
     let stat_at_mount = loopdev::block_stat(&dev)?;
