@@ -106,10 +106,22 @@ impl Programs {
             .unwrap_or_else(|| vidbench.parent().and_then(Path::parent).map(Path::to_owned).unwrap_or_default());
         Ok(Programs {
             libception: exp.paths.libception.clone().unwrap_or_else(|| build.join("bin/libception")),
-            shim: exp.paths.shim.clone().unwrap_or_else(|| build.join("libdeception.so")),
+            shim: exp.paths.shim.clone().unwrap_or_else(|| default_shim(&build)),
             vidbench,
             build,
         })
+    }
+}
+
+/// The shim of a build directory (`build/libdeception.so`), or of an
+/// installed prefix (`make install`: `PREFIX/bin/vidbench`, `PREFIX/lib/`).
+fn default_shim(build: &Path) -> PathBuf {
+    let built = build.join("libdeception.so");
+    let installed = build.join("lib/libdeception.so");
+    if !built.exists() && installed.exists() {
+        installed
+    } else {
+        built
     }
 }
 
@@ -1616,6 +1628,18 @@ libception = "track"
         let mut wrong_cap = raw;
         wrong_cap["max_sectors_kb"] = json!("512");
         assert!(check_queue(&opts, &effective_queue(&wrong_cap)).unwrap_err().to_string().contains("max_sectors_kb = 512"));
+    }
+
+    #[test]
+    fn the_shim_is_found_in_a_build_and_in_an_installed_prefix() {
+        let dir = tempfile::tempdir().unwrap();
+        let prefix = dir.path();
+        assert_eq!(default_shim(prefix), prefix.join("libdeception.so"), "neither: the build's path, which the run's check names");
+        std::fs::create_dir_all(prefix.join("lib")).unwrap();
+        std::fs::write(prefix.join("lib/libdeception.so"), "").unwrap();
+        assert_eq!(default_shim(prefix), prefix.join("lib/libdeception.so"));
+        std::fs::write(prefix.join("libdeception.so"), "").unwrap();
+        assert_eq!(default_shim(prefix), prefix.join("libdeception.so"), "a build directory comes first");
     }
 
     #[test]
