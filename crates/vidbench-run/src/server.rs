@@ -85,9 +85,15 @@ fn variables(s: &ServerSetup<'_>, group: &str) -> BTreeMap<String, String> {
     v
 }
 
-/// The driver's variables with example values, for template tests.
-#[cfg(test)]
-pub fn template_variables_for_test() -> BTreeMap<String, String> {
+/// Renders `template` once with example driver variables and `knobs`: an
+/// experiment's check finds an undeclared knob or a placeholder without a
+/// value before any run, not when the configuration's server starts.
+pub fn check_template(template: &Path, knobs: &BTreeMap<String, String>) -> anyhow::Result<()> {
+    Template::load(template)?.render(&example_variables(), knobs).map(drop).map_err(|e| anyhow::anyhow!("server template {}: {e}", template.display()))
+}
+
+/// The driver's variables with example values.
+pub fn example_variables() -> BTreeMap<String, String> {
     let knobs = BTreeMap::new();
     let s = ServerSetup {
         kind: ServerKind::Nginx,

@@ -109,7 +109,7 @@ mod tests {
     #[test]
     fn the_bundled_templates_render_with_the_driver_variables() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/servers");
-        let fixed = crate::server::template_variables_for_test();
+        let fixed = crate::server::example_variables();
         for name in ["nginx.conf", "apache.conf", "lighttpd.conf", "laio.conf"] {
             let t = Template::load(&dir.join(name)).unwrap();
             let (text, _) = t.render(&fixed, &BTreeMap::new()).unwrap_or_else(|e| panic!("{name}: {e}"));

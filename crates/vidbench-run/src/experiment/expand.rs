@@ -726,7 +726,14 @@ impl Checker<'_> {
                 };
                 let t = templates.join(c.template.as_deref().unwrap_or(server.default_template()));
                 if !t.is_file() {
-                    return Err(self.invalid(format!("{key}.template"), format!("template {} does not exist", t.display())));
+                    return Err(self.invalid(
+                        format!("{key}.template"),
+                        format!("template {} does not exist (templates are looked up in the top-level `templates` directory, relative to the experiment file; by default \"../servers\", which is bench/servers for a file in bench/experiments)", t.display()),
+                    ));
+                }
+                if let Err(e) = crate::server::check_template(&t, &c.knobs) {
+                    let blamed = if c.knobs.is_empty() { "template" } else { "knobs" };
+                    return Err(self.invalid(format!("{key}.{blamed}"), format!("{e:#}")));
                 }
                 Ok((Some(server), Some(t)))
             }

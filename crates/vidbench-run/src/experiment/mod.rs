@@ -457,6 +457,33 @@ kind = "wc"
     }
 
     #[test]
+    fn a_knob_the_template_does_not_declare_is_refused_before_any_run() {
+        let dir = write_dir();
+        std::fs::write(dir.path().join("servers/nginx.conf"), "# knob: aio = off\nlisten {{port}};\naio {{aio}};\n").unwrap();
+        let path = dir.path().join("e.toml");
+        let with_knobs = |knobs: &str| GOOD.replace("name = \"vanilla\"\nserver = \"nginx\"", &format!("name = \"vanilla\"\nserver = \"nginx\"\nknobs = {knobs}"));
+        std::fs::write(&path, with_knobs("{ aio = \"threads\" }")).unwrap();
+        Experiment::from_file(&path).unwrap();
+        std::fs::write(&path, with_knobs("{ aoi = \"threads\" }")).unwrap();
+        let err = Experiment::from_file(&path).unwrap_err().to_string();
+        assert!(err.contains("config[0] (\"vanilla\").knobs") && err.contains("\"aoi\" is not declared") && err.contains("aio"), "{err}");
+        // A placeholder the driver does not fill is found as early.
+        std::fs::write(dir.path().join("servers/nginx.conf"), "listen {{prot}};\n").unwrap();
+        std::fs::write(&path, GOOD).unwrap();
+        let err = Experiment::from_file(&path).unwrap_err().to_string();
+        assert!(err.contains("config[0] (\"vanilla\").template") && err.contains("{{prot}}") && err.contains("nginx.conf"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_template_names_the_templates_directory() {
+        let dir = write_dir();
+        let path = dir.path().join("e.toml");
+        std::fs::write(&path, GOOD.replace("templates = \"servers\"\n", "")).unwrap();
+        let err = Experiment::from_file(&path).unwrap_err().to_string();
+        assert!(err.contains("config[0] (\"vanilla\").template") && err.contains("top-level `templates`"), "{err}");
+    }
+
+    #[test]
     fn a_file_extending_another_runs_the_merged_keys_and_records_them() {
         let dir = write_dir();
         std::fs::write(dir.path().join("base.toml"), GOOD).unwrap();
