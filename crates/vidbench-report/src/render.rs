@@ -146,14 +146,16 @@ fn header(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
             (_, Some(n), _) => format!("{n} sessions per run"),
             (_, _, Some(st)) => {
                 let f = |k: &str| st.get(k).and_then(Value::as_f64).map_or("?".to_owned(), |v| format!("{v}"));
+                // Optional keys: absent (or 0) turns the mechanism off.
+                let optional = |k: &str, on: &dyn Fn(f64) -> String, off: &str| st.get(k).and_then(Value::as_f64).filter(|&v| v > 0.0).map_or(off.to_owned(), on);
                 format!(
-                    "steady state (ramp {} s, settling {} s after a change of rate, windows of {} s, hold {} s, gate {} %, joins over {} s{})",
+                    "steady state (ramp {} s, settling {} s after a change of rate, windows of {} s, hold {} s, {}, {}{})",
                     f("ramp_s"),
                     f("settle_s"),
                     f("measure_s"),
                     f("hold_s"),
-                    f("gate_pct"),
-                    f("join_s"),
+                    optional("gate_pct", &|v| format!("gate {v} %"), "no settling gate"),
+                    optional("join_s", &|v| format!("joins over {v} s"), "no population joins"),
                     run.get("warm_fill_pct").and_then(Value::as_f64).map_or(String::new(), |p| format!(", cache filled to {p} % first"))
                 )
             }

@@ -792,3 +792,22 @@ fn the_time_to_first_byte_per_class_of_each_window() {
     std::fs::write(run.join("DONE"), "").unwrap();
     assert!(!report_md(older.path()).contains("Time to first byte"));
 }
+
+/// The setup line names the steady-state protocol's optional mechanisms as
+/// off when an experiment leaves them out, and their values when it sets them.
+#[test]
+fn the_setup_line_says_which_steady_state_mechanisms_were_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let run = stepped_run(root, "v", "vanilla", serde_json::json!([plain_step(1.0, 100.0, 0.0, 10.0)]));
+    std::fs::write(run.join("DONE"), "").unwrap();
+    let with = |steady: serde_json::Value| {
+        let e = serde_json::json!({"name": "t", "configs": [{"name": "v"}], "run": {"workers": 4, "steady": steady}});
+        std::fs::write(root.join("experiment.json"), e.to_string()).unwrap();
+        report_md(root)
+    };
+    let bare = with(serde_json::json!({"ramp_s": 600.0, "settle_s": 60.0, "measure_s": 90.0, "hold_s": 10.0}));
+    assert!(bare.contains("hold 10 s, no settling gate, no population joins)"), "{bare}");
+    let full = with(serde_json::json!({"ramp_s": 600.0, "settle_s": 60.0, "measure_s": 90.0, "hold_s": 10.0, "gate_pct": 3.0, "join_s": 30.0}));
+    assert!(full.contains("hold 10 s, gate 3 %, joins over 30 s)"), "{full}");
+}
