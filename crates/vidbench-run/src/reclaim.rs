@@ -302,6 +302,7 @@ enum CliAction {
     },
     /// End a process's pause: kdamonds no other live process holds go on again (root).
     Release {
+        /// The process whose pause ends (default: the calling process).
         #[arg(long, value_name = "PID")]
         holder: Option<u32>,
     },

@@ -29,7 +29,7 @@ struct Cli {
 #[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
-    /// The emulated hard disk: mount, unmount, stat, bench.
+    /// The emulated hard disk: mount, unmount, stat, presets, model, bench, library.
     Disk(vidbench_disk::cli::Args),
     /// Generate a video library and client sessions from a spec.
     Workload(vidbench_workload::cli::Args),
