@@ -8,7 +8,7 @@
 //! on a heavy-tailed D takes several mean session lengths: on paper 000's SD
 //! workload (E[D] 132 s) a window 60 s after a 5 % rise found about 5 % of
 //! the new population missing, and windows after rises of 10-20 % up to 13 %
-//! (docs/run.md, "Measured bias of steps"). Failed sessions end early too, so
+//! (docs/run.md, "Settling gate"). Failed sessions end early too, so
 //! after an overloaded step the sessions that failed and would still be
 //! playing are missing as well.
 //!
