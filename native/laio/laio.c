@@ -232,6 +232,24 @@ static int nonblocking_stream(int fd)
 	return nonblocking(fd) && !is_file(fd);
 }
 
+/*
+ * A positional read of a regular file that RWF_NOWAIT cut short of the
+ * request before the end of the file: the rest is not in the page cache, and
+ * the direct call would have waited for it and returned it all. (A read at
+ * the file position has moved it already, so its short count stands.)
+ */
+static int cut_short(int fd, const struct iovec *iov, int cnt, long off, long r)
+{
+	struct stat st;
+	size_t want = 0;
+
+	if (off < 0 || r <= 0)
+		return 0;
+	for (int i = 0; i < cnt; i++)
+		want += iov[i].iov_len;
+	return (size_t)r < want && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && off + r < st.st_size;
+}
+
 /* read, pread64, readv, write, pwrite64, writev. off -1: file position. */
 static long rw(long nr, const long a[6], int write, int vec, long off, laio_handle_t *h)
 {
@@ -245,9 +263,10 @@ static long rw(long nr, const long a[6], int write, int vec, long off, laio_hand
 
 	r = write ? pwritev2((int)a[0], iov, cnt, off, RWF_NOWAIT)
 		  : preadv2((int)a[0], iov, cnt, off, RWF_NOWAIT);
-	if (r >= 0)
+	if (r >= 0 && !(!write && cut_short((int)a[0], iov, cnt, off, r)))
 		return r;
-	r = -errno;
+	/* Cut short: the whole read again, in the background. */
+	r = r >= 0 ? -EAGAIN : -errno;
 	if (r != -EAGAIN && r != -EOPNOTSUPP)
 		return r;
 	file = is_file((int)a[0]);

@@ -3,7 +3,8 @@
  * equal to the direct call: read, pread64, readv with the data in the page
  * cache (lazy: inline) and evicted with posix_fadvise(DONTNEED), checked
  * non-resident with mincore (lazy: background, in one of three tries of an
- * 8 MiB read: see cold_read()); write, pwrite64, writev (write and writev on a descriptor
+ * 8 MiB read: see cold_read()), and with only its first page cached (the
+ * whole read, not RWF_NOWAIT's short one); write, pwrite64, writev (write and writev on a descriptor
  * opened read-only: EBADF); openat of
  * a cached path and of a missing one (lazy: inline), with O_CREAT (either);
  * statx, stat of a cached path (lazy: inline); close; fsync (background on
@@ -127,6 +128,18 @@ static void reads(void)
 	call(&o, SYS_pread64, fd, a, SIZE, 0);
 	EXPECT_SMALL_COLD(&o);
 	CHECK(o.ret == SIZE && memcmp(a, b, SIZE) == 0);
+
+	/* Only the first page cached (no readahead on this descriptor): the
+	 * page cache gives a short RWF_NOWAIT read, but the call returns what
+	 * the direct call would, all of it. */
+	evict(fd);
+	CHECK(posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM) == 0);
+	CHECK(pread(fd, a, 4096, 0) == 4096);
+	CHECK(resident(fd, SIZE) >= 1 && resident(fd, SIZE) < SIZE / 4096);
+	memset(a, 0, SIZE);
+	call(&o, SYS_pread64, fd, a, SIZE, 0);
+	CHECK(o.ret == SIZE && memcmp(a, b, SIZE) == 0);
+	CHECK(posix_fadvise(fd, 0, 0, POSIX_FADV_NORMAL) == 0);
 
 	/* read: at the file position, which it moves. */
 	evict(fd);
