@@ -1608,18 +1608,23 @@ libception = "track"
         assert!(check_queue(&opts, &q).is_err());
     }
 
+    /// Block-mode disk options with this readahead and max_sectors_kb.
+    fn block_disk(read_ahead_kb: u32, max_sectors_kb: u32) -> DiskOptions {
+        DiskOptions {
+            library: "l".into(),
+            preset: "p".into(),
+            read_ahead_kb,
+            max_request_kb: None,
+            block: Some(BlockOptions { max_sectors_kb: Some(max_sectors_kb), ..Default::default() }),
+            trace: None,
+            extra_args: vec![],
+        }
+    }
+
     #[test]
     fn max_sectors_above_the_loop_cap_is_checked_as_the_drive_joining() {
         let raw = json!({"scheduler": "[mq-deadline] none", "read_ahead_kb": "2048", "max_sectors_kb": "1280", "max_hw_sectors_kb": "1280", "drive_joins_kb": 16384});
-        let opts = DiskOptions {
-            library: "l".into(),
-            preset: "p".into(),
-            read_ahead_kb: 2048,
-            max_request_kb: None,
-            block: Some(BlockOptions { max_sectors_kb: Some(16384), ..Default::default() }),
-            trace: None,
-            extra_args: vec![],
-        };
+        let opts = block_disk(2048, 16384);
         check_queue(&opts, &effective_queue(&raw)).unwrap();
         let mut no_join = raw.clone();
         no_join["drive_joins_kb"] = Value::Null;
@@ -1647,15 +1652,7 @@ libception = "track"
         // Kernels before 6.13: the image server takes 1024 KiB, so the kernel's
         // default of 1280 KiB, asked for, is joined by the drive.
         let raw = json!({"scheduler": "[mq-deadline] none", "read_ahead_kb": "128", "max_sectors_kb": "1024", "max_hw_sectors_kb": "1280", "image_max_request_kb": 1024, "drive_joins_kb": 1280});
-        let mut opts = DiskOptions {
-            library: "l".into(),
-            preset: "p".into(),
-            read_ahead_kb: 128,
-            max_request_kb: None,
-            block: Some(BlockOptions { max_sectors_kb: Some(1280), ..Default::default() }),
-            trace: None,
-            extra_args: vec![],
-        };
+        let mut opts = block_disk(128, 1280);
         check_queue(&opts, &effective_queue(&raw)).unwrap();
         opts.block.as_mut().unwrap().max_sectors_kb = Some(512);
         let err = check_queue(&opts, &effective_queue(&raw)).unwrap_err().to_string();
