@@ -233,21 +233,32 @@ static int nonblocking_stream(int fd)
 }
 
 /*
- * A positional read of a regular file that RWF_NOWAIT cut short of the
- * request before the end of the file: the rest is not in the page cache, and
- * the direct call would have waited for it and returned it all. (A read at
- * the file position has moved it already, so its short count stands.)
+ * A read of a regular file that RWF_NOWAIT cut short of the request before
+ * the end of the file: the rest is not in the page cache, and the direct
+ * call would have waited for it and returned it all, so the whole read goes
+ * to io_uring. A read at the file position (off -1) has moved the position
+ * past the part it got; it is put back first, so that io_uring reads from
+ * where the call started. (Another thread reading at the same descriptor's
+ * position in that instant could see it moved; the direct call's kernel
+ * lock would have kept them apart. If the position cannot be put back, the
+ * short count stands.)
  */
 static int cut_short(int fd, const struct iovec *iov, int cnt, long off, long r)
 {
 	struct stat st;
 	size_t want = 0;
+	off_t end;
 
-	if (off < 0 || r <= 0)
+	if (r <= 0)
 		return 0;
 	for (int i = 0; i < cnt; i++)
 		want += iov[i].iov_len;
-	return (size_t)r < want && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && off + r < st.st_size;
+	if ((size_t)r >= want || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+		return 0;
+	if (off >= 0)
+		return off + r < st.st_size;
+	end = lseek(fd, 0, SEEK_CUR);
+	return end >= 0 && end < st.st_size && lseek(fd, end - r, SEEK_SET) == end - r;
 }
 
 /* read, pread64, readv, write, pwrite64, writev. off -1: file position. */

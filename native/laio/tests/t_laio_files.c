@@ -4,7 +4,8 @@
  * cache (lazy: inline) and evicted with posix_fadvise(DONTNEED), checked
  * non-resident with mincore (lazy: background, in one of three tries of an
  * 8 MiB read: see cold_read()), and with only its first page cached (the
- * whole read, not RWF_NOWAIT's short one); write, pwrite64, writev (write and writev on a descriptor
+ * whole read, not RWF_NOWAIT's short one, at an offset and at the file
+ * position); write, pwrite64, writev (write and writev on a descriptor
  * opened read-only: EBADF); openat of
  * a cached path and of a missing one (lazy: inline), with O_CREAT (either);
  * statx, stat of a cached path (lazy: inline); close; fsync (background on
@@ -139,6 +140,27 @@ static void reads(void)
 	memset(a, 0, SIZE);
 	call(&o, SYS_pread64, fd, a, SIZE, 0);
 	CHECK(o.ret == SIZE && memcmp(a, b, SIZE) == 0);
+	/* The same at the file position (read, readv): all of it, and the
+	 * position moved by all of it. */
+	evict(fd);
+	CHECK(pread(fd, a, 4096, 0) == 4096);
+	CHECK(resident(fd, SIZE) >= 1 && resident(fd, SIZE) < SIZE / 4096);
+	CHECK(lseek(fd, 0, SEEK_SET) == 0);
+	memset(a, 0, SIZE);
+	call(&o, SYS_read, fd, a, SIZE);
+	CHECK(o.ret == SIZE && memcmp(a, b, SIZE) == 0);
+	CHECK(lseek(fd, 0, SEEK_CUR) == SIZE);
+	evict(fd);
+	CHECK(pread(fd, a, 4096, 0) == 4096);
+	CHECK(lseek(fd, 0, SEEK_SET) == 0);
+	{
+		struct iovec halves[2] = { { a, SIZE / 2 }, { a + SIZE / 2, SIZE / 2 } };
+
+		memset(a, 0, SIZE);
+		call(&o, SYS_readv, fd, halves, 2);
+		CHECK(o.ret == SIZE && memcmp(a, b, SIZE) == 0);
+		CHECK(lseek(fd, 0, SEEK_CUR) == SIZE);
+	}
 	CHECK(posix_fadvise(fd, 0, 0, POSIX_FADV_NORMAL) == 0);
 
 	/* read: at the file position, which it moves. */
