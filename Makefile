@@ -32,10 +32,19 @@ bootstrap:
 native:
 	$(MAKE) -C native BUILD=$(BUILD)
 
+# Under sudo, PATH usually lacks a per-user (rustup) cargo: `make` as yourself,
+# then `sudo make install` or `sudo make demo` uses the programs already built.
 rust:
-	$(CARGO) build --release --workspace
-	@mkdir -p $(BUILD)/bin
-	@$(foreach b,$(RUST_BINS),$(call replace,target/release/$(b),$(BUILD)/bin/$(b)) &&) true
+	@if command -v $(CARGO) >/dev/null 2>&1; then \
+		echo "$(CARGO) build --release --workspace"; \
+		$(CARGO) build --release --workspace && mkdir -p $(BUILD)/bin && \
+		$(foreach b,$(RUST_BINS),$(call replace,target/release/$(b),$(BUILD)/bin/$(b)) &&) true; \
+	elif $(foreach b,$(RUST_BINS),[ -x $(BUILD)/bin/$(b) ] &&) true; then \
+		echo "make: $(CARGO) is not on PATH (sudo resets PATH): using the Rust programs built before in $(BUILD)/bin" >&2; \
+	else \
+		echo "make: $(CARGO) is not on PATH and $(BUILD)/bin has no Rust programs: install Rust (README, Quick start), or run 'make' as the user who has cargo first" >&2; \
+		exit 1; \
+	fi
 
 test: bootstrap all test-native test-rust test-integration
 
