@@ -274,13 +274,18 @@ static long rw(long nr, const long a[6], int write, int vec, long off, laio_hand
 
 	r = write ? pwritev2((int)a[0], iov, cnt, off, RWF_NOWAIT)
 		  : preadv2((int)a[0], iov, cnt, off, RWF_NOWAIT);
-	if (r >= 0 && !(!write && cut_short((int)a[0], iov, cnt, off, r)))
+	if (r >= 0 && (write || !cut_short((int)a[0], iov, cnt, off, r)))
 		return r;
-	/* Cut short: the whole read again, in the background. */
-	r = r >= 0 ? -EAGAIN : -errno;
-	if (r != -EAGAIN && r != -EOPNOTSUPP)
-		return r;
-	file = is_file((int)a[0]);
+	if (r >= 0) {
+		/* Cut short (a regular file): the whole read again, in the background. */
+		r = -EAGAIN;
+		file = 1;
+	} else {
+		r = -errno;
+		if (r != -EAGAIN && r != -EOPNOTSUPP)
+			return r;
+		file = is_file((int)a[0]);
+	}
 	if (r == -EAGAIN && !file && nonblocking((int)a[0]))
 		return r;
 	if (write)
