@@ -281,8 +281,8 @@ pub struct SteadySection {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_settle_s: Option<f64>,
     /// With the gate: the page cache must have settled as well, neither of
-    /// the memory cgroup's file LRU lists moving by more than this
-    /// percentage of its file pages over the last two minutes
+    /// the memory cgroup's file LRU lists (averaged over 30 s) moving by more
+    /// than this percentage of its file pages over the last two minutes
     /// (`steady::lru_settled`); absent = the sessions alone decide.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lru_pct: Option<f64>,
