@@ -1192,11 +1192,14 @@ fn setup_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
             .map(|k| k.iter().map(|(a, b)| format!("{a}={}", b.as_str().unwrap_or("?"))).collect::<Vec<_>>().join(" "))
             .unwrap_or_else(|| "-".into());
         let rel = r.dir.strip_prefix(&ctx.results.dir).unwrap_or(&r.dir).display().to_string();
-        // Apache's pool: its children x threads (the configuration's own
-        // count, else the experiment's).
+        // Apache's pool: its children x threads; another server's worker
+        // count when the configuration has its own (each the
+        // configuration's own count, else the experiment's).
         let run = ctx.results.experiment.get("run");
-        let server = match (s("server").as_str(), run.and_then(|r| r.get("workers")), c.get("threads_per_worker").or(run.and_then(|r| r.get("threads_per_worker")))) {
+        let workers = c.get("workers").or(run.and_then(|r| r.get("workers")));
+        let server = match (s("server").as_str(), workers, c.get("threads_per_worker").or(run.and_then(|r| r.get("threads_per_worker")))) {
             ("apache", Some(w), Some(t)) => format!("apache ({w} x {t} threads)"),
+            (name, Some(w), _) if c.get("workers").is_some() => format!("{name} ({w} workers)"),
             (name, _, _) => name.to_owned(),
         };
         writeln!(

@@ -693,6 +693,33 @@ fn the_build_each_run_ran() {
     assert!(md.contains("every run ran vidbench built from checkout `054ebbf46c17` (build not recorded)"), "{md}");
 }
 
+/// The setup table names a configuration's own worker count beside its
+/// server (Table 3 gives servers the counts they are tuned to); a server on
+/// the experiment's count is named alone, Apache always with its pool.
+#[test]
+fn a_configurations_own_worker_count_is_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let step = serde_json::json!([{"index": 0, "spec": {"rate": 3.0}, "window_s": [450.0, 540.0], "failure_percent": 0.0, "throughput_mb_s": 20.0}]);
+    report_of_runs(root, &step, &[("own", serde_json::json!({})), ("run-wide", serde_json::json!({})), ("apache", serde_json::json!({}))]);
+    let config = |name: &str, extra: serde_json::Value| {
+        let mut c = serde_json::json!({"name": name, "label": name, "server": if name == "apache" { "apache" } else { "lighttpd" }});
+        c.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        let run = serde_json::json!({"config": c, "steps": true});
+        std::fs::write(root.join(format!("runs/{name}/steps-rep0/run.json")), run.to_string()).unwrap();
+    };
+    config("own", serde_json::json!({"workers": 16}));
+    config("run-wide", serde_json::json!({}));
+    config("apache", serde_json::json!({"workers": 8, "threads_per_worker": 256}));
+    let experiment = serde_json::json!({"name": "t", "run": {"workers": 4, "threads_per_worker": 64},
+        "configs": [{"name": "own"}, {"name": "run-wide"}, {"name": "apache"}]});
+    std::fs::write(root.join("experiment.json"), experiment.to_string()).unwrap();
+    let md = report_md(root);
+    assert!(md.contains("| `runs/own/steps-rep0` | lighttpd (16 workers) |"), "{md}");
+    assert!(md.contains("| `runs/run-wide/steps-rep0` | lighttpd |"), "{md}");
+    assert!(md.contains("| `runs/apache/steps-rep0` | apache (8 x 256 threads) |"), "{md}");
+}
+
 /// A damaged run file is an error that names it, never a report that quietly
 /// reads the run another way: a cut steps.json used to turn a stepped run
 /// into a classic one (whole-run disk figures beside windowed ones), an

@@ -162,8 +162,9 @@ fn print_plan(exp: &Experiment, out: &mut dyn Write) -> std::io::Result<()> {
         };
         let what = match c.server {
             Some(ServerKind::Apache) => {
-                format!("{what}, {} x {} threads", exp.run.workers, exp.apache_threads(c))
+                format!("{what}, {} x {} threads", exp.workers(c), exp.apache_threads(c))
             }
+            Some(_) if c.workers.is_some() => format!("{what}, {} workers", exp.workers(c)),
             _ => what,
         };
         let what = match c.chaos {

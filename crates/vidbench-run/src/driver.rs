@@ -867,7 +867,7 @@ impl Driver {
             run_dir: dir,
             docroot: &self.mount_point(),
             port: self.port,
-            workers: self.exp.run.workers,
+            workers: self.exp.workers(cfg),
             threads_per_worker: self.exp.apache_threads(cfg),
             user: &self.exp.run.user,
             knobs: &cfg.knobs,

@@ -295,9 +295,7 @@ impl Checker<'_> {
         if run.port == 0 {
             return Err(self.invalid("run.port", "must be a TCP port above 0"));
         }
-        if run.workers == 0 || run.workers > 1024 {
-            return Err(self.invalid("run.workers", "must be between 1 and 1024"));
-        }
+        self.worker_count("run.workers", run.workers)?;
         self.thread_count("run.threads_per_worker", run.threads_per_worker)?;
         self.positive_seconds("run.ready_timeout_s", run.ready_timeout_s)?;
         if !(run.settle_s.is_finite() && run.settle_s >= 0.0 && run.settle_s <= MAX_SECONDS) {
@@ -557,6 +555,7 @@ impl Checker<'_> {
             patience_ms: self.patience(key, c)?,
             ramp_s: c.ramp_s,
             threads_per_worker: self.threads(key, c)?,
+            workers: self.workers(key, c)?,
         }];
         if configs[0].trace && disk.count > 1 {
             return Err(self.invalid(format!("{key}.trace"), "a trace is recorded for one drive only (disk.count = 1)"));
@@ -617,6 +616,23 @@ impl Checker<'_> {
             }
             Some(n) => self.thread_count(&format!("{key}.threads_per_worker"), n).map(Some),
             None => Ok(None),
+        }
+    }
+
+    /// A configuration's own `workers`, checked: a server, and the range `run` allows.
+    fn workers(&self, key: &str, c: &ConfigSection) -> Result<Option<u32>, ExperimentError> {
+        match c.workers {
+            Some(_) if c.server.is_none() => Err(self.invalid(format!("{key}.workers"), "applies to server configurations only")),
+            Some(n) => self.worker_count(&format!("{key}.workers"), n).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Server worker processes, run-wide or a configuration's: 1-1024.
+    fn worker_count(&self, key: &str, n: u32) -> Result<u32, ExperimentError> {
+        match n {
+            1..=1024 => Ok(n),
+            _ => Err(self.invalid(key, "must be between 1 and 1024")),
         }
     }
 

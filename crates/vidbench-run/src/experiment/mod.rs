@@ -206,6 +206,9 @@ pub struct Config {
     /// `run.threads_per_worker`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads_per_worker: Option<u32>,
+    /// Its own server worker processes (`workers`), replacing `run.workers`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<u32>,
 }
 
 impl Config {
@@ -288,6 +291,11 @@ impl Experiment {
     /// Apache's threads per child for configuration `c`: its own count, else the run's.
     pub fn apache_threads(&self, c: &Config) -> u32 {
         c.threads_per_worker.unwrap_or(self.run.threads_per_worker)
+    }
+
+    /// Server worker processes for configuration `c`: its own count, else the run's.
+    pub fn workers(&self, c: &Config) -> u32 {
+        c.workers.unwrap_or(self.run.workers)
     }
 
     /// Reads, parses and checks an experiment file.
@@ -580,6 +588,25 @@ kind = "wc"
         assert!(err.contains("threads_per_worker") && err.contains("between 1 and 4096"), "{err}");
         let err = parse(&format!("{GOOD}\n{}", apache.replace("server = \"apache\"", "server = \"nginx\""))).unwrap_err().to_string();
         assert!(err.contains("config[") && err.contains("threads_per_worker") && err.contains("Apache only"), "{err}");
+    }
+
+    #[test]
+    fn a_configuration_may_have_its_own_worker_count() {
+        let own = "[[config]]\nname = \"lighttpd\"\nserver = \"lighttpd\"\ntemplate = \"nginx.conf\"\nworkers = 16\n";
+        let e = parse(&format!("{GOOD}\n{own}")).unwrap();
+        assert_eq!(e.workers(e.config("lighttpd").unwrap()), 16);
+        assert_eq!(e.workers(e.config("vanilla").unwrap()), e.run.workers, "the others keep run.workers");
+        let json = serde_json::to_value(e.config("vanilla").unwrap()).unwrap();
+        assert!(json.get("workers").is_none(), "unset, not recorded (resumed results compare configs): {json}");
+        assert_eq!(serde_json::to_value(e.config("lighttpd").unwrap()).unwrap()["workers"], 16);
+        for bad in ["0", "1025"] {
+            let err = parse(&format!("{GOOD}\n{}", own.replace("= 16", &format!("= {bad}")))).unwrap_err().to_string();
+            assert!(err.contains("config[") && err.contains("workers") && err.contains("between 1 and 1024"), "{bad}: {err}");
+        }
+        let err = parse(&GOOD.replace("kind = \"wc\"", "kind = \"wc\"\nworkers = 16")).unwrap_err().to_string();
+        assert!(err.contains("workers") && err.contains("server configurations only"), "{err}");
+        let err = parse(&GOOD.replace("duration_s = 60", "duration_s = 60\nworkers = 0")).unwrap_err().to_string();
+        assert!(err.contains("run.workers") && err.contains("between 1 and 1024"), "{err}");
     }
 
     #[test]

@@ -693,6 +693,11 @@ pub struct ConfigSection {
     /// Threads per Apache child process for this configuration, in place of
     /// `run.threads_per_worker` (Apache only).
     pub threads_per_worker: Option<u32>,
+    /// Worker processes of this configuration's server, in place of
+    /// `run.workers` (servers only): each server with the count it is
+    /// tuned to, the same by default and under Libception (docs/run.md,
+    /// "Worker processes and threads").
+    pub workers: Option<u32>,
     /// This configuration's minimum ramp before its first window, in place
     /// of `run.steady.ramp_s` (docs/run.md, "A ramp of its own"): a
     /// configuration whose page cache passes its transition burst later
