@@ -135,12 +135,15 @@ fn header(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
         writeln!(ctx.md, "Packages: {}.\n", list.join(", "))?;
     }
     let run = e.get("run").cloned().unwrap_or(Value::Null);
+    // Configurations with a count of their own say so in the setup table.
+    let own_workers = e.get("configs").and_then(Value::as_array).is_some_and(|cs| cs.iter().any(|c| c.get("workers").is_some()));
     writeln!(
         ctx.md,
-        "Disk preset `{}`, memory limit {} MiB, workers {}, {}, warm-up {}, max session {}.\n",
+        "Disk preset `{}`, memory limit {} MiB, workers {}{}, {}, warm-up {}, max session {}.\n",
         e.get("disk").and_then(|d| d.get("preset")).and_then(Value::as_str).unwrap_or("?"),
         e.get("memory_limit_bytes").and_then(Value::as_u64).unwrap_or(0) >> 20,
         run.get("workers").unwrap_or(&Value::Null),
+        if own_workers { " (where a configuration has no count of its own: \"Setup of every run\")" } else { "" },
         match (run.get("duration_s").and_then(Value::as_f64), run.get("sessions").and_then(Value::as_u64), run.get("steady").filter(|s| !s.is_null())) {
             (Some(d), _, _) => format!("{d} s of arrivals per run"),
             (_, Some(n), _) => format!("{n} sessions per run"),

@@ -712,12 +712,20 @@ fn a_configurations_own_worker_count_is_shown() {
     config("run-wide", serde_json::json!({}));
     config("apache", serde_json::json!({"workers": 8, "threads_per_worker": 256}));
     let experiment = serde_json::json!({"name": "t", "run": {"workers": 4, "threads_per_worker": 64},
-        "configs": [{"name": "own"}, {"name": "run-wide"}, {"name": "apache"}]});
+        "configs": [{"name": "own", "workers": 16}, {"name": "run-wide"}, {"name": "apache", "workers": 8}]});
     std::fs::write(root.join("experiment.json"), experiment.to_string()).unwrap();
     let md = report_md(root);
     assert!(md.contains("| `runs/own/steps-rep0` | lighttpd (16 workers) |"), "{md}");
     assert!(md.contains("| `runs/run-wide/steps-rep0` | lighttpd |"), "{md}");
     assert!(md.contains("| `runs/apache/steps-rep0` | apache (8 x 256 threads) |"), "{md}");
+    assert!(md.contains("workers 4 (where a configuration has no count of its own: \"Setup of every run\")"), "{md}");
+    // Without a count of its own anywhere, the experiment's is every server's.
+    let plain = serde_json::json!({"name": "t", "run": {"workers": 4}, "configs": [{"name": "run-wide"}]});
+    std::fs::write(root.join("experiment.json"), plain.to_string()).unwrap();
+    std::fs::remove_dir_all(root.join("runs/own")).unwrap();
+    std::fs::remove_dir_all(root.join("runs/apache")).unwrap();
+    let md = report_md(root);
+    assert!(md.contains("workers 4, ") && !md.contains("no count of its own"), "{md}");
 }
 
 /// A damaged run file is an error that names it, never a report that quietly

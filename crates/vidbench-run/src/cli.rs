@@ -302,6 +302,11 @@ mod tests {
         // Apache's pool: Table 3 gives its rows 4 x 256 threads of their own.
         let plan = plan_of(&bundled("table3-paper.toml"));
         assert!(plan.contains("apache vanilla, 4 x 256 threads, sendfile On;"), "{plan}");
+        // lighttpd's own worker count (16, the run's 4 for nginx) is named;
+        // a server on the experiment's count is not.
+        assert!(plan.contains("lighttpd vanilla, 16 workers"), "{plan}");
+        assert!(plan.contains("prefetch 2048 KiB), 16 workers"), "{plan}");
+        assert!(plan.lines().filter(|l| l.contains("nginx")).all(|l| !l.contains("workers")), "{plan}");
         let plan = plan_of(&bundled("promotion.toml"));
         assert!(plan.contains("4 x 64 threads"), "the experiment's count where a configuration sets none: {plan}");
         // The adaptive controller's scale rule, where it differs from the

@@ -78,7 +78,9 @@ pub const LRU_SMOOTH_S: f64 = 30.0;
 /// before `t_s` (the sample at `t_s` itself may or may not be taken yet when
 /// the gate asks, so it is never used), neither the active nor the inactive
 /// list's [`LRU_SMOOTH_S`] moving average moved (maximum minus minimum) by
-/// more than `pct` % of the file pages on both. The cache the warm-up fills starts all inactive, and under
+/// more than `pct` % of the file pages on both. The averages' centres are
+/// 95 s apart at most, so a steady drift of p % in two minutes shows as
+/// about 0.8 p %. The cache the warm-up fills starts all inactive, and under
 /// kernel readahead the lists reach their steady split only 600-1,150 s in
 /// (docs/run.md); a window opened before measures a cache whose inactive
 /// list, the one eviction scans, is several times its steady size. `None`
@@ -102,8 +104,10 @@ pub fn lru_settled(samples: &[Sample], t_s: f64, pct: f64) -> Option<bool> {
     if !covered {
         return Some(false);
     }
-    // The span is sampled without a gap, so a run of `width` samples covers
-    // LRU_SMOOTH_S seconds.
+    // A run of `width` consecutive samples: LRU_SMOOTH_S seconds at the
+    // sample interval (a little more where a sample came late; the span
+    // has no longer gap). The averages' centres span LRU_SPAN_S less
+    // LRU_SMOOTH_S plus one sample interval (95 s).
     let width = ((LRU_SMOOTH_S / SAMPLE_INTERVAL_S).round() as usize).clamp(1, span.len());
     let range = |list: fn(&(f64, f64, f64)) -> f64| {
         let (lo, hi) = span
