@@ -67,10 +67,10 @@ pub const LRU_SPAN_S: f64 = 120.0;
 /// 2 GiB the settled lists jump by 2.5-5 % of the file pages from one 5 s
 /// sample to the next (50-100 MB, about what they jump at 8 GiB), which a
 /// range of raw samples read as motion for good: the 2 GiB cells of paper 001
-/// waited out `max_settle_s` at every step. Averaged over 30 s the settled
-/// lists move at most about 2 % in two minutes at 2, 4 and 8 GiB, while the
-/// lists' settling (a trend over minutes) is kept (docs/run.md, "The page
-/// cache's gate").
+/// waited out `max_settle_s` at every step. Averaged over 30 s, the lists of
+/// the recorded runs at 2 and 8 GiB, once first settled, moved more than 2 %
+/// in two minutes in at most 2 % of the checks, while the lists' settling (a
+/// trend over minutes) is kept (docs/run.md, "The page cache's gate").
 pub const LRU_SMOOTH_S: f64 = 30.0;
 
 /// Whether the memory cgroup's file LRU lists have settled at `t_s`: over
