@@ -1199,11 +1199,13 @@ fn setup_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
         // count when the configuration has its own (each the
         // configuration's own count, else the experiment's).
         let run = ctx.results.experiment.get("run");
-        let workers = c.get("workers").or(run.and_then(|r| r.get("workers")));
-        let server = match (s("server").as_str(), workers, c.get("threads_per_worker").or(run.and_then(|r| r.get("threads_per_worker")))) {
+        let setting = |k: &str| c.get(k).or(run.and_then(|r| r.get(k)));
+        let server = match (s("server").as_str(), setting("workers"), setting("threads_per_worker")) {
             ("apache", Some(w), Some(t)) => format!("apache ({w} x {t} threads)"),
-            (name, Some(w), _) if c.get("workers").is_some() => format!("{name} ({w} workers)"),
-            (name, _, _) => name.to_owned(),
+            (name, _, _) => match c.get("workers") {
+                Some(w) => format!("{name} ({w} workers)"),
+                None => name.to_owned(),
+            },
         };
         writeln!(
             ctx.md,

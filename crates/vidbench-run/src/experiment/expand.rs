@@ -630,17 +630,20 @@ impl Checker<'_> {
 
     /// Server worker processes, run-wide or a configuration's: 1-1024.
     fn worker_count(&self, key: &str, n: u32) -> Result<u32, ExperimentError> {
-        match n {
-            1..=1024 => Ok(n),
-            _ => Err(self.invalid(key, "must be between 1 and 1024")),
-        }
+        self.count_up_to(key, n, 1024)
     }
 
     /// Apache's threads per child, run-wide or a configuration's: 1-4096.
     fn thread_count(&self, key: &str, n: u32) -> Result<u32, ExperimentError> {
-        match n {
-            1..=4096 => Ok(n),
-            _ => Err(self.invalid(key, "must be between 1 and 4096")),
+        self.count_up_to(key, n, 4096)
+    }
+
+    /// A count of processes or threads: 1 to `max`.
+    fn count_up_to(&self, key: &str, n: u32, max: u32) -> Result<u32, ExperimentError> {
+        if (1..=max).contains(&n) {
+            Ok(n)
+        } else {
+            Err(self.invalid(key, format!("must be between 1 and {max}")))
         }
     }
 
