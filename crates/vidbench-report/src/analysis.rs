@@ -152,6 +152,29 @@ pub struct Positionings {
     /// Drive time of all positioned requests, and of the follow-ups (ns).
     pub busy_ns: u64,
     pub follow_up_busy_ns: u64,
+    /// The positionings by what preceded them.
+    pub preceded: Preceded,
+}
+
+/// The positionings of a window by the read they continue: the latest read of
+/// the same file to arrive before them that ends where they begin. How soon
+/// the reader asks for the next piece after the last one ended decides how
+/// often the drive has gone elsewhere in between; on one drive model, a
+/// slower reader shows as more positionings in the short gaps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Preceded {
+    /// No read of the file ending at its offset had arrived before it: the
+    /// first read of a file or of a range the reader jumped to.
+    pub first: usize,
+    /// It arrived while the read it continues was still queued or under way,
+    /// and the drive served something else in between.
+    pub queued: usize,
+    /// It arrived less than 1 ms, 1-5 ms, 5-100 ms, or 100 ms or more after
+    /// the read it continues had ended.
+    pub under_1_ms: usize,
+    pub under_5_ms: usize,
+    pub under_100_ms: usize,
+    pub later: usize,
 }
 
 /// The largest gap between a read's end and the arrival of the file's next
@@ -159,28 +182,43 @@ pub struct Positionings {
 pub const FOLLOW_UP_NS: u64 = 5_000_000;
 
 pub fn positionings(trace: &[TraceRequest]) -> Positionings {
-    // Every end of a read at each (file, offset): a range read again later
-    // (after an eviction) ends there more than once.
-    let mut ends: std::collections::HashMap<(u64, u64), Vec<u64>> = std::collections::HashMap::new();
-    for r in trace {
-        ends.entry((r.file_id, r.offset + r.bytes)).or_default().push(r.end_ns);
+    // Every read ending at each (file, offset), as (arrival, end), by
+    // arrival: a range read again later (after an eviction) ends there
+    // more than once.
+    let mut ends: std::collections::HashMap<(u64, u64), Vec<(u64, u64)>> = std::collections::HashMap::new();
+    for r in trace.iter().filter(|r| r.bytes > 0) {
+        ends.entry((r.file_id, r.offset + r.bytes)).or_default().push((r.arrival_ns, r.end_ns));
     }
     for v in ends.values_mut() {
         v.sort_unstable();
     }
-    // The latest read of the file that ended at `offset` by `t`.
-    let ended_by = |file: u64, offset: u64, t: u64| {
+    // The read of the file ending at `offset` that arrived last by `t`.
+    let continued = |file: u64, offset: u64, t: u64| {
         let v = ends.get(&(file, offset))?;
-        v[..v.partition_point(|&e| e <= t)].last().copied()
+        v[..v.partition_point(|&(arrival, _)| arrival <= t)].last().copied()
     };
     let mut p = Positionings::default();
     for r in trace.iter().filter(|r| r.positioned) {
         let busy = r.end_ns.saturating_sub(r.start_ns);
         p.positionings += 1;
         p.busy_ns += busy;
-        if ended_by(r.file_id, r.offset, r.arrival_ns).is_some_and(|end| r.arrival_ns - end < FOLLOW_UP_NS) {
-            p.follow_ups += 1;
-            p.follow_up_busy_ns += busy;
+        let c = &mut p.preceded;
+        match continued(r.file_id, r.offset, r.arrival_ns) {
+            None => c.first += 1,
+            Some((_, end)) if r.arrival_ns < end => c.queued += 1,
+            Some((_, end)) => {
+                let gap = r.arrival_ns - end;
+                if gap < FOLLOW_UP_NS {
+                    p.follow_ups += 1;
+                    p.follow_up_busy_ns += busy;
+                }
+                match gap {
+                    g if g < 1_000_000 => c.under_1_ms += 1,
+                    g if g < FOLLOW_UP_NS => c.under_5_ms += 1,
+                    g if g < 100_000_000 => c.under_100_ms += 1,
+                    _ => c.later += 1,
+                }
+            }
         }
     }
     p
@@ -396,6 +434,27 @@ mod tests {
         assert_eq!((p.positionings, p.follow_ups), (6, 1));
         assert_eq!(p.follow_up_busy_ns, 1_000_000);
         assert_eq!(p.busy_ns, 6_000_000);
+        let want = Preceded { first: 4, under_1_ms: 1, under_100_ms: 1, ..Default::default() };
+        assert_eq!(p.preceded, want);
+    }
+
+    #[test]
+    fn positionings_are_classed_by_the_read_they_continue() {
+        const MS: u64 = 1_000_000;
+        let r = |arrival_ns: u64, offset, end_ns| TraceRequest { arrival_ns, start_ns: end_ns - MS, end_ns, file_id: 7, offset, bytes: 100, positioned: true, ..Default::default() };
+        let t = vec![
+            r(0, 0, 10 * MS),           // the file's first read
+            r(5 * MS, 100, 20 * MS),    // asked for while the read before was under way: queued
+            r(23 * MS, 200, 30 * MS),   // 3 ms after the read it continues ended
+            r(230 * MS, 300, 240 * MS), // 200 ms after
+            r(240 * MS, 0, 250 * MS),   // the start read again: ends at 100 a second time, ...
+            r(252 * MS, 100, 260 * MS), // ... and this follows that read (2 ms), not the first (242 ms)
+            r(300 * MS, 900, 310 * MS), // a jump: no read ends at 900
+        ];
+        let p = positionings(&t);
+        let want = Preceded { first: 3, queued: 1, under_1_ms: 0, under_5_ms: 2, under_100_ms: 0, later: 1 };
+        assert_eq!(p.preceded, want);
+        assert_eq!((p.positionings, p.follow_ups), (7, 2));
     }
 
     #[test]

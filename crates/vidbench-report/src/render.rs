@@ -453,6 +453,7 @@ fn trace_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
     let mut sizes = Vec::new();
     let mut pattern = Vec::new();
     let mut rows = Vec::new();
+    let mut preceded_rows = Vec::new();
     for (name, r) in chosen {
         let whole = analysis::read_trace(r.trace.as_ref().expect("filtered"))?;
         let (trace, span) = match r.trace_window_ns() {
@@ -480,6 +481,18 @@ fn trace_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
             bytes as f64 / p.positionings.max(1) as f64 / 1024.0,
             pct(p.follow_ups as f64, p.positionings as f64),
             pct(p.follow_up_busy_ns as f64, commands.iter().map(|t| t.end_ns.saturating_sub(t.start_ns)).sum::<u64>() as f64),
+        ));
+        let c100 = |n: usize| format!("{:.1}", n as f64 * 1e8 / bytes.max(1) as f64);
+        let g = p.preceded;
+        preceded_rows.push(format!(
+            "| {label} | {} | {} | {} | {} | {} | {} | {} |",
+            c100(p.positionings),
+            c100(g.first),
+            c100(g.queued),
+            c100(g.under_1_ms),
+            c100(g.under_5_ms),
+            c100(g.under_100_ms),
+            c100(g.later)
         ));
         let style = order.iter().position(|x| x == name).unwrap_or(0);
         cdf.push(Series::line(label.clone(), style, c));
@@ -510,6 +523,23 @@ fn trace_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
          but the drive had started another queued request, so the head left and came back (an idling scheduler such as bfq \
          waits for such requests instead).\n",
         analysis::FOLLOW_UP_NS / 1_000_000
+    )?;
+    writeln!(
+        ctx.md,
+        "Positionings per 100 MB read, by the read each continues (the latest read of the same file to arrive before it \
+         that ends where it begins):\n\n\
+         | run | positionings | first read of a file or range | queued behind the read it continues | < 1 ms after it ended \
+         | 1-5 ms | 5-100 ms | 100 ms or more |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|"
+    )?;
+    for r in preceded_rows {
+        writeln!(ctx.md, "{r}")?;
+    }
+    writeln!(
+        ctx.md,
+        "\nOn one drive model, a reader that asks for the next piece of a file later after the last one ended shows here as \
+         more positionings in the short gaps; \"queued\" ones arrived while the read they continue was still waiting or under \
+         way, and the drive served another request in between.\n"
     )?;
     ctx.figure("request-size-cdf", Chart { title: "Disk request sizes", x_label: "request size (KiB, log)", y_label: "% of requests", log_x: true, log_y: false, y_range: Some((0.0, 100.0)), references: Vec::new() }, sizes)?;
     ctx.figure("access-pattern", Chart { title: "Access pattern: first 250 disk requests of the window", x_label: "transaction number", y_label: "logical block address", log_x: false, log_y: false, y_range: None, references: Vec::new() }, pattern)?;
