@@ -148,7 +148,6 @@ pub fn read_trace(path: &Path) -> anyhow::Result<Vec<TraceRequest>> {
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Positionings {
     pub positionings: usize,
-    pub follow_ups: usize,
     /// Drive time of all positioned requests, and of the follow-ups (ns).
     pub busy_ns: u64,
     pub follow_up_busy_ns: u64,
@@ -175,6 +174,14 @@ pub struct Preceded {
     pub under_5_ms: usize,
     pub under_100_ms: usize,
     pub later: usize,
+}
+
+impl Positionings {
+    /// Follow-ups: the positionings that arrived less than `FOLLOW_UP_NS`
+    /// after the read they continue ended.
+    pub fn follow_ups(&self) -> usize {
+        self.preceded.under_1_ms + self.preceded.under_5_ms
+    }
 }
 
 /// The largest gap between a read's end and the arrival of the file's next
@@ -209,7 +216,6 @@ pub fn positionings(trace: &[TraceRequest]) -> Positionings {
             Some((_, end)) => {
                 let gap = r.arrival_ns - end;
                 if gap < FOLLOW_UP_NS {
-                    p.follow_ups += 1;
                     p.follow_up_busy_ns += busy;
                 }
                 match gap {
@@ -431,7 +437,7 @@ mod tests {
         ];
         // ... which must not hide that the read at 1.5 ms followed the first one.
         let p = positionings(&t);
-        assert_eq!((p.positionings, p.follow_ups), (6, 1));
+        assert_eq!((p.positionings, p.follow_ups()), (6, 1));
         assert_eq!(p.follow_up_busy_ns, 1_000_000);
         assert_eq!(p.busy_ns, 6_000_000);
         let want = Preceded { first: 4, under_1_ms: 1, under_100_ms: 1, ..Default::default() };
@@ -454,7 +460,7 @@ mod tests {
         let p = positionings(&t);
         let want = Preceded { first: 3, queued: 1, under_1_ms: 0, under_5_ms: 2, under_100_ms: 0, later: 1 };
         assert_eq!(p.preceded, want);
-        assert_eq!((p.positionings, p.follow_ups), (7, 2));
+        assert_eq!((p.positionings, p.follow_ups()), (7, 2));
     }
 
     #[test]

@@ -479,7 +479,7 @@ fn trace_section(ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
             100.0 - at(1920.0),
             p.positionings,
             bytes as f64 / p.positionings.max(1) as f64 / 1024.0,
-            pct(p.follow_ups as f64, p.positionings as f64),
+            pct(p.follow_ups() as f64, p.positionings as f64),
             pct(p.follow_up_busy_ns as f64, commands.iter().map(|t| t.end_ns.saturating_sub(t.start_ns)).sum::<u64>() as f64),
         ));
         let c100 = |n: usize| format!("{:.1}", n as f64 * 1e8 / bytes.max(1) as f64);
