@@ -73,6 +73,9 @@ impl Prefetch {
         if let Some(rate) = p.stream_rate {
             put("stream-rate", (rate.round() as u64).to_string());
         }
+        if p.settle != d.settle {
+            put("settle", p.settle.to_string());
+        }
         if p.history != d.history {
             put("history", p.history.to_string());
         }
@@ -221,6 +224,14 @@ pub struct AdaptiveParams {
     pub step: u64,
     /// Measurement interval (adjust_interval, 180 s).
     pub interval: Duration,
+    /// Intervals after each change of size that are recorded but not scored
+    /// (0, the default: paper 001's rule, which scores the first). Right
+    /// after a change the streams move to the new size together, and the
+    /// first interval's miss ratio measures that move as well as the size
+    /// (docs/daemon.md, "Settling"). Absent in records made before it (0,
+    /// what those runs did), and left out when 0, so they read back the same.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub settle: u32,
     /// Fraction stored scores lose at each minimum (score_deflation_factor, 5 %).
     pub deflation: f64,
     /// Busy fraction of the disk worker below which nothing is adjusted (adjust_busy, 60 %).
@@ -250,6 +261,10 @@ fn yes() -> bool {
     true
 }
 
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
 fn default_transaction() -> u64 {
     128 << 10
 }
@@ -263,6 +278,7 @@ impl Default for AdaptiveParams {
             max: 16 << 20,
             step: 512 << 10,
             interval: Duration::from_secs(180),
+            settle: 0,
             deflation: 0.05,
             busy: 0.60,
             evict: 0.05,
@@ -351,6 +367,8 @@ mod tests {
             Prefetch::Adaptive(p).daemon_args(),
             ["--prefetch", "adaptive", "--adaptive-start", "3145728", "--adaptive-transaction", "1048576"]
         );
+        let settling = AdaptiveParams { settle: 1, ..AdaptiveParams::default() };
+        assert_eq!(Prefetch::Adaptive(settling).daemon_args(), ["--prefetch", "adaptive", "--adaptive-settle", "1"]);
     }
 
     #[test]
@@ -391,6 +409,12 @@ mod tests {
         let p: AdaptiveParams = serde_json::from_str(old).unwrap();
         assert_eq!(p.start, Some(2 << 20));
         assert_eq!(p.transaction, 128 << 10);
+        assert_eq!(p, AdaptiveParams { start: Some(2 << 20), ..AdaptiveParams::default() }, "the settling rule's default is what ran before it");
+        // Written back, such a record has no new key.
+        let again = serde_json::to_value(&p).unwrap();
+        assert!(again.get("settle").is_none(), "{again}");
+        let settling = AdaptiveParams { settle: 1, ..p };
+        assert_eq!(serde_json::from_value::<AdaptiveParams>(serde_json::to_value(&settling).unwrap()).unwrap(), settling);
     }
 
     #[test]

@@ -295,6 +295,9 @@ struct AdaptiveArgs {
     /// Adaptive: measurement interval in seconds (adjust_interval) [default: 180]
     #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
     adaptive_interval: Option<f64>,
+    /// Adaptive: intervals after each change of size that are recorded but not scored [default: 0, paper 001's rule]
+    #[arg(long, value_name = "N")]
+    adaptive_settle: Option<u32>,
     /// Adaptive: score deflation at a minimum, fraction or percent (score_deflation_factor) [default: 5%]
     #[arg(long, value_name = "FRACTION", value_parser = parse_fraction)]
     adaptive_deflation: Option<f64>,
@@ -334,6 +337,7 @@ impl AdaptiveArgs {
             || self.adaptive_max.is_some()
             || self.adaptive_step.is_some()
             || self.adaptive_interval.is_some()
+            || self.adaptive_settle.is_some()
             || self.adaptive_deflation.is_some()
             || self.adaptive_busy.is_some()
             || self.adaptive_evict.is_some()
@@ -355,6 +359,7 @@ impl AdaptiveArgs {
             max: self.adaptive_max.unwrap_or(d.max),
             step: self.adaptive_step.unwrap_or(d.step),
             interval: self.adaptive_interval.map(std::time::Duration::from_secs_f64).unwrap_or(d.interval),
+            settle: self.adaptive_settle.unwrap_or(d.settle),
             deflation: self.adaptive_deflation.unwrap_or(d.deflation),
             busy: self.adaptive_busy.unwrap_or(d.busy),
             evict: self.adaptive_evict.unwrap_or(d.evict),
@@ -548,6 +553,7 @@ mod tests {
             max: 8 << 20,
             step: 256 << 10,
             interval: Duration::from_secs(30),
+            settle: 2,
             deflation: 0.1,
             busy: 0.5,
             evict: 0.25,

@@ -325,6 +325,8 @@ pub struct ControllerInterval {
     pub evicted_fraction: Option<f64>,
     /// The interval was the controller's warm-up (measured, not stored).
     pub warm_up: bool,
+    /// The interval settled a change of size (measured, not stored).
+    pub settle: bool,
 }
 
 /// The adaptive controller's intervals of a run, in file order; empty
@@ -361,6 +363,7 @@ pub fn controller_intervals(run_dir: &Path) -> anyhow::Result<Vec<ControllerInte
             eviction_estimate_s: optional(eviction, "eviction_time_estimate_s")?,
             evicted_fraction: evicted.map(|c| optional(c, "evicted_fraction")).transpose()?.flatten(),
             warm_up: decision.and_then(|c| record.get(c)) == Some("warm-up"),
+            settle: decision.and_then(|c| record.get(c)) == Some("settle"),
         });
     }
     Ok(out)

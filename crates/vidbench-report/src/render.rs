@@ -1077,20 +1077,25 @@ fn daemon_reads_table(ctx: &mut Ctx<'_>, with: &[(&String, Vec<&Run>)]) -> anyho
 }
 
 /// Every score an adaptive controller measured but its warm-up intervals
-/// (which start with the streams), by the size it measured:
+/// (which start with the streams) and settling ones (which follow a change
+/// of size), by the size it measured:
 /// how many intervals, their mean, spread and range, and the evicted share
 /// (its eviction-time jump acts from `evict`). Whether one interval's score
 /// can tell neighbouring sizes apart shows here: their means differ by less
 /// than one score's spread when it cannot.
 fn controller_scores(ctx: &mut Ctx<'_>, with: &[(&String, Vec<&Run>)]) -> anyhow::Result<()> {
     let mut rows = Vec::new();
-    let mut warm_ups = 0;
+    let (mut warm_ups, mut settles) = (0, 0);
     for (c, runs) in with {
         let mut by_size: BTreeMap<u64, Vec<(f64, Option<f64>)>> = BTreeMap::new();
         for (dir, _) in run_dirs(runs) {
             for i in crate::data::controller_intervals(dir)? {
                 if i.warm_up {
                     warm_ups += 1;
+                    continue;
+                }
+                if i.settle {
+                    settles += usize::from(i.score.is_some());
                     continue;
                 }
                 if let Some(score) = i.score {
@@ -1122,6 +1127,16 @@ fn controller_scores(ctx: &mut Ctx<'_>, with: &[(&String, Vec<&Run>)]) -> anyhow
         0 => String::new(),
         1 => "; left out: its warm-up interval, the first busy one it scored after the daemon started".to_string(),
         n => format!("; left out: its {n} warm-up intervals, each disk worker's first busy one it scored after a daemon start"),
+    };
+    let settling = match settles {
+        0 => String::new(),
+        1 => "its settling interval, the first after a change of size".to_string(),
+        n => format!("its {n} settling intervals, those after each change of size"),
+    };
+    let warm = match (settling.is_empty(), warm.is_empty()) {
+        (true, _) => warm,
+        (false, true) => format!("; left out: {settling}"),
+        (false, false) => format!("{warm}, and {settling}"),
     };
     writeln!(ctx.md, "Scores the adaptive controller measured, by size (`controller.csv`, every interval it scored, all its runs{warm}): the spread is the standard deviation over the mean; neighbouring sizes whose means differ by less than it are not told apart by one interval. Evicted: prefetched bytes evicted before use over those requested, the mean of the intervals (the eviction jump acts from the controller's `evict`).\n")?;
     writeln!(ctx.md, "| configuration | size MiB | intervals | mean score | spread | range | evicted |\n|---|---:|---:|---:|---:|---|---:|")?;

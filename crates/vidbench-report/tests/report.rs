@@ -225,7 +225,11 @@ fn the_adaptive_controller_over_time() {
     for k in 1..=6u64 {
         let size = if k < 3 { 8 << 20 } else { (15 << 20) / 2 };
         let score = if k == 1 { String::new() } else { format!("{}", 3.0 + k as f64 / 10.0) };
-        let decision = if k == 2 { "warm-up" } else { "stay" };
+        let decision = match k {
+            2 => "warm-up",
+            3 => "settle",
+            _ => "stay",
+        };
         controller.push_str(&format!("{},0,{k},60,{size},{size},{decision},{score},{}\n", 60 * k, 50 + k));
     }
     std::fs::write(run.join("controller.csv"), &controller).unwrap();
@@ -245,6 +249,7 @@ fn the_adaptive_controller_over_time() {
     assert_eq!(got.len(), 6);
     assert_eq!((got[0].score, got[1].score, got[2].prefetch_bytes), (None, Some(3.2), 7864320.0));
     assert_eq!(got.iter().map(|i| i.warm_up).collect::<Vec<_>>(), [false, true, false, false, false, false]);
+    assert_eq!(got.iter().map(|i| i.settle).collect::<Vec<_>>(), [false, false, true, false, false, false]);
 
     let results = Results::load(root).unwrap();
     let out = root.join("report/report.md");
@@ -252,12 +257,15 @@ fn the_adaptive_controller_over_time() {
     vidbench_report::write_report(&results, &out).unwrap();
     let md = std::fs::read_to_string(&out).unwrap();
     assert!(md.contains("figures/controller-adaptive-size-score.svg"), "{md}");
-    // The scores by size: 7.5 MiB four times (3.3-3.6, sd 0.13); 8 MiB's
-    // one score is the warm-up's, left out; no evicted share in a file
-    // without the column.
-    assert!(md.contains("| nginx + Libception (adaptive) | 7.5 | 4 | 3.45 | 4 % | 3.30-3.60 | - |"), "{md}");
+    // The scores by size: 7.5 MiB three times (3.4-3.6, sd 0.1), its first
+    // interval settling the change, left out; 8 MiB's one score is the
+    // warm-up's, left out; no evicted share in a file without the column.
+    assert!(md.contains("| nginx + Libception (adaptive) | 7.5 | 3 | 3.50 | 3 % | 3.40-3.60 | - |"), "{md}");
     assert!(!md.contains("| nginx + Libception (adaptive) | 8.0 |"), "{md}");
-    assert!(md.contains("all its runs; left out: its warm-up interval, the first busy one it scored after the daemon started)"), "{md}");
+    assert!(
+        md.contains("all its runs; left out: its warm-up interval, the first busy one it scored after the daemon started, and its settling interval, the first after a change of size)"),
+        "{md}"
+    );
     assert!(md.contains("figures/controller-adaptive-throughput.svg"), "{md}");
     // Legend entries are text elements of their own (the title also says "score").
     let svg = std::fs::read_to_string(root.join("report/figures/controller-adaptive-size-score.svg")).unwrap();

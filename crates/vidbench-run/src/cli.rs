@@ -131,7 +131,10 @@ fn adaptive_summary(p: &AdaptiveParams) -> String {
     if p.scale != d.scale {
         parts.push(format!("slower streams' size scaled by {}", p.scale.name()));
     }
-    let others = AdaptiveParams { start: d.start, interval: d.interval, ramp_rate: d.ramp_rate, scale: d.scale, ..p.clone() } != d;
+    if p.settle != d.settle {
+        parts.push(format!("{} settling interval(s) after a change", p.settle));
+    }
+    let others = AdaptiveParams { start: d.start, interval: d.interval, ramp_rate: d.ramp_rate, scale: d.scale, settle: d.settle, ..p.clone() } != d;
     if others {
         parts.push("other parameters changed (experiment.json)".into());
     }

@@ -36,7 +36,9 @@
 //! * [`QueueControl`] wraps a core with time: measurement intervals of
 //!   `interval`, the gradual change (the size in force moves towards the
 //!   target at `ramp_rate` bytes per second, and an interval is measured only
-//!   once the ramp is over, so each score belongs to one size), the usage
+//!   once the ramp is over, so each score belongs to one size), the first
+//!   `settle` intervals after a change recorded but not scored (the streams'
+//!   prefetches are still moving to the new size: `settle`), the usage
 //!   tracker ([`super::tracker`]) and the interval counters, and a history
 //!   ring for the stats. Time is a `Duration` since an epoch passed in, so the
 //!   tests drive it without sleeping; intervals close lazily on the next call.
@@ -212,12 +214,17 @@ impl AdaptiveCore {
         page_round(on_grid).clamp(p.min, p.max)
     }
 
-    /// Takes one interval's measurement of the size in force and decides the
-    /// next target.
-    pub fn decide(&mut self, m: &IntervalMeasurement) -> Decision {
+    /// Takes the request floor from an interval's missed requests.
+    pub fn note_requests(&mut self, m: &IntervalMeasurement) {
         if let Some(r) = m.request_bytes.filter(|&r| r > 0) {
             self.floor = self.grid_nearest(r as f64);
         }
+    }
+
+    /// Takes one interval's measurement of the size in force and decides the
+    /// next target.
+    pub fn decide(&mut self, m: &IntervalMeasurement) -> Decision {
+        self.note_requests(m);
         let p = &self.params;
         if m.busy_fraction < p.busy {
             return Decision::LightLoad;
@@ -360,6 +367,8 @@ pub struct QueueControl {
     /// Where `block/DEV/stat` is read (`None`: always estimate).
     sys_root: Option<PathBuf>,
     device: Option<DeviceBaseline>,
+    /// Intervals still to pass unscored since the last change of size.
+    settling: u32,
 }
 
 impl QueueControl {
@@ -381,6 +390,7 @@ impl QueueControl {
             probe: None,
             sys_root: None,
             device: None,
+            settling: 0,
         }
     }
 
@@ -463,6 +473,7 @@ impl QueueControl {
             self.tracker.sweep(now);
             let t = self.tracker.take_tally();
             self.usage_total.add(&t);
+            self.settling = self.core.params().settle;
         }
         if let Phase::Measuring { since } = self.phase {
             if now.saturating_sub(since) >= self.core.params().interval {
@@ -509,7 +520,15 @@ impl QueueControl {
             request_bytes: median(&mut self.requests),
         };
         self.requests.clear();
-        let decision = self.core.decide(&m);
+        // The first intervals at a new size measure the streams moving to it
+        // (docs/daemon.md, "Settling"): recorded, neither stored nor compared.
+        let decision = if self.settling > 0 {
+            self.settling -= 1;
+            self.core.note_requests(&m);
+            Decision::Settle
+        } else {
+            self.core.decide(&m)
+        };
         self.intervals += 1;
         *self.decisions.entry(decision_name(decision)).or_default() += 1;
         let record = IntervalRecord {
@@ -650,6 +669,7 @@ fn decision_name(d: Decision) -> &'static str {
         Decision::LightLoad => "light-load",
         Decision::NoData => "no-data",
         Decision::WarmUp => "warm-up",
+        Decision::Settle => "settle",
         Decision::EvictionJump => "eviction-jump",
         Decision::Descend => "descend",
         Decision::Explore => "explore",

@@ -22,6 +22,10 @@ pub enum Decision {
     /// The first scored interval since the controller started: measured,
     /// not stored, nothing adjusted (the cache and the streams are starting).
     WarmUp,
+    /// One of the first `settle` intervals after a change of size: measured,
+    /// not stored, nothing adjusted (the streams' prefetches are still
+    /// moving to the new size).
+    Settle,
     /// Prefetch evictions reached `evict`: target set from the eviction time.
     EvictionJump,
     /// A neighbour scored lower: move there.

@@ -34,8 +34,9 @@
 //! Every retired range adds its disk bytes and its confirmed bytes to the
 //! tally, so the miss ratio `read / used` of an interval compares the same
 //! ranges' reads and uses (no bias from the time between a read and its use;
-//! the ranges retiring just after a size change were still mostly read at
-//! the earlier size, see docs/daemon.md). A
+//! the ranges retiring just after a size change can still be read at the
+//! earlier size, and the streams move to the new one together: docs/daemon.md,
+//! "Settling"). A
 //! resident FETCH outside every tracked range (a cache hit on data the daemon
 //! did not just prefetch) adds to `used` only.
 //!

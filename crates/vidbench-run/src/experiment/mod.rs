@@ -711,14 +711,14 @@ kind = "wc"
     fn adaptive_parameters_reach_the_daemon_and_the_record() {
         let text = GOOD.replace(
             "prefetch_kb = [1024, 2048]",
-            "prefetch_kb = [2048, \"adaptive\"]\nadaptive = { interval_s = 30, start_kb = 1024, scale = \"none\", ramp_rate_kb = 64, stream_rate_kb = 52.5, waste_after_s = 120 }",
+            "prefetch_kb = [2048, \"adaptive\"]\nadaptive = { interval_s = 30, settle = 1, start_kb = 1024, scale = \"none\", ramp_rate_kb = 64, stream_rate_kb = 52.5, waste_after_s = 120 }",
         );
         let e = parse(&text).unwrap();
         let Some(Prefetch::Adaptive(p)) = e.config("lib-padaptive").unwrap().prefetch.clone() else { panic!("adaptive") };
         assert_eq!((p.interval.as_secs(), p.start, p.scale), (30, Some(1 << 20), libception_proto::BitrateScale::None));
-        assert_eq!((p.ramp_rate, p.stream_rate, p.waste_after.as_secs()), (64 << 10, Some(52.5 * 1024.0), 120));
+        assert_eq!((p.ramp_rate, p.stream_rate, p.waste_after.as_secs(), p.settle), (64 << 10, Some(52.5 * 1024.0), 120, 1));
         let args = e.config("lib-padaptive").unwrap().daemon_prefetch().unwrap().daemon_args().join(" ");
-        for want in ["--adaptive-interval 30", "--adaptive-start 1048576", "--adaptive-scale none", "--adaptive-ramp-rate 65536", "--adaptive-stream-rate 53760", "--adaptive-waste-after 120"] {
+        for want in ["--adaptive-interval 30", "--adaptive-start 1048576", "--adaptive-scale none", "--adaptive-ramp-rate 65536", "--adaptive-stream-rate 53760", "--adaptive-waste-after 120", "--adaptive-settle 1"] {
             assert!(args.contains(want), "{want} missing from {args}");
         }
         // Recorded and read back whole; the fixed size of the sweep is untouched.

@@ -507,6 +507,8 @@ impl<'de> Deserialize<'de> for PrefetchSize {
 #[serde(deny_unknown_fields)]
 pub struct AdaptiveSection {
     pub interval_s: Option<f64>,
+    /// Intervals after each change of size recorded but not scored (absent: 0, paper 001's rule).
+    pub settle: Option<u32>,
     pub start_kb: Option<u32>,
     pub probe: Option<bool>,
     pub min_kb: Option<u32>,
@@ -537,6 +539,7 @@ impl AdaptiveSection {
             max: kb(self.max_kb, d.max),
             step: kb(self.step_kb, d.step),
             interval: self.interval_s.map_or(d.interval, std::time::Duration::from_secs_f64),
+            settle: self.settle.unwrap_or(d.settle),
             deflation: self.deflation.unwrap_or(d.deflation),
             busy: self.busy.unwrap_or(d.busy),
             evict: self.evict.unwrap_or(d.evict),
