@@ -323,10 +323,19 @@ pub struct ControllerInterval {
     /// Prefetched bytes evicted before use over those requested in the
     /// interval (absent in files from before the column).
     pub evicted_fraction: Option<f64>,
-    /// The interval was the controller's warm-up (measured, not stored).
-    pub warm_up: bool,
-    /// The interval settled a change of size (measured, not stored).
-    pub settle: bool,
+    /// Why the controller measured the interval without storing its score
+    /// (the `decision` column), if it did not store it.
+    pub unscored: Option<Unscored>,
+}
+
+/// An interval whose score the controller left out of its descent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unscored {
+    /// Its warm-up: the first busy interval after a daemon start.
+    WarmUp,
+    /// The first interval after a change of size, which measures the
+    /// transition between the two sizes.
+    Settle,
 }
 
 /// The adaptive controller's intervals of a run, in file order; empty
@@ -362,8 +371,11 @@ pub fn controller_intervals(run_dir: &Path) -> anyhow::Result<Vec<ControllerInte
             score: optional(score, "score")?,
             eviction_estimate_s: optional(eviction, "eviction_time_estimate_s")?,
             evicted_fraction: evicted.map(|c| optional(c, "evicted_fraction")).transpose()?.flatten(),
-            warm_up: decision.and_then(|c| record.get(c)) == Some("warm-up"),
-            settle: decision.and_then(|c| record.get(c)) == Some("settle"),
+            unscored: match decision.and_then(|c| record.get(c)) {
+                Some("warm-up") => Some(Unscored::WarmUp),
+                Some("settle") => Some(Unscored::Settle),
+                _ => None,
+            },
         });
     }
     Ok(out)

@@ -25,7 +25,7 @@ mod laio;
 mod render;
 
 pub use analysis::{bytes_cdf, positionings, read_trace, sequences, Positionings, Preceded, TraceRequest};
-pub use data::{controller_intervals, delivered_mb_s_over_time, ControllerInterval, DiskDelta, RateKey, Results, Run};
+pub use data::{controller_intervals, delivered_mb_s_over_time, ControllerInterval, DiskDelta, RateKey, Results, Run, Unscored};
 pub use laio::{is_bench_dir as is_laio_bench_dir, write_figures as write_laio_figures};
 pub use render::{rate_table, write_report, write_trace_windows};
 

@@ -4,7 +4,7 @@
 //! relatively, so the report directory can be moved or committed as a whole.
 
 use crate::analysis::{self, Point};
-use crate::data::{DiskDelta, Results, Run, WindowDrift};
+use crate::data::{DiskDelta, Results, Run, Unscored, WindowDrift};
 use crate::figures::{line_chart, Chart, Reference, Series};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -1090,13 +1090,16 @@ fn controller_scores(ctx: &mut Ctx<'_>, with: &[(&String, Vec<&Run>)]) -> anyhow
         let mut by_size: BTreeMap<u64, Vec<(f64, Option<f64>)>> = BTreeMap::new();
         for (dir, _) in run_dirs(runs) {
             for i in crate::data::controller_intervals(dir)? {
-                if i.warm_up {
-                    warm_ups += 1;
-                    continue;
-                }
-                if i.settle {
-                    settles += usize::from(i.score.is_some());
-                    continue;
+                match i.unscored {
+                    Some(Unscored::WarmUp) => {
+                        warm_ups += 1;
+                        continue;
+                    }
+                    Some(Unscored::Settle) => {
+                        settles += usize::from(i.score.is_some());
+                        continue;
+                    }
+                    None => {}
                 }
                 if let Some(score) = i.score {
                     by_size.entry(i.prefetch_bytes as u64).or_default().push((score, i.evicted_fraction));

@@ -248,8 +248,8 @@ fn the_adaptive_controller_over_time() {
     let got = vidbench_report::controller_intervals(&run).unwrap();
     assert_eq!(got.len(), 6);
     assert_eq!((got[0].score, got[1].score, got[2].prefetch_bytes), (None, Some(3.2), 7864320.0));
-    assert_eq!(got.iter().map(|i| i.warm_up).collect::<Vec<_>>(), [false, true, false, false, false, false]);
-    assert_eq!(got.iter().map(|i| i.settle).collect::<Vec<_>>(), [false, false, true, false, false, false]);
+    use vidbench_report::Unscored::{Settle, WarmUp};
+    assert_eq!(got.iter().map(|i| i.unscored).collect::<Vec<_>>(), [None, Some(WarmUp), Some(Settle), None, None, None]);
 
     let results = Results::load(root).unwrap();
     let out = root.join("report/report.md");
