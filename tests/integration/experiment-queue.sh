@@ -4,7 +4,8 @@
 # status, or 130 at SIGINT, counting the SIGINTs it got): at most --parallel
 # at once, in queue order, each with --out OUT --resume and its --only; done
 # and failed lines recorded and skipped next time; at --until every running
-# experiment gets one SIGINT and the queue waits for it; a bad queue line is
+# experiment gets one SIGINT and the queue waits for it, and at a deadline
+# moved through QUEUE.until; a bad queue line is
 # an error naming it; the queue file is read again before each start (lines
 # added or removed meanwhile count); --checkpoints saves stopped experiments
 # and restores them into a fresh machine's missing results directories; a
@@ -89,6 +90,23 @@ grep -q "1 of 4 experiments to run" "$tmp/out2" || fail "finished lines were not
 grep -q "interrupting 1 experiment" "$tmp/out2" && grep -q "$tmp/d interrupted (exit 130); --resume continues it" "$tmp/out2" || fail "d was not interrupted 3 s on: $(cat "$tmp/out2")"
 [ "$(cat "$tmp/d.ints")" = "ints=1" ] || fail "d got $(cat "$tmp/d.ints") SIGINTs"
 ! grep -q "$tmp/d" "$tmp/q.txt.done" || fail "an interrupted experiment was recorded as finished"
+
+# The deadline moves while the queue runs: a value written into QUEUE.until
+# that does not parse is said and ignored, one that does replaces --until.
+echo "$tmp/u $tmp/long.toml" > "$tmp/qu.txt"
+echo "+0s" > "$tmp/qu.txt.until" # left from before the queue started: not read
+: > "$tmp/calls"
+"$q" "$tmp/qu.txt" --until 23:59 --vidbench "$tmp/vidbench" --poll-s 0.2 > "$tmp/out6" & qpid=$!
+for _ in $(seq 50); do grep -q -- "--out $tmp/u --resume" "$tmp/calls" && break; sleep 0.1; done
+sleep 0.5
+grep -q "sigint $tmp/u" "$tmp/calls" && fail "a deadline file older than the queue was read: $(cat "$tmp/out6")"
+echo "soon" > "$tmp/qu.txt.until"
+for _ in $(seq 50); do grep -q "'soon' is not HH:MM" "$tmp/out6" && break; sleep 0.1; done
+grep -q "$tmp/qu.txt.until: 'soon' is not HH:MM or +N followed by s, m or h; the deadline stays" "$tmp/out6" || fail "a bad deadline was not said: $(cat "$tmp/out6")"
+echo "+1s" > "$tmp/qu.txt.until"
+wait $qpid || fail "the queue with a moved deadline failed: $(cat "$tmp/out6")"
+grep -q "deadline moved to .* ($tmp/qu.txt.until)" "$tmp/out6" || fail "the moved deadline was not said: $(cat "$tmp/out6")"
+grep -q "$tmp/u interrupted (exit 130); --resume continues it" "$tmp/out6" || fail "u was not interrupted at the moved deadline: $(cat "$tmp/out6")"
 
 # The file is read again before each start: a line added while the queue runs
 # starts, a line removed before its turn does not.
