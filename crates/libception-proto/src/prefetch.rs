@@ -205,9 +205,11 @@ impl<'de> Deserialize<'de> for BitrateScale {
     }
 }
 
-/// Parameters of the algorithm; defaults are paper 001's Table 2 where it
-/// gives one. Fields added after the first recorded runs carry
-/// `#[serde(default)]` so that recorded stats documents still parse.
+/// Parameters of the algorithm. [`AdaptiveParams::paper`] is paper 001's
+/// Table 2 where it gives one; the default differs from it in one setting,
+/// `settle` (docs/daemon.md, "Settling"). Fields added after the first
+/// recorded runs carry `#[serde(default)]` so that recorded stats documents
+/// still parse.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AdaptiveParams {
     /// Initial size (the paper's start_size); `None`: measured by the disk
@@ -225,7 +227,7 @@ pub struct AdaptiveParams {
     /// Measurement interval (adjust_interval, 180 s).
     pub interval: Duration,
     /// Intervals after each change of size that are recorded but not scored
-    /// (0, the default: paper 001's rule, which scores the first). Right
+    /// (default 1; 0 is paper 001's rule, which scores the first). Right
     /// after a change the streams move to the new size together, and the
     /// first interval's miss ratio measures that move as well as the size
     /// (docs/daemon.md, "Settling"). Absent in records made before it (0,
@@ -269,8 +271,19 @@ fn default_transaction() -> u64 {
     128 << 10
 }
 
+/// The daemon's default: paper 001's parameters, one settling interval.
 impl Default for AdaptiveParams {
     fn default() -> Self {
+        AdaptiveParams { settle: 1, ..AdaptiveParams::paper() }
+    }
+}
+
+impl AdaptiveParams {
+    /// Paper 001's algorithm as written: its Table 2, its 180 s interval,
+    /// the first interval after a change scored (`settle` 0). What every
+    /// run recorded before the default settled one interval used when its
+    /// record names no parameters.
+    pub fn paper() -> Self {
         AdaptiveParams {
             start: None,
             probe: true,
@@ -367,8 +380,20 @@ mod tests {
             Prefetch::Adaptive(p).daemon_args(),
             ["--prefetch", "adaptive", "--adaptive-start", "3145728", "--adaptive-transaction", "1048576"]
         );
-        let settling = AdaptiveParams { settle: 1, ..AdaptiveParams::default() };
-        assert_eq!(Prefetch::Adaptive(settling).daemon_args(), ["--prefetch", "adaptive", "--adaptive-settle", "1"]);
+        // Paper 001's rule differs from the daemon's default in its settling.
+        assert_eq!(Prefetch::Adaptive(AdaptiveParams::paper()).daemon_args(), ["--prefetch", "adaptive", "--adaptive-settle", "0"]);
+        let settling = AdaptiveParams { settle: 3, ..AdaptiveParams::default() };
+        assert_eq!(Prefetch::Adaptive(settling).daemon_args(), ["--prefetch", "adaptive", "--adaptive-settle", "3"]);
+    }
+
+    #[test]
+    fn the_default_is_paper_001_with_one_settling_interval() {
+        let (d, paper) = (AdaptiveParams::default(), AdaptiveParams::paper());
+        assert_eq!((d.settle, paper.settle), (1, 0));
+        assert_eq!(AdaptiveParams { settle: 0, ..d }, paper);
+        assert_eq!((paper.interval, paper.step, paper.deflation, paper.busy, paper.evict), (Duration::from_secs(180), 512 << 10, 0.05, 0.60, 0.05), "Table 2");
+        paper.validate().unwrap();
+        d.validate().unwrap();
     }
 
     #[test]
@@ -409,7 +434,7 @@ mod tests {
         let p: AdaptiveParams = serde_json::from_str(old).unwrap();
         assert_eq!(p.start, Some(2 << 20));
         assert_eq!(p.transaction, 128 << 10);
-        assert_eq!(p, AdaptiveParams { start: Some(2 << 20), ..AdaptiveParams::default() }, "the settling rule's default is what ran before it");
+        assert_eq!(p, AdaptiveParams { start: Some(2 << 20), ..AdaptiveParams::paper() }, "a record from before settling reads as what ran: paper 001's rule");
         // Written back, such a record has no new key.
         let again = serde_json::to_value(&p).unwrap();
         assert!(again.get("settle").is_none(), "{again}");

@@ -295,7 +295,7 @@ struct AdaptiveArgs {
     /// Adaptive: measurement interval in seconds (adjust_interval) [default: 180]
     #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
     adaptive_interval: Option<f64>,
-    /// Adaptive: intervals after each change of size that are recorded but not scored [default: 0, paper 001's rule]
+    /// Adaptive: intervals after each change of size that are recorded but not scored [default: 1; 0 is paper 001's rule]
     #[arg(long, value_name = "N")]
     adaptive_settle: Option<u32>,
     /// Adaptive: score deflation at a minimum, fraction or percent (score_deflation_factor) [default: 5%]

@@ -117,7 +117,7 @@ fn unless_reader_left(written: std::io::Result<()>) -> std::io::Result<()> {
 /// ones an experiment sets most (start size, interval, gradual change, the
 /// bitrate scale rule) spelled out.
 fn adaptive_summary(p: &AdaptiveParams) -> String {
-    let d = AdaptiveParams::default();
+    let d = AdaptiveParams::paper();
     let mut parts = Vec::new();
     if p.start != d.start {
         parts.push(p.start.map_or("start probed".to_string(), |b| format!("from {} KiB", b / 1024)));
@@ -131,8 +131,10 @@ fn adaptive_summary(p: &AdaptiveParams) -> String {
     if p.scale != d.scale {
         parts.push(format!("slower streams' size scaled by {}", p.scale.name()));
     }
-    if p.settle != d.settle {
-        parts.push(format!("{} settling interval(s) after a change", p.settle));
+    match p.settle {
+        0 => {}
+        1 => parts.push("one settling interval after each change".into()),
+        n => parts.push(format!("{n} settling intervals after each change")),
     }
     let others = AdaptiveParams { start: d.start, interval: d.interval, ramp_rate: d.ramp_rate, scale: d.scale, settle: d.settle, ..p.clone() } != d;
     if others {
@@ -316,9 +318,14 @@ mod tests {
         // square root, is named, and nothing else is said to have changed.
         let plan = plan_of(&bundled("paper001-mixed.toml"));
         let line = |name: &str| plan.lines().find(|l| l.trim_start().starts_with(&format!("{name} "))).unwrap().to_string();
-        assert!(line("adaptive-proportional").contains("moving at most 48 KiB/s, slower streams' size scaled by proportional)"), "{plan}");
-        assert!(line("adaptive-none").contains("slower streams' size scaled by none)"), "{plan}");
+        assert!(line("adaptive-proportional").contains("moving at most 48 KiB/s, slower streams' size scaled by proportional, one settling"), "{plan}");
+        assert!(line("adaptive-none").contains("slower streams' size scaled by none, one settling interval after each change)"), "{plan}");
         assert!(!line("adaptive").contains("scaled by"), "{plan}");
+        // Settling is named where it departs from paper 001's rule (the
+        // daemon's default), and paper 001's rule is not.
+        assert!(line("adaptive").contains("every 60 s, moving at most 48 KiB/s, one settling interval after each change)"), "{plan}");
+        assert_eq!(adaptive_summary(&AdaptiveParams::paper()), "");
+        assert_eq!(adaptive_summary(&AdaptiveParams { settle: 2, ..AdaptiveParams::paper() }), " 2 settling intervals after each change");
     }
 
     #[test]

@@ -233,7 +233,9 @@ impl Config {
 /// (the fixed size in KiB, `null` otherwise) and `prefetch_adaptive` (written
 /// only when true, as results from before adaptive prefetching lack it), plus
 /// `prefetch_adaptive_params` when the controller's parameters differ from
-/// paper 001's.
+/// paper 001's ([`AdaptiveParams::paper`], not the daemon's default: records
+/// from before the default settled one interval name no parameters for
+/// paper 001's).
 mod recorded_prefetch {
     use super::{AdaptiveParams, Prefetch};
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -257,7 +259,7 @@ mod recorded_prefetch {
             Some(Prefetch::Adaptive(p)) => Keys {
                 prefetch_kb: None,
                 prefetch_adaptive: true,
-                prefetch_adaptive_params: (*p != AdaptiveParams::default()).then(|| p.clone()),
+                prefetch_adaptive_params: (*p != AdaptiveParams::paper()).then(|| p.clone()),
             },
         };
         keys.serialize(s)
@@ -266,7 +268,7 @@ mod recorded_prefetch {
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Prefetch>, D::Error> {
         let keys = Keys::deserialize(d)?;
         Ok(match (keys.prefetch_adaptive, keys.prefetch_kb) {
-            (true, _) => Some(Prefetch::Adaptive(keys.prefetch_adaptive_params.unwrap_or_default())),
+            (true, _) => Some(Prefetch::Adaptive(keys.prefetch_adaptive_params.unwrap_or_else(AdaptiveParams::paper))),
             (false, Some(kb)) => Some(Prefetch::Fixed(u64::from(kb) * 1024)),
             (false, None) => None,
         })
@@ -711,14 +713,14 @@ kind = "wc"
     fn adaptive_parameters_reach_the_daemon_and_the_record() {
         let text = GOOD.replace(
             "prefetch_kb = [1024, 2048]",
-            "prefetch_kb = [2048, \"adaptive\"]\nadaptive = { interval_s = 30, settle = 1, start_kb = 1024, scale = \"none\", ramp_rate_kb = 64, stream_rate_kb = 52.5, waste_after_s = 120 }",
+            "prefetch_kb = [2048, \"adaptive\"]\nadaptive = { interval_s = 30, settle = 0, start_kb = 1024, scale = \"none\", ramp_rate_kb = 64, stream_rate_kb = 52.5, waste_after_s = 120 }",
         );
         let e = parse(&text).unwrap();
         let Some(Prefetch::Adaptive(p)) = e.config("lib-padaptive").unwrap().prefetch.clone() else { panic!("adaptive") };
         assert_eq!((p.interval.as_secs(), p.start, p.scale), (30, Some(1 << 20), libception_proto::BitrateScale::None));
-        assert_eq!((p.ramp_rate, p.stream_rate, p.waste_after.as_secs(), p.settle), (64 << 10, Some(52.5 * 1024.0), 120, 1));
+        assert_eq!((p.ramp_rate, p.stream_rate, p.waste_after.as_secs(), p.settle), (64 << 10, Some(52.5 * 1024.0), 120, 0));
         let args = e.config("lib-padaptive").unwrap().daemon_prefetch().unwrap().daemon_args().join(" ");
-        for want in ["--adaptive-interval 30", "--adaptive-start 1048576", "--adaptive-scale none", "--adaptive-ramp-rate 65536", "--adaptive-stream-rate 53760", "--adaptive-waste-after 120", "--adaptive-settle 1"] {
+        for want in ["--adaptive-interval 30", "--adaptive-start 1048576", "--adaptive-scale none", "--adaptive-ramp-rate 65536", "--adaptive-stream-rate 53760", "--adaptive-waste-after 120", "--adaptive-settle 0"] {
             assert!(args.contains(want), "{want} missing from {args}");
         }
         // Recorded and read back whole; the fixed size of the sweep is untouched.
@@ -976,9 +978,9 @@ kind = "wc"
                 let kb = recorded["config"]["prefetch_kb"].as_u64();
                 if recorded["config"]["prefetch_adaptive"] == true {
                     let Some(Prefetch::Adaptive(p)) = &config.prefetch else { panic!("{}: adaptive, read as {:?}", file.display(), config.prefetch) };
-                    // The parameters are recorded when they differ from the defaults (paper 001's).
+                    // The parameters are recorded when they differ from paper 001's.
                     match &recorded["config"]["prefetch_adaptive_params"] {
-                        serde_json::Value::Null => assert_eq!(*p, libception_proto::AdaptiveParams::default(), "{}", file.display()),
+                        serde_json::Value::Null => assert_eq!(*p, AdaptiveParams::paper(), "{}", file.display()),
                         params => assert_eq!(&serde_json::to_value(p).unwrap(), params, "{}", file.display()),
                     }
                 } else {
@@ -1000,8 +1002,16 @@ kind = "wc"
         let fixed = serde_json::to_value(e.config("lib-p2048").unwrap()).unwrap();
         assert_eq!(fixed["prefetch_kb"], 2048);
         assert!(fixed.get("prefetch_adaptive").is_none(), "left out when false, as results before it lack it");
+        // The daemon's default settles one interval, which paper 001 does
+        // not: recorded, as every parameter that differs from the paper's.
+        assert_eq!(recorded["prefetch_adaptive_params"]["settle"], 1);
         let back: Config = serde_json::from_value(recorded).unwrap();
         assert_eq!(back.prefetch, Some(Prefetch::Adaptive(AdaptiveParams::default())));
+        // A record naming no parameters ran paper 001's (made before the default settled).
+        let mut old = serde_json::to_value(e.config("lib-padaptive").unwrap()).unwrap();
+        old.as_object_mut().unwrap().remove("prefetch_adaptive_params");
+        let back: Config = serde_json::from_value(old).unwrap();
+        assert_eq!(back.prefetch, Some(Prefetch::Adaptive(AdaptiveParams::paper())));
     }
 
     /// GOOD in block mode, with `extra` added to `[disk]`.

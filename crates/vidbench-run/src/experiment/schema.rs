@@ -500,14 +500,16 @@ impl<'de> Deserialize<'de> for PrefetchSize {
 }
 
 /// The adaptive controller's parameters an experiment may set (the daemon's
-/// `--adaptive-*` flags; absent keys keep paper 001's values). An experiment
+/// `--adaptive-*` flags; absent keys keep the daemon's defaults, paper 001's
+/// values but for `settle`). An experiment
 /// shorter than the paper's 3,900 s scales `interval_s` down so that the
 /// controller still makes its decisions (docs/run.md, "Adaptive prefetching").
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct AdaptiveSection {
     pub interval_s: Option<f64>,
-    /// Intervals after each change of size recorded but not scored (absent: 0, paper 001's rule).
+    /// Intervals after each change of size recorded but not scored (absent:
+    /// the daemon's default, 1; 0 is paper 001's rule).
     pub settle: Option<u32>,
     pub start_kb: Option<u32>,
     pub probe: Option<bool>,
@@ -528,7 +530,7 @@ pub struct AdaptiveSection {
 }
 
 impl AdaptiveSection {
-    /// Paper 001's parameters with these changes.
+    /// The daemon's default parameters with these changes.
     pub fn params(&self) -> AdaptiveParams {
         let d = AdaptiveParams::default();
         let kb = |v: Option<u32>, default: u64| v.map_or(default, |kb| u64::from(kb) * 1024);

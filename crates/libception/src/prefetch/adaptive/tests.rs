@@ -89,7 +89,7 @@ impl Model {
 }
 
 fn params(start_mib: f64) -> AdaptiveParams {
-    AdaptiveParams { start: Some(mib(start_mib)), ..AdaptiveParams::default() }
+    AdaptiveParams { start: Some(mib(start_mib)), ..AdaptiveParams::paper() }
 }
 
 /// Runs `n` intervals; returns the size measured in each.
@@ -119,7 +119,7 @@ fn run(core: &mut AdaptiveCore, model: &mut Model, n: usize) -> Vec<u64> {
 
 #[test]
 fn defaults_are_paper_001_table_2() {
-    let p = AdaptiveParams::default();
+    let p = AdaptiveParams::paper();
     assert_eq!(p.interval, Duration::from_secs(180));
     assert_eq!(p.step, 512 * KIB);
     assert_eq!(p.deflation, 0.05);
@@ -574,7 +574,7 @@ fn gradual_queue(start: u64, max: u64, interval_s: u64) -> (AdaptiveParams, Queu
         max,
         interval: Duration::from_secs(interval_s),
         ramp_rate: 64 * KIB,
-        ..AdaptiveParams::default()
+        ..AdaptiveParams::paper()
     };
     let q = QueueControl::new(p.clone(), Duration::ZERO);
     (p, q)
@@ -667,7 +667,7 @@ fn queue_control_takes_the_request_floor_from_the_missed_requests() {
 /// A queue that has seen an HD file (4 MiB consumed in 10 s) and an SD
 /// file (the same in 50 s), twice each after a first burst, under `scale`.
 fn two_rates(scale: BitrateScale) -> (QueueControl, FileKey, FileKey) {
-    let p = AdaptiveParams { start: Some(4 * MIB_U), scale, ..AdaptiveParams::default() };
+    let p = AdaptiveParams { start: Some(4 * MIB_U), scale, ..AdaptiveParams::paper() };
     let mut q = QueueControl::new(p, Duration::ZERO);
     let (hd, sd) = (FileKey { dev: 1, ino: 1 }, FileKey { dev: 1, ino: 2 });
     for (file, secs) in [(hd, 10u64), (sd, 50)] {
@@ -693,7 +693,7 @@ fn bitrate_scaling_gives_slower_streams_smaller_prefetches_by_the_chosen_rule() 
         assert_eq!(q.tracker.file_rate(hd), Some(0.4 * MIB), "the first, bursty sample is left out");
         assert_eq!(q.prefetch_for(hd, now), 4 * MIB_U, "{scale:?}: the fastest class gets the size in force");
         let sd_size = q.prefetch_for(sd, now);
-        let want = (4.0 * MIB * factor).max(AdaptiveParams::default().min as f64);
+        let want = (4.0 * MIB * factor).max(AdaptiveParams::paper().min as f64);
         assert!((sd_size as f64 - want).abs() <= PAGE as f64, "{scale:?}: {sd_size}, want {want}");
         assert_eq!(q.prefetch_for(new, now), 4 * MIB_U, "no estimate yet: full size");
     }
@@ -702,7 +702,7 @@ fn bitrate_scaling_gives_slower_streams_smaller_prefetches_by_the_chosen_rule() 
 #[test]
 fn rates_within_a_factor_two_share_one_size() {
     // A single-rate workload's estimates scatter; none of it shrinks sizes.
-    let p = AdaptiveParams { start: Some(4 * MIB_U), ..AdaptiveParams::default() };
+    let p = AdaptiveParams { start: Some(4 * MIB_U), ..AdaptiveParams::paper() };
     let mut q = QueueControl::new(p, Duration::ZERO);
     let files: Vec<FileKey> = (0..10).map(|i| FileKey { dev: 1, ino: i }).collect();
     for (i, &f) in files.iter().enumerate() {
@@ -733,7 +733,7 @@ fn starting_below_and_above_the_best_size_both_converge_to_it() {
 
 #[test]
 fn the_score_is_disk_ms_per_transaction_times_the_miss_ratio() {
-    let p = AdaptiveParams { start: Some(MIB_U), interval: Duration::from_secs(10), ..AdaptiveParams::default() };
+    let p = AdaptiveParams { start: Some(MIB_U), interval: Duration::from_secs(10), ..AdaptiveParams::paper() };
     let mut q = QueueControl::new(p, Duration::ZERO);
     // 100 reads of 1 MiB (8 transactions of 128 KiB) at 80 ms each: 10 ms per
     // transaction, 80 % busy. Half the streams use their range, half are
@@ -759,16 +759,16 @@ fn the_probe_runs_once_and_only_without_a_start_size() {
         let c = AdaptivePrefetch::new(p).unwrap();
         (c.wants_probe(0), c.wants_probe(0), c.wants_probe(1))
     };
-    assert_eq!(probed(AdaptiveParams::default()), (true, false, true), "once per worker");
-    assert_eq!(probed(AdaptiveParams { start: Some(3 * MIB_U), ..AdaptiveParams::default() }), (false, false, false));
-    assert_eq!(probed(AdaptiveParams { probe: false, ..AdaptiveParams::default() }), (false, false, false));
+    assert_eq!(probed(AdaptiveParams::paper()), (true, false, true), "once per worker");
+    assert_eq!(probed(AdaptiveParams { start: Some(3 * MIB_U), ..AdaptiveParams::paper() }), (false, false, false));
+    assert_eq!(probed(AdaptiveParams { probe: false, ..AdaptiveParams::paper() }), (false, false, false));
     // The measured size, rounded to the step, becomes the start.
-    let c = AdaptivePrefetch::new(AdaptiveParams::default()).unwrap();
+    let c = AdaptivePrefetch::new(AdaptiveParams::paper()).unwrap();
     assert!(c.wants_probe(0));
     let r = crate::prefetch::probe::start_from(Duration::from_millis(15), 131_072_000.0).unwrap();
     c.observe_probe(0, "d", Some(r));
     assert_eq!(c.current_bytes("d"), 2 * MIB_U, "1.875 MiB rounds to 2 MiB");
-    let c = AdaptivePrefetch::new(AdaptiveParams::default()).unwrap();
+    let c = AdaptivePrefetch::new(AdaptiveParams::paper()).unwrap();
     let r = crate::prefetch::probe::start_from(Duration::from_millis(30), 131_072_000.0).unwrap();
     c.observe_probe(0, "d", Some(r));
     assert_eq!(c.current_bytes("d"), 4 * MIB_U, "3.75 MiB rounds to 4 MiB");
@@ -800,7 +800,7 @@ fn hundred_reads(q: &mut QueueControl, from: Duration) {
 fn transactions_and_busy_time_come_from_the_block_device_counters() {
     let sys = tempfile::tempdir().unwrap();
     fake_stat(sys.path(), "sda", 5000, 70_000);
-    let p = AdaptiveParams { start: Some(MIB_U), interval: Duration::from_secs(10), busy: 0.0, ..AdaptiveParams::default() };
+    let p = AdaptiveParams { start: Some(MIB_U), interval: Duration::from_secs(10), busy: 0.0, ..AdaptiveParams::paper() };
     let mut q = QueueControl::new(p, Duration::ZERO).with_device_counters(sys.path());
     q.add_disk("sda", Duration::ZERO);
     hundred_reads(&mut q, Duration::ZERO);
@@ -833,7 +833,7 @@ fn transactions_and_busy_time_come_from_the_block_device_counters() {
 #[test]
 fn anonymous_devices_fall_back_to_the_estimate() {
     let sys = tempfile::tempdir().unwrap();
-    let p = AdaptiveParams { start: Some(MIB_U), interval: Duration::from_secs(10), busy: 0.0, ..AdaptiveParams::default() };
+    let p = AdaptiveParams { start: Some(MIB_U), interval: Duration::from_secs(10), busy: 0.0, ..AdaptiveParams::paper() };
     let mut q = QueueControl::new(p.clone(), Duration::ZERO).with_device_counters(sys.path());
     q.add_disk("anon-0:45", Duration::ZERO);
     hundred_reads(&mut q, Duration::ZERO);
@@ -857,7 +857,7 @@ fn anonymous_devices_fall_back_to_the_estimate() {
 fn the_controller_reads_the_counters_of_the_workers_disk() {
     let sys = tempfile::tempdir().unwrap();
     fake_stat(sys.path(), "vdz", 100, 1000);
-    let p = AdaptiveParams { start: Some(MIB_U), ..AdaptiveParams::default() };
+    let p = AdaptiveParams { start: Some(MIB_U), ..AdaptiveParams::paper() };
     let c = AdaptivePrefetch::with_sys_root(p, sys.path()).unwrap();
     c.with_queue(0, "vdz", |q, _| {
         assert_eq!(q.device.as_ref().map(|d| d.sample), Some(DeviceSample { reads: 100, io_ticks_ms: 1000 }));
@@ -927,7 +927,7 @@ fn hd_step_up(settle: u32) -> (QueueControl, ChunkSim) {
         interval: Duration::from_secs(60),
         ramp_rate: 512 * KIB,
         settle,
-        ..AdaptiveParams::default()
+        ..AdaptiveParams::paper()
     };
     let mut q = QueueControl::new(p, Duration::ZERO);
     let mut sim = ChunkSim::new(150, 2_618_750, 10);
@@ -937,7 +937,7 @@ fn hd_step_up(settle: u32) -> (QueueControl, ChunkSim) {
 
 /// The miss ratio of `size` held fixed, after the streams have settled.
 fn hd_steady_miss_ratio(size: u64) -> f64 {
-    let p = AdaptiveParams { start: Some(size), min: size, max: size, busy: 0.0, interval: Duration::from_secs(60), ..AdaptiveParams::default() };
+    let p = AdaptiveParams { start: Some(size), min: size, max: size, busy: 0.0, interval: Duration::from_secs(60), ..AdaptiveParams::paper() };
     let mut q = QueueControl::new(p, Duration::ZERO);
     let mut sim = ChunkSim::new(150, 2_618_750, 10);
     sim.play(&mut q, 0, 900);
@@ -992,7 +992,7 @@ fn settles_exactly_after_changes(q: &QueueControl, settle: usize) {
 #[test]
 fn settling_intervals_change_nothing_and_only_follow_a_change() {
     // Held at one size (min = max), no interval settles.
-    let p = AdaptiveParams { start: Some(mib(2.5)), min: mib(2.5), max: mib(2.5), busy: 0.0, interval: Duration::from_secs(60), settle: 3, ..AdaptiveParams::default() };
+    let p = AdaptiveParams { start: Some(mib(2.5)), min: mib(2.5), max: mib(2.5), busy: 0.0, interval: Duration::from_secs(60), settle: 3, ..AdaptiveParams::paper() };
     let mut q = QueueControl::new(p, Duration::ZERO);
     ChunkSim::new(50, 2_618_750, 10).play(&mut q, 0, 400);
     assert!(q.history().iter().all(|r| r.decision != Decision::Settle), "{:?}", q.history());
