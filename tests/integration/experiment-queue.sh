@@ -5,7 +5,8 @@
 # at once, in queue order, each with --out OUT --resume and its --only; done
 # and failed lines recorded and skipped next time; at --until every running
 # experiment gets one SIGINT and the queue waits for it, and at a deadline
-# moved through QUEUE.until; a bad queue line is
+# moved through QUEUE.until; an experiment already running in a line's OUT
+# is adopted, not started twice; a bad queue line is
 # an error naming it; the queue file is read again before each start (lines
 # added or removed meanwhile count); --checkpoints saves stopped experiments
 # and restores them into a fresh machine's missing results directories; a
@@ -49,6 +50,7 @@ ints=0
 trap 'ints=$((ints + 1)); echo "$(date +%s.%N) sigint $out" >> "$(dirname "$out")/calls"; sleep 0.3; echo "ints=$ints" >> "$out.ints"; exit 130' INT
 for _ in $(seq $((secs * 10))); do sleep 0.1; done
 echo "$(date +%s.%N) end $out $status" >> "$(dirname "$out")/calls"
+[ "$status" = 0 ] && echo "INFO all runs done; results in $out"
 exit "$status"
 STUB
 chmod +x "$tmp/vidbench"
@@ -107,6 +109,42 @@ echo "+1s" > "$tmp/qu.txt.until"
 wait $qpid || fail "the queue with a moved deadline failed: $(cat "$tmp/out6")"
 grep -q "deadline moved to .* ($tmp/qu.txt.until)" "$tmp/out6" || fail "the moved deadline was not said: $(cat "$tmp/out6")"
 grep -q "$tmp/u interrupted (exit 130); --resume continues it" "$tmp/out6" || fail "u was not interrupted at the moved deadline: $(cat "$tmp/out6")"
+
+# An experiment already being written, left running by a queue that was
+# killed, is adopted (vidbench run's registry names its OUT): not started
+# again, interrupted at the deadline, and counted done when its log says so.
+export VIDBENCH_SHARING_DIR=$tmp/registry
+mkdir -p "$VIDBENCH_SHARING_DIR"
+register() { # PID OUT: the registry file vidbench run writes for an experiment
+  local start
+  start=$(python3 -c 'import sys; s = open(f"/proc/{sys.argv[1]}/stat").read(); print(s[s.rindex(")") + 1:].split()[19])' "$1")
+  echo "{\"pid\": $1, \"out\": \"$2\", \"memory_limit_bytes\": 1, \"port\": 1, \"proactive_reclaim\": \"pause\"}" > "$VIDBENCH_SHARING_DIR/$1-$start.json"
+}
+: > "$tmp/calls"
+# Job control on: a background job of a script would start with SIGINT
+# ignored, which the stub could not trap; a queue's child does not.
+set -m
+"$tmp/vidbench" run "$tmp/long.toml" --out "$tmp/o" --resume >> "$tmp/o.log" 2>&1 & opid=$!
+for _ in $(seq 50); do grep -q -- "--out $tmp/o --resume" "$tmp/calls" && break; sleep 0.1; done
+register $opid "$tmp/o"
+echo "$tmp/o $tmp/long.toml" > "$tmp/qa.txt"
+"$q" "$tmp/qa.txt" --until +2s --vidbench "$tmp/vidbench" --poll-s 0.2 > "$tmp/out7" || fail "the adopting queue failed: $(cat "$tmp/out7")"
+wait $opid || true
+grep -q "$tmp/o is being written by pid $opid, started outside this queue (line 1): adopted" "$tmp/out7" || fail "the running experiment was not adopted: $(cat "$tmp/out7")"
+[ "$(grep -c -- "--out $tmp/o --resume" "$tmp/calls")" = 1 ] || fail "the adopted experiment was started again: $(cat "$tmp/calls")"
+[ "$(cat "$tmp/o.ints")" = "ints=1" ] || fail "the adopted experiment got $(cat "$tmp/o.ints" 2>/dev/null) SIGINTs at the deadline"
+grep -q "$tmp/o interrupted (exit 130); --resume continues it" "$tmp/out7" || fail "the adopted experiment's interruption was not said: $(cat "$tmp/out7")"
+! grep -q "$tmp/o" "$tmp/qa.txt.done" 2>/dev/null || fail "an interrupted adopted experiment was recorded as finished"
+# One that finishes while adopted is done.
+"$tmp/vidbench" run "$tmp/two.toml" --out "$tmp/p" --resume >> "$tmp/p.log" 2>&1 & ppid=$!
+set +m
+for _ in $(seq 50); do grep -q -- "--out $tmp/p --resume" "$tmp/calls" && break; sleep 0.1; done
+register $ppid "$tmp/p"
+echo "$tmp/p $tmp/two.toml" > "$tmp/qp.txt"
+"$q" "$tmp/qp.txt" --until 23:59 --vidbench "$tmp/vidbench" --poll-s 0.2 > "$tmp/out8" || fail "the second adopting queue failed: $(cat "$tmp/out8")"
+grep -qP "^done\t$tmp/p\t" "$tmp/qp.txt.done" || fail "the adopted experiment that finished is not done: $(cat "$tmp/out8")"
+[ "$(grep -c -- "--out $tmp/p --resume" "$tmp/calls")" = 1 ] || fail "the adopted experiment was started again: $(cat "$tmp/calls")"
+unset VIDBENCH_SHARING_DIR
 
 # The file is read again before each start: a line added while the queue runs
 # starts, a line removed before its turn does not.
