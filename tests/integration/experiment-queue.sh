@@ -6,7 +6,8 @@
 # and failed lines recorded and skipped next time; at --until every running
 # experiment gets one SIGINT and the queue waits for it, and at a deadline
 # moved through QUEUE.until; an experiment already running in a line's OUT
-# is adopted, not started twice; a bad queue line is
+# is adopted, not started twice; one interrupted by hand is left for the
+# next --resume while the queue goes on; a bad queue line is
 # an error naming it; the queue file is read again before each start (lines
 # added or removed meanwhile count); --checkpoints saves stopped experiments
 # and restores them into a fresh machine's missing results directories; a
@@ -145,6 +146,18 @@ echo "$tmp/p $tmp/two.toml" > "$tmp/qp.txt"
 grep -qP "^done\t$tmp/p\t" "$tmp/qp.txt.done" || fail "the adopted experiment that finished is not done: $(cat "$tmp/out8")"
 [ "$(grep -c -- "--out $tmp/p --resume" "$tmp/calls")" = 1 ] || fail "the adopted experiment was started again: $(cat "$tmp/calls")"
 unset VIDBENCH_SHARING_DIR
+
+# One experiment interrupted by hand (vidbench exits 130) is not failed: the
+# queue goes on with the next line and leaves it for the next --resume.
+: > "$tmp/calls"
+printf '%s\n%s\n' "$tmp/h $tmp/long.toml" "$tmp/hn $tmp/short.toml" > "$tmp/qh.txt"
+"$q" "$tmp/qh.txt" --until 23:59 --vidbench "$tmp/vidbench" --poll-s 0.2 > "$tmp/out9" & qpid=$!
+for _ in $(seq 50); do grep -q -- "--out $tmp/h --resume" "$tmp/calls" && break; sleep 0.1; done
+pkill -INT -f -- "--out $tmp/h --resume" || fail "the experiment to interrupt by hand is not running"
+wait $qpid || fail "the queue failed after an experiment was interrupted by hand: $(cat "$tmp/out9")"
+grep -q "$tmp/h interrupted (exit 130); --resume continues it" "$tmp/out9" || fail "the interruption by hand was not said: $(cat "$tmp/out9")"
+! grep -qP "\t$tmp/h\t" "$tmp/qh.txt.done" || fail "an experiment interrupted by hand was recorded: $(cat "$tmp/qh.txt.done")"
+grep -qP "^done\t$tmp/hn\t" "$tmp/qh.txt.done" || fail "the queue did not go on after the interruption by hand: $(cat "$tmp/out9")"
 
 # The file is read again before each start: a line added while the queue runs
 # starts, a line removed before its turn does not.

@@ -83,7 +83,8 @@ for _ in $(seq 600); do grep -q "    load " "$tmp/log" && break; sleep 0.1; done
 grep -q "    load " "$tmp/log" || fail "the load never started"
 pgrep -f "$tmp/r3/runs" > /dev/null || fail "no nginx was running during the load"
 kill -INT $driver
-if wait $driver; then fail "an interrupted experiment exited 0"; fi
+rc=0; wait $driver || rc=$?
+[ "$rc" = 130 ] || fail "an interrupted experiment exited $rc, not 130 (128 + SIGINT)"
 grep -q -- "--resume" "$tmp/log" || fail "the driver did not say how to resume"
 no_leftovers $driver
 [ ! -e "$tmp/r3/runs/srv/rate-5.00-rep0/DONE" ] || fail "the interrupted run is marked complete"

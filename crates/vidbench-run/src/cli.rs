@@ -97,7 +97,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         Err(e) if e.is::<interrupt::Interrupted>() || interrupt::requested() => {
             let only = if args.only.is_empty() { String::new() } else { format!(" --only {}", args.only.join(",")) };
-            anyhow::bail!("interrupted: finished runs are kept in {}; continue with `vidbench run {}{only} --out {} --resume`", out.display(), path.display(), out.display())
+            // The cause stays downcastable, so vidbench exits 130 for it.
+            Err(anyhow::Error::new(interrupt::Interrupted).context(format!(
+                "interrupted: finished runs are kept in {}; continue with `vidbench run {}{only} --out {} --resume`",
+                out.display(),
+                path.display(),
+                out.display()
+            )))
         }
         Err(e) => Err(e),
     }

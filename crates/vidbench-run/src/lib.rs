@@ -59,6 +59,7 @@ mod summary;
 mod template;
 
 pub use driver::{Driver, RunResult, DONE};
+pub use interrupt::Interrupted;
 pub use summary::ConfigSummary;
 pub use experiment::{Config, Experiment, ExperimentError, Mode, Prefetch, RatePlan, RunKind, ServerKind, WorkloadSource};
 pub use search::{find_max_failure_free, Outcome, Prober, SearchResult};

@@ -64,6 +64,9 @@ fn main() {
     };
     if let Err(e) = result {
         eprintln!("vidbench: {e:#}");
-        std::process::exit(1);
+        // 128 + SIGINT, as a shell reports a command Ctrl-C stopped: a queue
+        // tells an interrupted experiment (resumable) from a failed one.
+        let interrupted = e.downcast_ref::<vidbench_run::Interrupted>().is_some();
+        std::process::exit(if interrupted { 130 } else { 1 });
     }
 }
