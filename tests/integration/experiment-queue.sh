@@ -100,11 +100,11 @@ echo "$tmp/u $tmp/long.toml" > "$tmp/qu.txt"
 echo "+0s" > "$tmp/qu.txt.until" # left from before the queue started: not read
 : > "$tmp/calls"
 "$q" "$tmp/qu.txt" --until 23:59 --vidbench "$tmp/vidbench" --poll-s 0.2 > "$tmp/out6" & qpid=$!
-for _ in $(seq 50); do grep -q -- "--out $tmp/u --resume" "$tmp/calls" && break; sleep 0.1; done
+for _ in $(seq 300); do grep -q -- "--out $tmp/u --resume" "$tmp/calls" && break; sleep 0.1; done
 sleep 0.5
 grep -q "sigint $tmp/u" "$tmp/calls" && fail "a deadline file older than the queue was read: $(cat "$tmp/out6")"
 echo "soon" > "$tmp/qu.txt.until"
-for _ in $(seq 50); do grep -q "'soon' is not HH:MM" "$tmp/out6" && break; sleep 0.1; done
+for _ in $(seq 300); do grep -q "'soon' is not HH:MM" "$tmp/out6" && break; sleep 0.1; done
 grep -q "$tmp/qu.txt.until: 'soon' is not HH:MM or +N followed by s, m or h; the deadline stays" "$tmp/out6" || fail "a bad deadline was not said: $(cat "$tmp/out6")"
 echo "+1s" > "$tmp/qu.txt.until"
 wait $qpid || fail "the queue with a moved deadline failed: $(cat "$tmp/out6")"
@@ -126,7 +126,7 @@ register() { # PID OUT: the registry file vidbench run writes for an experiment
 # ignored, which the stub could not trap; a queue's child does not.
 set -m
 "$tmp/vidbench" run "$tmp/long.toml" --out "$tmp/o" --resume >> "$tmp/o.log" 2>&1 & opid=$!
-for _ in $(seq 50); do grep -q -- "--out $tmp/o --resume" "$tmp/calls" && break; sleep 0.1; done
+for _ in $(seq 300); do grep -q -- "--out $tmp/o --resume" "$tmp/calls" && break; sleep 0.1; done
 register $opid "$tmp/o"
 echo "$tmp/o $tmp/long.toml" > "$tmp/qa.txt"
 "$q" "$tmp/qa.txt" --until +2s --vidbench "$tmp/vidbench" --poll-s 0.2 > "$tmp/out7" || fail "the adopting queue failed: $(cat "$tmp/out7")"
@@ -139,7 +139,7 @@ grep -q "$tmp/o interrupted (exit 130); --resume continues it" "$tmp/out7" || fa
 # One that finishes while adopted is done.
 "$tmp/vidbench" run "$tmp/two.toml" --out "$tmp/p" --resume >> "$tmp/p.log" 2>&1 & ppid=$!
 set +m
-for _ in $(seq 50); do grep -q -- "--out $tmp/p --resume" "$tmp/calls" && break; sleep 0.1; done
+for _ in $(seq 300); do grep -q -- "--out $tmp/p --resume" "$tmp/calls" && break; sleep 0.1; done
 register $ppid "$tmp/p"
 echo "$tmp/p $tmp/two.toml" > "$tmp/qp.txt"
 "$q" "$tmp/qp.txt" --until 23:59 --vidbench "$tmp/vidbench" --poll-s 0.2 > "$tmp/out8" || fail "the second adopting queue failed: $(cat "$tmp/out8")"
@@ -152,7 +152,7 @@ unset VIDBENCH_SHARING_DIR
 : > "$tmp/calls"
 printf '%s\n%s\n' "$tmp/h $tmp/long.toml" "$tmp/hn $tmp/short.toml" > "$tmp/qh.txt"
 "$q" "$tmp/qh.txt" --until 23:59 --vidbench "$tmp/vidbench" --poll-s 0.2 > "$tmp/out9" & qpid=$!
-for _ in $(seq 50); do grep -q -- "--out $tmp/h --resume" "$tmp/calls" && break; sleep 0.1; done
+for _ in $(seq 300); do grep -q -- "--out $tmp/h --resume" "$tmp/calls" && break; sleep 0.1; done
 pkill -INT -f -- "--out $tmp/h --resume" || fail "the experiment to interrupt by hand is not running"
 wait $qpid || fail "the queue failed after an experiment was interrupted by hand: $(cat "$tmp/out9")"
 grep -q "$tmp/h interrupted (exit 130); --resume continues it" "$tmp/out9" || fail "the interruption by hand was not said: $(cat "$tmp/out9")"
@@ -164,7 +164,7 @@ grep -qP "^done\t$tmp/hn\t" "$tmp/qh.txt.done" || fail "the queue did not go on 
 printf '%s\n%s\n' "$tmp/qm $tmp/two.toml" "$tmp/qn $tmp/short.toml" > "$tmp/q2.txt"
 : > "$tmp/calls"
 "$q" "$tmp/q2.txt" --until 23:59 --parallel 1 --vidbench "$tmp/vidbench" --poll-s 0.2 > "$tmp/out5" & qpid=$!
-for _ in $(seq 50); do grep -q -- "--out $tmp/qm --resume" "$tmp/calls" && break; sleep 0.1; done
+for _ in $(seq 300); do grep -q -- "--out $tmp/qm --resume" "$tmp/calls" && break; sleep 0.1; done
 printf '%s\n%s\n' "$tmp/qm $tmp/two.toml" "$tmp/qo $tmp/short.toml" > "$tmp/q2.new" && mv "$tmp/q2.new" "$tmp/q2.txt"
 wait $qpid || fail "the edited queue failed: $(cat "$tmp/out5")"
 grep -q -- "--out $tmp/qo --resume" "$tmp/calls" || fail "the line added while the queue ran did not start: $(cat "$tmp/calls")"
@@ -276,7 +276,10 @@ echo "$err" | grep -q "bad.txt:1: expected" || fail "$err"
 # at the end; none, nothing said.
 grep -q "global reclaim" "$tmp"/out* && fail "global reclaim said where the stand-in did not move: $(grep -h "global reclaim" "$tmp"/out*)"
 printf '%s\n' "$tmp/ra $tmp/two.toml" > "$tmp/qr.txt"
-(sleep 0.7; printf 'pgscan_kswapd 1100\npgscan_direct 7\nnr_free_pages 5\n' > "$tmp/vmstat.new"; mv "$tmp/vmstat.new" "$tmp/vmstat") &
+# Reclaim moves once ra has started (not after a fixed delay: a loaded machine
+# may start the queue later than that), while ra runs its 2 s.
+(for _ in $(seq 100); do grep -q -- "--out $tmp/ra --resume" "$tmp/calls" 2>/dev/null && break; sleep 0.1; done
+ printf 'pgscan_kswapd 1100\npgscan_direct 7\nnr_free_pages 5\n' > "$tmp/vmstat.new"; mv "$tmp/vmstat.new" "$tmp/vmstat") &
 "$q" "$tmp/qr.txt" --until 23:59 --vidbench "$tmp/vidbench" --poll-s 0.2 > "$tmp/reclaim-out" || fail "the queue failed: $(cat "$tmp/reclaim-out")"
 wait
 grep -q "global reclaim scanned 100 pages since [0-9:]*, beside ra: memory outside their limits" "$tmp/reclaim-out" &&
